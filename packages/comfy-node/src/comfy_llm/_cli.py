@@ -1,0 +1,185 @@
+"""The ``comfy-llm`` command line.
+
+Subcommands share the node's code path: ``resolve`` inspects and pins a model
+without downloading weights, ``stage`` downloads its snapshot, ``run`` answers
+a prompt, ``comfyui-link`` makes ComfyUI load the installed node. ``--json``
+prints one JSON document on stdout; progress always goes to stderr; failures
+print one line and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["main"]
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+_TARGET_HELP = "local_apple, local_cuda, local_cpu or modal (default: detected for this machine)"
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", help=_TARGET_HELP)
+    parser.add_argument(
+        "--storage-root",
+        help="folder for snapshots and manifests (default: COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT, "
+        "<ComfyUI models>/modal_llm inside ComfyUI, else a per-user cache folder)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="comfy-llm",
+        description="Run multimodal language models the way the comfy-llm ComfyUI node does.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show a traceback on failure")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    resolve = sub.add_parser("resolve", help="inspect and pin a model without downloading weights")
+    resolve.add_argument("model", help="owner/model[@revision] or a curated profile id")
+    _add_common(resolve)
+
+    stage = sub.add_parser("stage", help="resolve, then download the model snapshot")
+    stage.add_argument("model", help="owner/model[@revision] or a curated profile id")
+    _add_common(stage)
+
+    link = sub.add_parser("comfyui-link", help="make a ComfyUI folder load this installed node")
+    link.add_argument("comfyui_dir", help="the ComfyUI folder (holding main.py)")
+    link.add_argument("--force", action="store_true", help="replace a foreign comfy_llm_link")
+    link.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+    from comfy_llm._cli_run import add_run_parser
+
+    add_run_parser(sub, _add_common)
+    return parser
+
+
+def _profile_summary(resolved: Any) -> dict[str, Any]:
+    profile = resolved.profile
+    return {
+        "id": profile.profile_id,
+        "repository": profile.repository,
+        "revision": profile.revision,
+        "requested_revision": profile.requested_revision,
+        "execution_target": profile.execution_target.value,
+        "backend": profile.backend,
+        "architecture": profile.architecture,
+        "quantization_method": profile.quantization_method,
+        "dtype": profile.dtype,
+        "modalities": list(profile.modalities),
+        "estimated_memory_bytes": profile.estimated_memory_bytes,
+        "estimated_memory_gb": round(profile.estimated_memory_bytes / 1024**3, 3),
+        "reasoning_parser": profile.reasoning_parser,
+        "manifest_path": str(resolved.manifest_path),
+    }
+
+
+def _print_human(summary: dict[str, Any]) -> None:
+    width = max(len(key) for key in summary)
+    for key, value in summary.items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        print(f"{key.ljust(width)}  {shown}")
+
+
+def _resolve(args: argparse.Namespace, progress: Callable[..., None]) -> Any:
+    from comfy_llm_profiles import resolve_profile
+
+    from comfy_llm._storage import storage_root
+    from comfy_llm._targets import detect_target
+
+    target = detect_target(args.target)
+    root = storage_root(args.storage_root)
+    return resolve_profile(args.model, target, storage_root=root, progress=progress), root
+
+
+def _cmd_resolve(args: argparse.Namespace) -> dict[str, Any]:
+    from comfy_llm._console import ConsoleProgress
+
+    console = ConsoleProgress()
+    try:
+        resolved, _root = _resolve(args, console)
+    finally:
+        console.close()
+    return _profile_summary(resolved)
+
+
+def _cmd_stage(args: argparse.Namespace) -> dict[str, Any]:
+    from comfy_llm_staging import stage_snapshot
+
+    from comfy_llm._console import ConsoleProgress
+
+    console = ConsoleProgress()
+    try:
+        resolved, root = _resolve(args, console)
+        profile = resolved.profile
+        snapshot = stage_snapshot(
+            profile.repository,
+            profile.revision,
+            storage_root=root,
+            profile_id=profile.profile_id,
+            progress=console,
+        )
+    finally:
+        console.close()
+    summary = _profile_summary(resolved)
+    summary.update(
+        snapshot_path=str(snapshot.path),
+        downloaded=snapshot.downloaded,
+        bytes_downloaded=snapshot.bytes_downloaded,
+        seconds=round(snapshot.seconds, 3),
+    )
+    return summary
+
+
+def _cmd_link(args: argparse.Namespace) -> dict[str, Any]:
+    from comfy_llm._link import link_into_comfyui
+
+    init = link_into_comfyui(args.comfyui_dir, force=args.force)
+    return {"shim": str(init), "restart": "restart ComfyUI to load the node"}
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return f"comfy-llm: error: {text}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    commands: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+        "resolve": _cmd_resolve,
+        "stage": _cmd_stage,
+        "comfyui-link": _cmd_link,
+    }
+    from comfy_llm._cli_run import cmd_run
+
+    commands["run"] = cmd_run
+    try:
+        result = commands[args.command](args)
+    except KeyboardInterrupt:
+        print("comfy-llm: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if args.debug:
+            traceback.print_exc()
+        print(_one_line(error), file=sys.stderr)
+        return EXIT_FAILURE
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    elif args.command == "run":
+        print(result["response"])
+    else:
+        _print_human(result)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

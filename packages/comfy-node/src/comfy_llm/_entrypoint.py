@@ -1,0 +1,18 @@
+"""The V3 entry point ComfyUI calls to discover the node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["comfy_entrypoint"]
+
+
+async def comfy_entrypoint() -> Any:
+    """Return the ComfyExtension that lists this package's nodes.
+
+    ComfyUI imports ``comfy_api`` before custom nodes, so importing the node
+    module here (not at package import) keeps the CLI free of ComfyUI.
+    """
+    from comfy_llm._node import build_extension
+
+    return build_extension()

@@ -1,0 +1,80 @@
+"""``comfy-llm comfyui-link``: put the installed node into a ComfyUI folder.
+
+ComfyUI loads nodes only from folders under ``custom_nodes/``; a ``pip``/``uv``
+install of ``comfy-llm`` alone is invisible to it. This writes a tiny shim
+package there whose ``__init__.py`` re-exports :func:`comfy_llm.comfy_entrypoint`
+from the interpreter's installed distribution::
+
+    ComfyUI/
+      main.py
+      custom_nodes/
+        comfy_llm_link/
+          __init__.py      # from comfy_llm import comfy_entrypoint
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from comfy_llm.errors import ComfyUIDirError
+
+__all__ = ["SHIM_FOLDER", "SHIM_SOURCE", "link_into_comfyui"]
+
+SHIM_FOLDER = "comfy_llm_link"
+SHIM_SOURCE = '''"""comfy-llm: written by `comfy-llm comfyui-link`; safe to delete.
+
+The node itself lives in the comfy-llm distribution installed into this
+interpreter; this folder only makes ComfyUI load it.
+"""
+
+from comfy_llm import comfy_entrypoint
+
+__all__ = ["comfy_entrypoint"]
+'''
+_MARKER = "written by `comfy-llm comfyui-link`"
+
+
+def link_into_comfyui(comfyui_dir: str | Path, *, force: bool = False) -> Path:
+    """Write the shim package into ``comfyui_dir/custom_nodes``.
+
+    Re-running is safe: an existing shim written by this command is replaced;
+    a foreign folder of the same name is left alone unless ``force``.
+
+    Args:
+        comfyui_dir: The ComfyUI folder (the one holding ``main.py``).
+        force: Replace a folder of the same name that this command did not write.
+
+    Returns:
+        The shim's ``__init__.py``.
+
+    Raises:
+        ComfyUIDirError: The folder is not a ComfyUI install, or a foreign
+            ``comfy_llm_link`` folder is in the way.
+    """
+    root = Path(comfyui_dir).expanduser()
+    if not root.is_dir():
+        raise ComfyUIDirError(root, "is not a folder")
+    if not (root / "main.py").is_file() or not (root / "comfy").is_dir():
+        raise ComfyUIDirError(root, "does not look like ComfyUI (no main.py and comfy/ folder)")
+    custom_nodes = root / "custom_nodes"
+    custom_nodes.mkdir(exist_ok=True)
+    shim_dir = custom_nodes / SHIM_FOLDER
+    init = shim_dir / "__init__.py"
+    if shim_dir.exists() and not force:
+        existing = init.read_text(encoding="utf-8") if init.is_file() else ""
+        if _MARKER not in existing:
+            raise ComfyUIDirError(
+                shim_dir, "exists and was not written by comfy-llm (re-run with --force to replace)"
+            )
+    shim_dir.mkdir(exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=shim_dir, prefix=".__init__.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(SHIM_SOURCE)
+        os.replace(tmp, init)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return init

@@ -1,0 +1,49 @@
+"""Where snapshots and manifests live.
+
+Inside ComfyUI the default is ``<ComfyUI models>/modal_llm`` (registered as
+the ``modal_llm`` model folder); outside it a per-user cache folder.
+``COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT`` and ``--storage-root`` override both.
+This is the only module that asks ComfyUI's ``folder_paths`` for anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from comfy_llm_staging import default_storage_root
+
+__all__ = ["MODEL_FOLDER_NAME", "comfy_models_dir", "register_model_folder", "storage_root"]
+
+MODEL_FOLDER_NAME = "modal_llm"
+
+
+def comfy_models_dir() -> Path | None:
+    """Return ComfyUI's models folder when running inside ComfyUI, else None."""
+    try:
+        import folder_paths
+    except ImportError:
+        return None
+    models_dir = getattr(folder_paths, "models_dir", None)
+    return Path(models_dir) if models_dir else None
+
+
+def storage_root(explicit: str | Path | None = None) -> Path:
+    """Resolve the storage root: explicit, then the environment, then defaults."""
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    return default_storage_root(comfy_models_dir())
+
+
+def register_model_folder(root: Path) -> None:
+    """Register the storage root with ComfyUI as the ``modal_llm`` model folder.
+
+    A no-op outside ComfyUI. Registering lets ComfyUI's model browser and
+    ``extra_model_paths.yaml`` users see where LLM snapshots go.
+    """
+    try:
+        import folder_paths
+    except ImportError:
+        return
+    add = getattr(folder_paths, "add_model_folder_path", None)
+    if add is not None:
+        add(MODEL_FOLDER_NAME, str(root), is_default=True)

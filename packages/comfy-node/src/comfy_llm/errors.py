@@ -1,0 +1,44 @@
+"""Errors raised by the comfy-llm node and CLI.
+
+Errors from the lower packages (profiles, staging, inputs, residency) keep
+their own classes; this module holds only what the node and CLI add.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["ComfyLLMError", "ComfyUIDirError", "TargetUnavailableError"]
+
+
+class ComfyLLMError(Exception):
+    """Base class of every error raised by the ``comfy_llm`` package."""
+
+
+class TargetUnavailableError(ComfyLLMError, RuntimeError):
+    """The requested execution target cannot run in this process.
+
+    Attributes:
+        target: The execution target that was asked for.
+        reason: Why it cannot run here.
+    """
+
+    def __init__(self, target: str, reason: str) -> None:
+        self.target = target
+        self.reason = reason
+        super().__init__(f"Execution target {target!r} is not available here: {reason}")
+
+
+class ComfyUIDirError(ComfyLLMError, ValueError):
+    """The folder given to ``comfy-llm comfyui-link`` is not a ComfyUI install.
+
+    Attributes:
+        path: The folder that was given.
+    """
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        super().__init__(
+            f"{str(path)!r} {problem}. Pass the ComfyUI folder that holds main.py and "
+            "custom_nodes/, e.g. `comfy-llm comfyui-link ~/ComfyUI`."
+        )

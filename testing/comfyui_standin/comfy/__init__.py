@@ -1,0 +1,1 @@
+"""Stand-in for ComfyUI's comfy package (tests only)."""

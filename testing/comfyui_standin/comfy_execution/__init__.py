@@ -1,0 +1,1 @@
+"""Stand-in for ComfyUI's comfy_execution package (tests only)."""

@@ -1,0 +1,94 @@
+"""The dependency rules of DESIGN.md hold in the code, not only on paper."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+HEAVY = {"torch", "torchvision", "transformers", "mlx", "mlx_vlm", "vllm", "modal"}
+ENGINE_PACKAGES = {"backend-mlx", "backend-cuda"}
+COMFYUI = {"comfy", "comfy_api", "comfy_execution", "folder_paths", "server"}
+
+
+def _source_files(package_folder: str) -> list[Path]:
+    return sorted((REPO_ROOT / "packages" / package_folder / "src").rglob("*.py"))
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """Top-level module names imported outside any function or class body."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names: set[str] = set()
+
+    def visit(node: ast.AST, nested: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = nested or isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda
+            )
+            if not inner and isinstance(child, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in child.names)
+            elif not inner and isinstance(child, ast.ImportFrom) and child.level == 0:
+                names.add((child.module or "").split(".")[0])
+            visit(child, inner)
+
+    visit(tree, False)
+    return names
+
+
+PACKAGES = sorted(p.name for p in (REPO_ROOT / "packages").iterdir() if (p / "src").is_dir())
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_only_backends_import_engines_at_module_level(package: str) -> None:
+    allowed = HEAVY if package in ENGINE_PACKAGES else set()
+    if package == "modal-remote":
+        allowed = {"modal"}
+    offenders = {
+        str(path.relative_to(REPO_ROOT)): sorted((_module_level_imports(path) & HEAVY) - allowed)
+        for path in _source_files(package)
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+@pytest.mark.parametrize("package", [p for p in PACKAGES if p != "comfy-node"])
+def test_nothing_below_comfy_node_imports_comfyui(package: str) -> None:
+    for path in _source_files(package):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found = {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                found = {(node.module or "").split(".")[0]}
+            else:
+                continue
+            assert not found & COMFYUI, f"{path} imports {found & COMFYUI}"
+
+
+def test_importing_the_node_package_loads_no_engine_and_no_comfyui() -> None:
+    code = (
+        "import json, sys\n"
+        "import comfy_llm, comfy_llm._cli, comfy_llm_profiles, comfy_llm_staging\n"
+        "import comfy_llm_inputs, comfy_llm_reasoning, comfy_llm_residency\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    env = {**os.environ, "HF_HUB_DISABLE_TELEMETRY": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    loaded = set(json.loads(done.stdout))
+    assert not loaded & (HEAVY | COMFYUI)
+
+
+def test_import_linter_contracts_are_kept() -> None:
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run(
+        [str(lint_imports), "--no-cache"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
