@@ -1,1 +1,38 @@
-"""Package."""
+"""Reasoning parsers and token accounting shared by every backend.
+
+One contract for every backend: hand the generated token ids, the decoded
+text and any reasoning the engine separated natively to a parser, get a
+:class:`ReasoningResult` with the response, the reasoning and token counts.
+Pure Python; nothing heavy is imported.
+"""
+
+from __future__ import annotations
+
+from ._parsers import DirectResponseParser, PassthroughParser, Qwen3ReasoningParser
+from ._protocol import ReasoningParser
+from ._result import Accounting, ReasoningResult
+from ._select import (
+    KNOWN_PARSERS,
+    chat_template_kwargs,
+    get_parser,
+    parser_for_profile,
+    resolve_parser_name,
+)
+from ._vocabulary import TokenVocabulary
+from .errors import ReasoningError
+
+__all__ = [
+    "KNOWN_PARSERS",
+    "Accounting",
+    "DirectResponseParser",
+    "PassthroughParser",
+    "Qwen3ReasoningParser",
+    "ReasoningError",
+    "ReasoningParser",
+    "ReasoningResult",
+    "TokenVocabulary",
+    "chat_template_kwargs",
+    "get_parser",
+    "parser_for_profile",
+    "resolve_parser_name",
+]

@@ -1,0 +1,17 @@
+"""Errors raised by the reasoning package.
+
+Every error a caller can cause derives from :class:`ReasoningError`, which is
+a :class:`ValueError` so that generic input validation keeps catching it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ReasoningError"]
+
+
+class ReasoningError(ValueError):
+    """A reasoning parser could not be selected or could not parse its input.
+
+    The message names the offending value, the accepted values or limit, and
+    the fix.
+    """
