@@ -1,0 +1,187 @@
+"""Where snapshots live on disk, and which files a snapshot holds.
+
+A snapshot is keyed by repository and revision only: runtime tuning (backend
+options, execution target, quantization policy) never changes the files, so
+every profile of one repository revision shares one directory::
+
+    <storage root>/                           default_storage_root()
+    └── llm_models/
+        ├── repo-<sha256(repository)>/        one folder per repository
+        │   ├── <revision>/                   the completed snapshot (40-hex commit)
+        │   │   ├── .comfy_llm_snapshot.json  completion marker, written last
+        │   │   ├── config.json
+        │   │   ├── model.safetensors ...     only ALLOW_PATTERNS files
+        │   │   └── tokenizer.json ...
+        │   ├── <revision>.partial/           download in progress (huggingface_hub
+        │   │   └── .cache/huggingface/       local_dir + its bookkeeping); renamed
+        │   │                                 to <revision>/ once verified
+        │   ├── <revision>.lock               filelock guarding the lease file
+        │   └── <revision>.lease.json         lease: pid, host, heartbeat of the stager
+        └── <legacy profile id>/              seed-era profile-keyed snapshot, reused
+            └── .comfy-modal-llm-complete.json  in place when its marker matches
+
+The canonical ``<revision>/`` only ever appears by renaming a verified,
+marked ``.partial`` directory, so a reader never sees half a snapshot there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from . import _settings
+from .errors import InvalidRepositoryError, InvalidRevisionError
+
+MODELS_DIRNAME = "llm_models"
+COMFY_MODELS_SUBDIR = "modal_llm"
+USER_CACHE_SUBDIR = "comfy-llm"
+
+ALLOW_PATTERNS: tuple[str, ...] = (
+    # weights: safetensors only, and their shard index
+    "*.safetensors",
+    "*.safetensors.index.json",
+    # model, generation and quantization configuration
+    "config.json",
+    "generation_config.json",
+    "hf_quant_config.json",
+    "quantization_config.json",
+    "quantize_config.json",
+    # tokenizer
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "*.tiktoken",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    # chat template and processors
+    "chat_template.json",
+    "chat_template.jinja",
+    "processor_config.json",
+    "preprocessor_config.json",
+    "video_preprocessor_config.json",
+)
+"""Files a snapshot may hold (fnmatch patterns on the repository path)."""
+
+IGNORE_PATTERNS: tuple[str, ...] = (
+    "*.py",
+    "*.pyc",
+    "*.bin",
+    "*.pt",
+    "*.pth",
+    "*.pkl",
+    "*.pickle",
+    "*.ckpt",
+    "*.msgpack",
+    "*.h5",
+    "*.joblib",
+    "*.npy",
+    "*.npz",
+)
+"""Never requested even if an allow pattern matched: Python source and pickle-like formats."""
+
+_REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
+_REPOSITORY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_SAFE_COMPONENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+def check_repository(repository: object) -> str:
+    """Return ``repository`` if it is an ``owner/name`` model id.
+
+    Raises:
+        InvalidRepositoryError: It is not.
+    """
+    if (
+        not isinstance(repository, str)
+        or not _REPOSITORY_RE.fullmatch(repository)
+        or ".." in repository
+    ):
+        raise InvalidRepositoryError(repository)
+    return repository
+
+
+def check_revision(repository: str, revision: object) -> str:
+    """Return ``revision`` if it is a lower-case 40-hex commit.
+
+    Raises:
+        InvalidRevisionError: It is not.
+    """
+    if not isinstance(revision, str) or not _REVISION_RE.fullmatch(revision):
+        raise InvalidRevisionError(repository, revision)
+    return revision
+
+
+def repository_dirname(repository: str) -> str:
+    """Return the folder name of a repository: ``repo-<sha256 of the id>``."""
+    return "repo-" + hashlib.sha256(repository.encode("utf-8")).hexdigest()
+
+
+def snapshot_path(storage_root: Path, repository: str, revision: str) -> Path:
+    """Return the canonical directory of one repository revision.
+
+    The path depends on the repository and revision only. It may not exist
+    yet; use :func:`find_completed_snapshot` to learn whether it is complete.
+
+    Args:
+        storage_root: The storage root (see :func:`default_storage_root`).
+        repository: ``owner/name``.
+        revision: A 40-hex commit.
+
+    Returns:
+        ``storage_root/llm_models/repo-<sha256(repository)>/<revision>``.
+
+    Raises:
+        InvalidRepositoryError: ``repository`` is not ``owner/name``.
+        InvalidRevisionError: ``revision`` is not a 40-hex commit.
+    """
+    check_repository(repository)
+    check_revision(repository, revision)
+    return Path(storage_root) / MODELS_DIRNAME / repository_dirname(repository) / revision
+
+
+def legacy_snapshot_path(storage_root: Path, legacy_profile_id: str) -> Path | None:
+    """Return the seed-era profile-keyed directory, or None for an unsafe id."""
+    if not _SAFE_COMPONENT_RE.fullmatch(legacy_profile_id) or ".." in legacy_profile_id:
+        return None
+    return Path(storage_root) / MODELS_DIRNAME / legacy_profile_id
+
+
+def partial_path(snapshot: Path) -> Path:
+    """Return the in-progress download directory next to a snapshot."""
+    return snapshot.with_name(snapshot.name + ".partial")
+
+
+def lock_path(snapshot: Path) -> Path:
+    """Return the filelock path next to a snapshot."""
+    return snapshot.with_name(snapshot.name + ".lock")
+
+
+def lease_path(snapshot: Path) -> Path:
+    """Return the lease file path next to a snapshot."""
+    return snapshot.with_name(snapshot.name + ".lease.json")
+
+
+def default_storage_root(comfy_models_dir: Path | None = None) -> Path:
+    """Return where snapshots are stored when the caller names no root.
+
+    Order: ``COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT``; else
+    ``comfy_models_dir/modal_llm`` when ComfyUI's models folder is given (the
+    node passes it; staging never imports ComfyUI); else a per-user cache
+    folder: ``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux, ``~/Library/Caches``
+    on macOS, ``%LOCALAPPDATA%`` on Windows, each with ``comfy-llm`` appended.
+
+    Args:
+        comfy_models_dir: ComfyUI's ``models`` directory, if known.
+
+    Returns:
+        The storage root (not created).
+    """
+    override = _settings.storage_root_override()
+    if override is not None:
+        return override
+    if comfy_models_dir is not None:
+        return Path(comfy_models_dir) / COMFY_MODELS_SUBDIR
+    return _settings.user_cache_dir() / USER_CACHE_SUBDIR

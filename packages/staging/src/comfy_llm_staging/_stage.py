@@ -1,0 +1,303 @@
+"""stage_snapshot: make one pinned repository revision complete on local disk.
+
+The order of one staging::
+
+    validate repository + 40-hex revision          (no network)
+    completed canonical or legacy snapshot?  ──yes──► return, downloaded=False,
+                                                       no Hub request at all
+    acquire the lease (wait for another stager; re-check the marker each time)
+    model_info(files_metadata) → allowed files with size / sha256 / blob id
+    free-disk check for the bytes still missing
+    snapshot_download into <revision>.partial/     (resumes what is there)
+    verify every file; a bad one is deleted and the staging fails
+    write the marker (atomic), rename .partial → <revision>, release the lease
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
+
+from . import _hub, _layout, _lease, _marker, _settings, _verify
+from ._progress import DownloadProgress
+from .errors import StagingLeaseLostError
+
+_VERIFY_EVENT_INTERVAL_SECONDS = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedSnapshot:
+    """A completed snapshot on local disk: the only thing a backend may load from.
+
+    Attributes:
+        profile_id: The profile it was staged for, if the caller named one.
+        repository: ``owner/name``.
+        revision: The 40-hex commit.
+        path: The snapshot directory (canonical, or a reused legacy directory).
+        downloaded: True when this call changed the storage (fetched files
+            and/or completed the snapshot); a Modal Volume needs a commit then.
+        seconds: Wall time of this call.
+        bytes_downloaded: Bytes received over the network by this call.
+        files: The snapshot's files, as sorted POSIX paths relative to ``path``.
+    """
+
+    profile_id: str | None
+    repository: str
+    revision: str
+    path: Path
+    downloaded: bool
+    seconds: float
+    bytes_downloaded: int
+    files: tuple[str, ...]
+
+
+def stage_snapshot(
+    repository: str,
+    revision: str,
+    *,
+    storage_root: Path,
+    profile_id: str | None = None,
+    token: str | None = None,
+    endpoint: str | None = None,
+    progress: ProgressCallback = ignore_progress,
+    lease_timeout_seconds: float | None = None,
+) -> StagedSnapshot:
+    """Download, verify and mark complete one repository revision, once.
+
+    A snapshot already complete (canonical, or a legacy directory keyed by
+    ``profile_id``) is returned at once without any Hub request. Otherwise the
+    stager takes the snapshot's lease (waiting while another live stager holds
+    it), downloads only allow-listed files, verifies each against the Hub
+    metadata and writes the completion marker last.
+
+    Args:
+        repository: ``owner/name``.
+        revision: A 40-hex commit (resolve branches and tags first).
+        storage_root: The storage root (see :func:`default_storage_root`).
+        profile_id: The profile staging it; also the key of a legacy layout.
+        token: A Hub token; None lets huggingface_hub use HF_TOKEN.
+        endpoint: The Hub endpoint; None reads HF_ENDPOINT now.
+        progress: Receives DOWNLOAD events (bytes, files, waiting, verifying);
+            may raise to cancel (partial files are kept for the next call).
+        lease_timeout_seconds: How long to wait for another stager; None reads
+            COMFY_MODAL_LLM_STAGE_LEASE_TIMEOUT_SECONDS (default 3600).
+
+    Returns:
+        The staged snapshot.
+
+    Raises:
+        InvalidRepositoryError: ``repository`` is not ``owner/name``.
+        InvalidRevisionError: ``revision`` is not a 40-hex commit.
+        InvalidSettingError: A bad lease timeout.
+        StagingLeaseTimeoutError: Another stager held the lease too long.
+        SnapshotAccessError: Missing, private or gated repository.
+        SnapshotRevisionNotFoundError: The commit does not exist.
+        SnapshotContentError: No config.json, or unusable metadata.
+        InsufficientDiskSpaceError: Not enough free space for the missing files.
+        SnapshotDownloadError: Network or Hub failure; a later call resumes.
+        SnapshotVerificationError: A file does not match the Hub metadata.
+        StagingLeaseLostError: Another stager took the lease over meanwhile.
+    """
+    started = time.monotonic()
+    _layout.check_repository(repository)
+    _layout.check_revision(repository, revision)
+    storage_root = Path(storage_root)
+    timeout = _settings.lease_timeout_seconds(lease_timeout_seconds)
+
+    found = _marker.find_completed_snapshot(
+        storage_root, repository, revision, legacy_profile_id=profile_id
+    )
+    if found is not None:
+        return _reused(
+            found,
+            repository=repository,
+            revision=revision,
+            profile_id=profile_id,
+            started=started,
+            progress=progress,
+        )
+
+    canonical = _layout.snapshot_path(storage_root, repository, revision)
+    lease = _lease.acquire_lease(
+        canonical,
+        timeout_seconds=timeout,
+        is_complete=lambda: _marker.read_valid_marker(canonical, repository, revision) is not None,
+        progress=progress,
+    )
+    if lease is None:  # another stager completed it while this one waited
+        return _reused(
+            canonical,
+            repository=repository,
+            revision=revision,
+            profile_id=profile_id,
+            started=started,
+            progress=progress,
+        )
+    try:
+        return _download(
+            lease,
+            canonical,
+            repository=repository,
+            revision=revision,
+            profile_id=profile_id,
+            token=token,
+            endpoint=_settings.hub_endpoint(endpoint),
+            progress=progress,
+            started=started,
+        )
+    finally:
+        lease.release()
+
+
+def _reused(
+    path: Path,
+    *,
+    repository: str,
+    revision: str,
+    profile_id: str | None,
+    started: float,
+    progress: ProgressCallback,
+) -> StagedSnapshot:
+    marker = _marker.read_valid_marker(path, repository, revision)
+    files = tuple(sorted(marker.files)) if marker is not None else ()
+    progress(
+        ProgressEvent(
+            stage=ProgressStage.DOWNLOAD,
+            message="Model files already staged",
+            value=float(len(files)),
+            maximum=float(len(files)),
+            unit="files",
+            elapsed_seconds=time.monotonic() - started,
+        )
+    )
+    return StagedSnapshot(
+        profile_id=profile_id,
+        repository=repository,
+        revision=revision,
+        path=path,
+        downloaded=False,
+        seconds=time.monotonic() - started,
+        bytes_downloaded=0,
+        files=files,
+    )
+
+
+def _download(
+    lease: _lease.Lease,
+    canonical: Path,
+    *,
+    repository: str,
+    revision: str,
+    profile_id: str | None,
+    token: str | None,
+    endpoint: str,
+    progress: ProgressCallback,
+    started: float,
+) -> StagedSnapshot:
+    partial = _layout.partial_path(canonical)
+    if canonical.is_dir() and not partial.exists():
+        # a damaged snapshot (no valid marker): reuse its files, they get re-verified
+        os.replace(canonical, partial)
+        (partial / _marker.MARKER_FILENAME).unlink(missing_ok=True)
+    partial.mkdir(parents=True, exist_ok=True)
+    _remove_stray_temporaries(partial)
+    progress(
+        ProgressEvent(
+            stage=ProgressStage.DOWNLOAD,
+            message="Listing model files on the Hub",
+            indeterminate=True,
+            elapsed_seconds=time.monotonic() - started,
+        )
+    )
+    remote_files = _hub.list_allowed_files(repository, revision, endpoint=endpoint, token=token)
+    missing = _verify.bytes_missing(partial, remote_files)
+    _verify.check_free_space(partial, missing)
+
+    tracker = DownloadProgress(progress, planned_bytes=missing)
+    _hub.download(
+        repository,
+        revision,
+        local_dir=partial,
+        endpoint=endpoint,
+        token=token,
+        tqdm_class=tracker.make_bar_class(),
+        needed_bytes=missing + _settings.DISK_MARGIN_BYTES,
+    )
+
+    records = _verify_all(partial, remote_files, progress)
+    if not lease.still_held():
+        raise StagingLeaseLostError(str(lease.path))
+    shutil.rmtree(partial / ".cache", ignore_errors=True)
+    _marker.write_marker(
+        partial, repository=repository, revision=revision, files=records, profile_id=profile_id
+    )
+    _promote(partial, canonical)
+    total = float(sum(int(record["size"]) for record in records.values()))
+    progress(
+        ProgressEvent(
+            stage=ProgressStage.DOWNLOAD,
+            message="Model files staged",
+            value=total,
+            maximum=total,
+            unit="bytes",
+            elapsed_seconds=time.monotonic() - started,
+        )
+    )
+    return StagedSnapshot(
+        profile_id=profile_id,
+        repository=repository,
+        revision=revision,
+        path=canonical,
+        downloaded=True,
+        seconds=time.monotonic() - started,
+        bytes_downloaded=max(0, tracker.network_bytes),
+        files=tuple(sorted(records)),
+    )
+
+
+def _verify_all(
+    partial: Path, remote_files: list[_hub.RemoteFile], progress: ProgressCallback
+) -> dict[str, dict[str, int | str]]:
+    """Verify every file, reporting hashed bytes; raise on the first mismatch."""
+    total = sum(remote.size for remote in remote_files)
+    state = {"done": 0, "last": 0.0}
+
+    def on_bytes(count: int) -> None:
+        state["done"] += count
+        now = time.monotonic()
+        if now - state["last"] >= _VERIFY_EVENT_INTERVAL_SECONDS:
+            state["last"] = now
+            progress(
+                ProgressEvent(
+                    stage=ProgressStage.DOWNLOAD,
+                    message="Verifying model files",
+                    value=float(state["done"]),
+                    maximum=float(total),
+                    unit="bytes",
+                )
+            )
+
+    return {remote.path: _verify.verify_file(partial, remote, on_bytes) for remote in remote_files}
+
+
+def _remove_stray_temporaries(partial: Path) -> None:
+    """Delete temporary files a killed stager left (huggingface_hub never reuses them)."""
+    download_dir = partial / ".cache" / "huggingface" / "download"
+    if download_dir.is_dir():
+        for stray in download_dir.rglob("*.incomplete"):
+            stray.unlink(missing_ok=True)
+
+
+def _promote(partial: Path, canonical: Path) -> None:
+    """Rename the verified, marked directory into its canonical place."""
+    if canonical.exists():  # an unmarked leftover (we hold the lease and it is not complete)
+        discarded = canonical.with_name(f"{canonical.name}.discard-{uuid.uuid4().hex[:8]}")
+        os.replace(canonical, discarded)
+        shutil.rmtree(discarded, ignore_errors=True)
+    os.replace(partial, canonical)

@@ -1,0 +1,295 @@
+"""Errors raised by snapshot staging.
+
+Every error derives from :class:`StagingError`. Where a builtin category fits,
+the error also derives from it (``ValueError`` for a bad request, ``OSError``
+for disk and network trouble, ``TimeoutError`` for the lease wait), so callers
+that only know the builtins still catch them. Each message names the value,
+the limit it broke and the fix; the same facts are attributes for programs.
+
+Errors survive pickling (the Modal dispatcher ships them across processes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "StagingError",
+    "InvalidRepositoryError",
+    "InvalidRevisionError",
+    "InsufficientDiskSpaceError",
+    "SnapshotAccessError",
+    "SnapshotRevisionNotFoundError",
+    "SnapshotDownloadError",
+    "SnapshotContentError",
+    "SnapshotVerificationError",
+    "IncompleteSnapshotError",
+    "StagingLeaseTimeoutError",
+    "StagingLeaseLostError",
+    "InvalidSettingError",
+]
+
+_GIB = 1024**3
+
+
+def _restore(cls: type[StagingError], message: str, state: dict[str, Any]) -> StagingError:
+    """Rebuild a pickled staging error without calling its ``__init__``."""
+    error = cls.__new__(cls, message)
+    BaseException.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
+
+class StagingError(Exception):
+    """Base class of every error raised by ``comfy_llm_staging``."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as (class, message, attributes): subclasses take other arguments."""
+        return (_restore, (type(self), str(self), dict(self.__dict__)))
+
+
+class InvalidRepositoryError(StagingError, ValueError):
+    """The repository id is not of the form ``owner/name``.
+
+    Attributes:
+        repository: The value that was given.
+    """
+
+    def __init__(self, repository: object) -> None:
+        self.repository = repository
+        super().__init__(
+            f"Repository {repository!r} is not a Hugging Face model id: expected "
+            "'owner/name' (letters, digits, '-', '_', '.'). Pass the repository the "
+            "profile was resolved from."
+        )
+
+
+class InvalidRevisionError(StagingError, ValueError):
+    """The revision is not a pinned 40-hex commit.
+
+    Attributes:
+        repository: The repository it was given for.
+        revision: The value that was given.
+    """
+
+    def __init__(self, repository: str, revision: object) -> None:
+        self.repository = repository
+        self.revision = revision
+        super().__init__(
+            f"Revision {revision!r} of {repository} is not a 40-character hexadecimal "
+            "commit: staging downloads only pinned revisions. Resolve the reference "
+            "first (profiles pin branches and tags to their commit) and stage that commit."
+        )
+
+
+class InsufficientDiskSpaceError(StagingError, OSError):
+    """The storage volume lacks room for the files still to download.
+
+    Attributes:
+        path: The directory the snapshot is written to.
+        needed_bytes: Bytes still to download plus the safety margin.
+        available_bytes: Free bytes on that volume.
+    """
+
+    def __init__(self, path: str, needed_bytes: int, available_bytes: int) -> None:
+        self.path = path
+        self.needed_bytes = needed_bytes
+        self.available_bytes = available_bytes
+        super().__init__(
+            f"Not enough free disk space to stage the model under {path}: need "
+            f"{needed_bytes / _GIB:.2f} GiB ({needed_bytes} bytes, including a safety "
+            f"margin), {available_bytes / _GIB:.2f} GiB ({available_bytes} bytes) "
+            "available. Free some space there, or point "
+            "COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT at a volume with more room."
+        )
+
+
+class SnapshotAccessError(StagingError, PermissionError):
+    """The Hub refused access: missing repository, private or gated.
+
+    Attributes:
+        repository: The repository asked for.
+        revision: The commit asked for.
+        gated: True when the repository is gated (accept its terms, then a token).
+    """
+
+    def __init__(self, repository: str, revision: str, *, gated: bool, detail: str = "") -> None:
+        self.repository = repository
+        self.revision = revision
+        self.gated = gated
+        if gated:
+            what = (
+                f"{repository} is gated: accept its terms on the Hub with your account, "
+                "then make HF_TOKEN (a read token of that account) visible to the stager"
+            )
+        else:
+            what = (
+                f"{repository} was not found or is private: check the spelling, or for a "
+                "private repository make HF_TOKEN (a token with read access) visible to "
+                "the stager"
+            )
+        suffix = f" ({detail})" if detail else ""
+        super().__init__(
+            f"Cannot download revision {revision} of {repository}: {what}: ComfyUI's "
+            f"environment for local runs, the Modal secret for remote runs.{suffix}"
+        )
+
+
+class SnapshotRevisionNotFoundError(StagingError, LookupError):
+    """The repository exists but the pinned commit does not.
+
+    Attributes:
+        repository: The repository asked for.
+        revision: The commit that is missing.
+    """
+
+    def __init__(self, repository: str, revision: str) -> None:
+        self.repository = repository
+        self.revision = revision
+        super().__init__(
+            f"Revision {revision} does not exist in {repository} (it may have been "
+            "removed by a force-push). Resolve the model reference again to pin a "
+            "current commit."
+        )
+
+
+class SnapshotDownloadError(StagingError, OSError):
+    """The download failed for a network or Hub reason; partial files are kept.
+
+    Attributes:
+        repository: The repository being staged.
+        revision: The commit being staged.
+        detail: The underlying error, as text.
+    """
+
+    def __init__(self, repository: str, revision: str, detail: str) -> None:
+        self.repository = repository
+        self.revision = revision
+        self.detail = detail
+        super().__init__(
+            f"Downloading revision {revision} of {repository} failed: {detail}. Files "
+            "already fetched are kept; run the stage again to resume. If this keeps "
+            "happening check the network and HF_ENDPOINT (mirror)."
+        )
+
+
+class SnapshotContentError(StagingError, ValueError):
+    """The revision lacks what a loader needs (e.g. config.json), or metadata is incomplete.
+
+    Attributes:
+        repository: The repository being staged.
+        revision: The commit being staged.
+        problem: What is missing.
+    """
+
+    def __init__(self, repository: str, revision: str, problem: str) -> None:
+        self.repository = repository
+        self.revision = revision
+        self.problem = problem
+        super().__init__(
+            f"Revision {revision} of {repository} cannot be staged: {problem}. Choose a "
+            "repository that ships config.json and safetensors weights."
+        )
+
+
+class SnapshotVerificationError(StagingError):
+    """A downloaded file does not match the Hub metadata; it has been deleted.
+
+    Attributes:
+        file: The file's path inside the snapshot.
+        check: ``"size"``, ``"sha256"`` or ``"git-sha1"``.
+        expected: The value from the Hub metadata.
+        actual: The value of the downloaded bytes.
+    """
+
+    def __init__(self, file: str, check: str, expected: object, actual: object) -> None:
+        self.file = file
+        self.check = check
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"Downloaded file {file} failed verification: {check} is {actual}, the Hub "
+            f"metadata says {expected}. The file was deleted and the snapshot was not "
+            "marked complete; stage again to re-download it (a repeat points at a "
+            "corrupting proxy or mirror: check HF_ENDPOINT)."
+        )
+
+
+class IncompleteSnapshotError(StagingError):
+    """A path is not a completed snapshot; loaders refuse it.
+
+    Attributes:
+        path: The directory that was offered.
+        reason: What is missing or wrong.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"{path} is not a completed model snapshot: {reason}. Stage the model "
+            "(comfy-llm stage MODEL) and load the path it returns."
+        )
+
+
+class StagingLeaseTimeoutError(StagingError, TimeoutError):
+    """Another stager held the snapshot's lease for longer than the wait limit.
+
+    Attributes:
+        lease_path: The lease file.
+        waited_seconds: How long this stager waited.
+        limit_seconds: The wait limit.
+        holder: The lease holder's record (pid, host, heartbeat), when readable.
+    """
+
+    def __init__(
+        self,
+        lease_path: str,
+        waited_seconds: float,
+        limit_seconds: float,
+        holder: dict[str, Any] | None,
+    ) -> None:
+        self.lease_path = lease_path
+        self.waited_seconds = waited_seconds
+        self.limit_seconds = limit_seconds
+        self.holder = holder
+        who = (
+            f"pid {holder.get('pid')} on host {holder.get('host')}"
+            if holder
+            else "an unknown stager"
+        )
+        super().__init__(
+            f"Waited {waited_seconds:.0f} s for {who} to finish staging this snapshot "
+            f"(limit {limit_seconds:g} s, lease {lease_path}). Raise "
+            "COMFY_MODAL_LLM_STAGE_LEASE_TIMEOUT_SECONDS for very large models, or, if "
+            "that stager is gone, delete the lease file."
+        )
+
+
+class StagingLeaseLostError(StagingError):
+    """Another stager took this stager's lease over (it looked stale); nothing was promoted.
+
+    Attributes:
+        lease_path: The lease file.
+    """
+
+    def __init__(self, lease_path: str) -> None:
+        self.lease_path = lease_path
+        super().__init__(
+            f"Lost the staging lease {lease_path} to another stager (this one stopped "
+            "heartbeating for too long). Stage again: the other stager's result is reused."
+        )
+
+
+class InvalidSettingError(StagingError, ValueError):
+    """An environment variable staging reads holds an unusable value.
+
+    Attributes:
+        name: The variable.
+        value: Its value.
+    """
+
+    def __init__(self, name: str, value: str, expected: str) -> None:
+        self.name = name
+        self.value = value
+        super().__init__(f"{name}={value!r} is not valid: expected {expected}. Fix or unset it.")
