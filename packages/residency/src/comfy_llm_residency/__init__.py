@@ -1,1 +1,90 @@
-"""Package."""
+"""comfy-llm-residency: the resident model manager for comfy-llm.
+
+One process-global :class:`ResidentModelManager` per execution target keeps
+loaded models in an LRU of immutable profiles, admits a cold load only when
+its memory estimate plus a reserve fits (after asking the host to free memory
+and evicting older models), serializes every load and generation under one
+lock, and turns a backend's raw token ids into response, reasoning and
+JSON-ready metadata. Backends plug in through :data:`BackendFactory`.
+"""
+
+from ._manager import ResidentModelManager
+from ._memory import (
+    CudaMemoryProbe,
+    MemoryProbe,
+    MemorySnapshot,
+    PsutilMemoryProbe,
+    probe_for_target,
+)
+from ._registry import get_manager, reset_managers
+from ._settings import (
+    DEFAULT_LOCAL_MAX_RESIDENT,
+    DEFAULT_LOCAL_RESERVE_GB,
+    DEFAULT_MAX_RESIDENT,
+    DEFAULT_RECOVERY_TIMEOUT_SECONDS,
+    DEFAULT_VRAM_RESERVE_GB,
+    LOCAL_MAX_RESIDENT_ENV,
+    LOCAL_RESERVE_ENV,
+    MAX_RESIDENT_ENV,
+    RECOVERY_TIMEOUT_ENV,
+    default_reserve_gb,
+    max_resident_models,
+    memory_recovery_timeout_seconds,
+)
+from ._state import ManagerState
+from ._types import (
+    Backend,
+    BackendFactory,
+    BackendResult,
+    BackendTimings,
+    GenerationSettings,
+    InferenceResult,
+    TokenCallback,
+)
+from .errors import (
+    ConfigurationError,
+    InsufficientMemoryError,
+    InvalidSettingsError,
+    MemoryProbeError,
+    ReentrantCallError,
+    ResidencyError,
+    TargetMismatchError,
+)
+
+__all__ = [
+    "Backend",
+    "BackendFactory",
+    "BackendResult",
+    "BackendTimings",
+    "ConfigurationError",
+    "CudaMemoryProbe",
+    "DEFAULT_LOCAL_MAX_RESIDENT",
+    "DEFAULT_LOCAL_RESERVE_GB",
+    "DEFAULT_MAX_RESIDENT",
+    "DEFAULT_RECOVERY_TIMEOUT_SECONDS",
+    "DEFAULT_VRAM_RESERVE_GB",
+    "GenerationSettings",
+    "InferenceResult",
+    "InsufficientMemoryError",
+    "InvalidSettingsError",
+    "LOCAL_MAX_RESIDENT_ENV",
+    "LOCAL_RESERVE_ENV",
+    "MAX_RESIDENT_ENV",
+    "ManagerState",
+    "MemoryProbe",
+    "MemoryProbeError",
+    "MemorySnapshot",
+    "PsutilMemoryProbe",
+    "RECOVERY_TIMEOUT_ENV",
+    "ReentrantCallError",
+    "ResidencyError",
+    "ResidentModelManager",
+    "TargetMismatchError",
+    "TokenCallback",
+    "default_reserve_gb",
+    "get_manager",
+    "max_resident_models",
+    "memory_recovery_timeout_seconds",
+    "probe_for_target",
+    "reset_managers",
+]

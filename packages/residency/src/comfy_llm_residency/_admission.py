@@ -1,0 +1,202 @@
+"""Memory admission before a cold load.
+
+The steps, in order (each re-checks the probe):
+
+1. Refuse at once when estimate + reserve exceeds the device's total memory:
+   nothing can make it fit, so nothing is evicted.
+2. Evict least-recently-used models beyond the resident-count limit.
+3. Ask the host (ComfyUI) to free memory for estimate + reserve.
+4. Evict least-recently-used LLMs one at a time, asking the host again after
+   each eviction.
+5. Poll the probe every ``poll_interval`` seconds for at most ``timeout``
+   seconds for released memory to show up (drivers and the OS may lag).
+6. Still short: refuse with the numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+
+from ._memory import MemoryProbe, MemorySnapshot
+from .errors import InsufficientMemoryError, format_gib
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """What one cold load asks of admission.
+
+    Attributes:
+        profile_id: The profile to load.
+        repository: Its repository (for messages).
+        needed_bytes: The profile's memory estimate.
+        reserve_bytes: Memory to keep free after the load.
+        reserve_name: The input that sets the reserve (for the fix in messages).
+        over_limit: How many resident models must go to respect the count limit.
+    """
+
+    profile_id: str
+    repository: str
+    needed_bytes: int
+    reserve_bytes: int
+    reserve_name: str
+    over_limit: int = 0
+
+    @property
+    def required_bytes(self) -> int:
+        """Estimate plus reserve."""
+        return self.needed_bytes + self.reserve_bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AdmissionOutcome:
+    """How admission made room.
+
+    Attributes:
+        snapshot: The last reading, the one that admitted the load.
+        evicted_profiles: Profiles unloaded to make room, oldest first.
+        waited_seconds: Time spent polling for memory to come back.
+        freed_host_memory: Whether the host was asked to free memory.
+    """
+
+    snapshot: MemorySnapshot
+    evicted_profiles: tuple[str, ...]
+    waited_seconds: float
+    freed_host_memory: bool
+
+
+@dataclasses.dataclass(slots=True)
+class Admission:
+    """One admission run; create it per cold load and call :meth:`run`.
+
+    Attributes:
+        probe: Measures the device.
+        evict_one: Unloads the least-recently-used resident model and returns
+            its profile id, or None when nothing is resident.
+        free_host_memory: Asks the host to free that many bytes, or None.
+        timeout_seconds: Longest wait for memory to come back.
+        poll_interval_seconds: Time between readings while waiting.
+        clock: Monotonic clock in seconds.
+        sleep: Sleeps for that many seconds.
+        progress: Receives ADMISSION events; may raise to cancel.
+    """
+
+    probe: MemoryProbe
+    evict_one: Callable[[], str | None]
+    free_host_memory: Callable[[int], None] | None
+    timeout_seconds: float
+    poll_interval_seconds: float
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    progress: ProgressCallback
+    _evicted: list[str] = dataclasses.field(default_factory=list, init=False)
+    _freed: bool = dataclasses.field(default=False, init=False)
+
+    def _emit(self, message: str, elapsed: float | None = None) -> None:
+        self.progress(
+            ProgressEvent(
+                stage=ProgressStage.ADMISSION,
+                message=message,
+                indeterminate=True,
+                elapsed_seconds=elapsed,
+            )
+        )
+
+    def _free_host(self, request: AdmissionRequest) -> None:
+        if self.free_host_memory is not None:
+            self.free_host_memory(request.required_bytes)
+            self._freed = True
+
+    def _evict(self) -> bool:
+        evicted = self.evict_one()
+        if evicted is None:
+            return False
+        self._evicted.append(evicted)
+        self._emit(f"Unloaded resident model {evicted} to make room")
+        return True
+
+    def _refuse(
+        self, request: AdmissionRequest, snapshot: MemorySnapshot, waited: float, timed_out: bool
+    ) -> InsufficientMemoryError:
+        return InsufficientMemoryError(
+            profile_id=request.profile_id,
+            repository=request.repository,
+            needed_bytes=request.needed_bytes,
+            reserve_bytes=request.reserve_bytes,
+            available_bytes=snapshot.available_bytes,
+            total_bytes=snapshot.total_bytes,
+            device=snapshot.device,
+            reserve_name=request.reserve_name,
+            evicted_profiles=tuple(self._evicted),
+            waited_seconds=waited,
+            recovery_timed_out=timed_out,
+        )
+
+    def run(self, request: AdmissionRequest) -> AdmissionOutcome:
+        """Make room for ``request`` or refuse it.
+
+        Args:
+            request: The cold load to admit.
+
+        Returns:
+            How room was made.
+
+        Raises:
+            InsufficientMemoryError: When estimate + reserve still does not fit;
+                ``recovery_timed_out`` is True when models were evicted and the
+                memory did not come back within the timeout.
+            Exception: Whatever the progress callback raised (cancellation).
+        """
+        required = request.required_bytes
+        self._emit(
+            f"Checking memory: model {format_gib(request.needed_bytes)} + reserve "
+            f"{format_gib(request.reserve_bytes)}"
+        )
+        snapshot = self.probe.snapshot()
+        if required > snapshot.total_bytes:
+            raise self._refuse(request, snapshot, 0.0, timed_out=False)
+        for _ in range(request.over_limit):
+            if not self._evict():
+                break
+        if self._evicted:
+            snapshot = self.probe.snapshot()
+
+        if snapshot.available_bytes < required:
+            self._free_host(request)
+            snapshot = self.probe.snapshot()
+        while snapshot.available_bytes < required and self._evict():
+            self._free_host(request)
+            snapshot = self.probe.snapshot()
+
+        waited = 0.0
+        if snapshot.available_bytes < required and (self._evicted or self._freed):
+            snapshot, waited = self._wait_for_memory(required, snapshot)
+        if snapshot.available_bytes < required:
+            raise self._refuse(request, snapshot, waited, timed_out=bool(self._evicted))
+        return AdmissionOutcome(
+            snapshot=snapshot,
+            evicted_profiles=tuple(self._evicted),
+            waited_seconds=waited,
+            freed_host_memory=self._freed,
+        )
+
+    def _wait_for_memory(
+        self, required: int, snapshot: MemorySnapshot
+    ) -> tuple[MemorySnapshot, float]:
+        start = self.clock()
+        deadline = start + self.timeout_seconds
+        while snapshot.available_bytes < required:
+            now = self.clock()
+            remaining = deadline - now
+            if remaining <= 0:
+                break
+            self._emit(
+                f"Waiting for memory to be released: {format_gib(snapshot.available_bytes)} "
+                f"available, {format_gib(required)} needed",
+                elapsed=now - start,
+            )
+            self.sleep(min(self.poll_interval_seconds, remaining))
+            snapshot = self.probe.snapshot()
+        return snapshot, max(0.0, self.clock() - start)

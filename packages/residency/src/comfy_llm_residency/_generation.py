@@ -1,0 +1,129 @@
+"""Per-token progress during generation, and the reasoning parse after it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_reasoning import parser_for_profile
+
+from ._types import Backend, BackendResult, GenerationSettings, TokenCallback
+
+if TYPE_CHECKING:
+    from comfy_llm_profiles import ModelProfile
+    from comfy_llm_reasoning import ReasoningResult
+
+
+@dataclasses.dataclass(slots=True)
+class TokenRelay:
+    """The ``on_token`` the manager hands a backend.
+
+    For every token it emits a GENERATE progress event (tokens so far of
+    ``max_new_tokens``, the text so far, time to first token and decode rate
+    once known), then calls the caller's own token callback. Either may raise
+    to cancel; the exception propagates unchanged through the backend.
+
+    Attributes:
+        max_new_tokens: The request's token budget (the bar's maximum).
+        progress: Receives GENERATE events.
+        on_token: The caller's token callback, or None.
+        clock: Monotonic clock in seconds.
+        started: When generation started, by ``clock``.
+        count: Tokens seen so far.
+        first_token_at: When the first token arrived, by ``clock``.
+        last_token_at: When the latest token arrived, by ``clock``.
+    """
+
+    max_new_tokens: int
+    progress: ProgressCallback
+    on_token: TokenCallback | None
+    clock: Callable[[], float]
+    started: float = 0.0
+    count: int = 0
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+
+    def start(self) -> None:
+        """Mark the start of generation."""
+        self.started = self.clock()
+
+    @property
+    def time_to_first_token_seconds(self) -> float | None:
+        """Seconds from :meth:`start` to the first token, or None."""
+        if self.first_token_at is None:
+            return None
+        return max(0.0, self.first_token_at - self.started)
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Decode rate after the first token, or None before two tokens."""
+        if self.first_token_at is None or self.last_token_at is None or self.count < 2:
+            return None
+        span = self.last_token_at - self.first_token_at
+        return (self.count - 1) / span if span > 0 else None
+
+    def __call__(self, token_id: int, text: str) -> None:
+        """Record one token, report progress, then call the caller's callback.
+
+        Args:
+            token_id: The token just generated.
+            text: The decoded text so far.
+        """
+        now = self.clock()
+        self.count += 1
+        if self.first_token_at is None:
+            self.first_token_at = now
+        self.last_token_at = now
+        self.progress(
+            ProgressEvent(
+                stage=ProgressStage.GENERATE,
+                message=f"Generating: {self.count}/{self.max_new_tokens} tokens",
+                value=float(min(self.count, self.max_new_tokens)),
+                maximum=float(self.max_new_tokens),
+                unit="tokens",
+                elapsed_seconds=max(0.0, now - self.started),
+                time_to_first_token_seconds=self.time_to_first_token_seconds,
+                tokens_per_second=self.tokens_per_second,
+                text=text,
+                token_id=int(token_id),
+            )
+        )
+        if self.on_token is not None:
+            self.on_token(token_id, text)
+
+
+def parse_reasoning(
+    profile: ModelProfile,
+    backend: Backend,
+    settings: GenerationSettings,
+    result: BackendResult,
+) -> ReasoningResult:
+    """Split a backend result into response and reasoning with the profile's parser.
+
+    Args:
+        profile: The profile (its ``reasoning_parser`` and ``architecture``).
+        backend: The backend that generated (its token vocabulary).
+        settings: The request settings (``enable_reasoning``).
+        result: The raw generation.
+
+    Returns:
+        The reasoning package's result (response, reasoning, token counts).
+
+    Raises:
+        comfy_llm_reasoning.ReasoningError: When the profile names an unknown
+            parser or the token ids are malformed.
+    """
+    parser = parser_for_profile(
+        profile.reasoning_parser,
+        profile.architecture,
+        enable_reasoning=settings.enable_reasoning,
+        vocabulary=backend.vocabulary,
+    )
+    return parser.parse(
+        result.token_ids,
+        result.text,
+        native_reasoning=result.native_reasoning,
+        prompt_opened_reasoning=result.prompt_opened_reasoning,
+    )

@@ -1,0 +1,416 @@
+"""The resident model manager: one lock, an LRU of immutable profiles."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from comfy_llm_profiles import (
+    ExecutionTarget,
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    ignore_progress,
+)
+from comfy_llm_staging import require_completed_snapshot
+
+from . import _settings
+from ._admission import Admission, AdmissionOutcome, AdmissionRequest
+from ._generation import TokenRelay, parse_reasoning
+from ._memory import MemoryProbe, MemorySnapshot, probe_for_target
+from ._metadata import RequestFacts, build_metadata
+from ._state import ManagerState, Resident, non_negative, positive_int
+from ._types import BackendFactory, GenerationSettings, InferenceResult, TokenCallback
+from .errors import (
+    GIB,
+    InsufficientMemoryError,
+    ReentrantCallError,
+    TargetMismatchError,
+)
+
+if TYPE_CHECKING:
+    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_profiles import ModelProfile
+
+logger = logging.getLogger("comfy_llm_residency")
+
+
+class ResidentModelManager:
+    """Loads, keeps and serves models for one execution target.
+
+    Every load, generation and unload runs under one lock, so requests from
+    several threads are served one at a time. Resident models form an LRU
+    keyed by profile id; a profile is immutable, so a resident model is reused
+    as long as its profile stays in the LRU. Backends come from the factory;
+    the manager never knows which engine it holds.
+    """
+
+    def __init__(
+        self,
+        target: ExecutionTarget | str,
+        *,
+        backend_factory: BackendFactory,
+        memory_probe: MemoryProbe | None = None,
+        max_resident: int | None = None,
+        recovery_timeout_seconds: float | None = None,
+        free_host_memory: Callable[[int], None] | None = None,
+        poll_interval_seconds: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """Create a manager.
+
+        Args:
+            target: The execution target every profile must have been resolved for.
+            backend_factory: Loads a backend from (profile, snapshot path, progress).
+            memory_probe: Measures the device; the target's default when None.
+            max_resident: LRU limit; the environment's (see README) when None.
+            recovery_timeout_seconds: Longest wait for memory to come back after
+                freeing; ``COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS`` when None.
+            free_host_memory: Asks the host to free that many bytes (in ComfyUI,
+                ``comfy.model_management.free_memory`` bound to the device).
+            poll_interval_seconds: Time between readings while waiting for memory.
+            clock: Monotonic clock in seconds (tests inject a fake one).
+            sleep: Sleep function used while polling (tests inject a fake one).
+
+        Raises:
+            ConfigurationError: When the target, an argument or an environment
+                variable is invalid.
+        """
+        self.target: ExecutionTarget = _settings.coerce_target(target)
+        self._factory = backend_factory
+        self._probe = memory_probe if memory_probe is not None else probe_for_target(self.target)
+        self.max_resident = (
+            _settings.max_resident_models(self.target)
+            if max_resident is None
+            else positive_int("max_resident", max_resident)
+        )
+        self.recovery_timeout_seconds = (
+            _settings.memory_recovery_timeout_seconds()
+            if recovery_timeout_seconds is None
+            else non_negative("recovery_timeout_seconds", recovery_timeout_seconds)
+        )
+        self.poll_interval_seconds = non_negative(
+            "poll_interval_seconds", poll_interval_seconds, strict=True
+        )
+        self._free_host_memory = free_host_memory
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+        self._resident: OrderedDict[str, Resident] = OrderedDict()
+        self._resident_ids: tuple[str, ...] = ()
+        self._unsafe = False
+        self._last_cache_status: str | None = None
+        self._last_load_seconds: float | None = None
+        self._last_allocation: int | None = None
+        self._last_evicted: tuple[str, ...] = ()
+        self._served = 0
+
+    @property
+    def unsafe_for_reuse(self) -> bool:
+        """True once memory did not come back after an eviction, or an unload failed."""
+        return self._unsafe
+
+    @property
+    def memory_probe(self) -> MemoryProbe:
+        """The probe admission reads."""
+        return self._probe
+
+    def state(self) -> ManagerState:
+        """Return the manager's state without waiting for a running request.
+
+        Returns:
+            The current state.
+        """
+        return ManagerState(
+            target=self.target.value,
+            max_resident=self.max_resident,
+            resident_profiles=self._resident_ids,
+            unsafe_for_reuse=self._unsafe,
+            busy=self._owner is not None,
+            last_cache_status=self._last_cache_status,
+            last_load_seconds=self._last_load_seconds,
+            last_measured_allocation_bytes=self._last_allocation,
+            last_evicted_profiles=self._last_evicted,
+            requests_served=self._served,
+        )
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        if self._owner == threading.get_ident():
+            raise ReentrantCallError(
+                "The resident model manager was called from inside its own request "
+                "(a progress or token callback); start the next request after this one returns."
+            )
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._owner = None
+
+    def unload_all(self) -> None:
+        """Unload every resident model (waits for a running request to finish).
+
+        Raises:
+            ReentrantCallError: When called from inside a request's callback.
+        """
+        with self._locked():
+            while self._resident:
+                self._evict_oldest()
+
+    def _refresh_ids(self) -> None:
+        self._resident_ids = tuple(self._resident)
+
+    def _unload(self, profile_id: str) -> None:
+        entry = self._resident.pop(profile_id)
+        self._refresh_ids()
+        try:
+            entry.backend.unload()
+        except Exception:
+            self._unsafe = True
+            logger.exception(
+                "Unloading %s failed; marking the manager unsafe for reuse", profile_id
+            )
+        del entry
+        try:
+            self._probe.clear_cache()
+        except Exception:
+            logger.exception("Clearing the memory cache after unloading %s failed", profile_id)
+
+    def _evict_oldest(self) -> str | None:
+        if not self._resident:
+            return None
+        profile_id = next(iter(self._resident))
+        self._unload(profile_id)
+        return profile_id
+
+    def _check_target(self, profile: ModelProfile) -> None:
+        profile_target = _settings.coerce_target(profile.execution_target)
+        if profile_target != self.target:
+            raise TargetMismatchError(profile.profile_id, profile_target.value, self.target.value)
+
+    def _reserve_bytes(self, reserve_gb: float | None) -> int:
+        name = _settings.reserve_input_name(self.target)
+        if reserve_gb is None:
+            reserve_gb = _settings.default_reserve_gb(self.target)
+        return int(non_negative(name, reserve_gb) * GIB)
+
+    def run(
+        self,
+        profile: ModelProfile,
+        snapshot_path: Path,
+        inputs: PreparedInputs,
+        settings: GenerationSettings,
+        *,
+        reserve_gb: float | None = None,
+        keep_loaded: bool = True,
+        progress: ProgressCallback = ignore_progress,
+        on_token: TokenCallback | None = None,
+        prompt_id: str | None = None,
+    ) -> InferenceResult:
+        """Serve one request: admit and load if needed, generate, parse reasoning.
+
+        Args:
+            profile: The resolved profile; its target must be the manager's.
+            snapshot_path: The profile's completed snapshot (read on a cold load).
+            inputs: Prepared prompt, images and video frames.
+            settings: Sampling settings.
+            reserve_gb: Memory to keep free after a cold load, in GiB; the
+                target's default (see README) when None.
+            keep_loaded: False unloads the model after the request, even when
+                generation raised.
+            progress: Receives ADMISSION, LOAD, GENERATE and DONE events; it may
+                raise to cancel, and the exception propagates unchanged.
+            on_token: Called per token with (token id, text so far); may raise
+                to cancel.
+            prompt_id: The workflow's prompt id, recorded in the metadata.
+
+        Returns:
+            The response, the reasoning and JSON-ready metadata.
+
+        Raises:
+            TargetMismatchError: When the profile was resolved for another target.
+            ConfigurationError: When ``reserve_gb`` or an environment variable is invalid.
+            comfy_llm_staging.IncompleteSnapshotError: When a cold load's snapshot
+                is not complete.
+            InsufficientMemoryError: When estimate + reserve does not fit.
+            ReentrantCallError: When called from inside this manager's callbacks.
+            Exception: Whatever the backend factory, the backend or a callback
+                raised (interruption), unchanged; the model stays resident
+                unless ``keep_loaded`` is False, and the lock is released.
+        """
+        self._check_target(profile)
+        reserve_bytes = self._reserve_bytes(reserve_gb)
+        with self._locked():
+            relay = TokenRelay(settings.max_new_tokens, progress, on_token, self._clock)
+            try:
+                entry, cache_status, admission = self._ensure_loaded(
+                    profile, snapshot_path, reserve_bytes, progress
+                )
+                backend = entry.backend
+                relay.start()
+                result = backend.generate(inputs, settings, relay)
+                measured_seconds = max(0.0, self._clock() - relay.started)
+                parsed = parse_reasoning(profile, backend, settings, result)
+                runtime = backend.runtime_metadata()
+            finally:
+                if not keep_loaded and profile.profile_id in self._resident:
+                    self._unload(profile.profile_id)
+            facts = RequestFacts(
+                cache_status=cache_status,
+                load_seconds=entry.load_seconds if cache_status == "cold" else 0.0,
+                allocated_bytes=entry.allocated_bytes,
+                reserve_bytes=reserve_bytes,
+                evicted_profiles=admission.evicted_profiles if admission else (),
+                memory_wait_seconds=admission.waited_seconds if admission else 0.0,
+                memory=self._read_memory(admission),
+                resident_profiles=self._resident_ids,
+                max_resident=self.max_resident,
+                unsafe_for_reuse=self._unsafe,
+                keep_loaded=keep_loaded,
+                prompt_id=prompt_id,
+            )
+            metadata = build_metadata(
+                target=self.target.value,
+                profile=profile,
+                inputs=inputs,
+                settings=settings,
+                result=result,
+                parsed=parsed,
+                relay=relay,
+                measured_generation_seconds=measured_seconds,
+                runtime=runtime,
+                facts=facts,
+            )
+            self._served += 1
+            progress(
+                ProgressEvent(
+                    stage=ProgressStage.DONE,
+                    message=f"Done: {metadata['output_tokens']} tokens",
+                    value=float(metadata["output_tokens"]),
+                    maximum=float(metadata["output_tokens"]),
+                    unit="tokens",
+                    elapsed_seconds=metadata["generation_seconds"],
+                    time_to_first_token_seconds=metadata["time_to_first_token_seconds"],
+                    tokens_per_second=metadata["tokens_per_second"],
+                )
+            )
+            return InferenceResult(
+                response=parsed.response, reasoning=parsed.reasoning, metadata=metadata
+            )
+
+    def _read_memory(self, admission: AdmissionOutcome | None) -> MemorySnapshot:
+        """Read memory for the metadata; a failing probe must not lose a finished answer."""
+        try:
+            return self._probe.snapshot()
+        except Exception:
+            logger.exception("Reading memory after the request failed")
+            if admission is not None:
+                return admission.snapshot
+            return MemorySnapshot(available_bytes=0, total_bytes=0, device="unknown")
+
+    def _ensure_loaded(
+        self,
+        profile: ModelProfile,
+        snapshot_path: Path,
+        reserve_bytes: int,
+        progress: ProgressCallback,
+    ) -> tuple[Resident, str, AdmissionOutcome | None]:
+        profile_id = profile.profile_id
+        entry = self._resident.get(profile_id)
+        # The id is the digest of the profile's identity: same id, same model
+        # (display name and requested revision are not part of it).
+        if entry is not None:
+            self._resident.move_to_end(profile_id)
+            self._refresh_ids()
+            self._last_cache_status = "warm"
+            self._last_evicted = ()
+            progress(
+                ProgressEvent(
+                    stage=ProgressStage.LOAD,
+                    message=f"Using resident {profile.repository}",
+                    indeterminate=True,
+                    elapsed_seconds=0.0,
+                )
+            )
+            return entry, "warm", None
+
+        path = require_completed_snapshot(Path(snapshot_path))
+        request = AdmissionRequest(
+            profile_id=profile_id,
+            repository=profile.repository,
+            needed_bytes=int(profile.estimated_memory_bytes or 0),
+            reserve_bytes=reserve_bytes,
+            reserve_name=_settings.reserve_input_name(self.target),
+            over_limit=max(0, len(self._resident) + 1 - self.max_resident),
+        )
+        admission = Admission(
+            probe=self._probe,
+            evict_one=self._evict_oldest,
+            free_host_memory=self._free_host_memory,
+            timeout_seconds=self.recovery_timeout_seconds,
+            poll_interval_seconds=self.poll_interval_seconds,
+            clock=self._clock,
+            sleep=self._sleep,
+            progress=progress,
+        )
+        try:
+            outcome = admission.run(request)
+        except InsufficientMemoryError as error:
+            self._last_evicted = error.evicted_profiles
+            if error.recovery_timed_out:
+                self._unsafe = True
+            raise
+        self._last_evicted = outcome.evicted_profiles
+        entry = self._load(profile, path, outcome, progress)
+        return entry, "cold", outcome
+
+    def _load(
+        self,
+        profile: ModelProfile,
+        path: Path,
+        outcome: AdmissionOutcome,
+        progress: ProgressCallback,
+    ) -> Resident:
+        progress(
+            ProgressEvent(
+                stage=ProgressStage.LOAD,
+                message=f"Loading {profile.repository}",
+                indeterminate=True,
+            )
+        )
+        started = self._clock()
+        try:
+            backend = self._factory(profile, path, progress)
+        except BaseException:
+            try:
+                self._probe.clear_cache()
+            except Exception:
+                logger.exception("Clearing the memory cache after a failed load failed")
+            raise
+        load_seconds = max(0.0, self._clock() - started)
+        after = self._probe.snapshot()
+        allocated = max(0, outcome.snapshot.available_bytes - after.available_bytes)
+        entry = Resident(profile, backend, path, load_seconds, allocated)
+        self._resident[profile.profile_id] = entry
+        self._refresh_ids()
+        self._last_cache_status = "cold"
+        self._last_load_seconds = load_seconds
+        self._last_allocation = allocated
+        progress(
+            ProgressEvent(
+                stage=ProgressStage.LOAD,
+                message=f"Loaded {profile.repository} in {load_seconds:.1f} s",
+                indeterminate=True,
+                elapsed_seconds=load_seconds,
+            )
+        )
+        return entry

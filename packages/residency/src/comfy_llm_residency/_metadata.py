@@ -1,0 +1,228 @@
+"""The JSON-ready telemetry of one request.
+
+The node adds its ComfyUI-specific keys (managed model names, node id)
+later. Nothing here ever carries a token or secret: the manager never sees
+one, and keys from a backend's runtime metadata that look like credentials
+are dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import re
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+from ._memory import MemorySnapshot
+from ._types import BackendResult, GenerationSettings
+from .errors import GIB
+
+if TYPE_CHECKING:
+    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_profiles import ModelProfile
+    from comfy_llm_reasoning import ReasoningResult
+
+    from ._generation import TokenRelay
+
+_SECRET_KEY = re.compile(
+    r"(^|[_\-.])(token|secret|password|passwd|api_?key|authorization|auth|credentials?)($|[_\-.])",
+    re.IGNORECASE,
+)
+_SECRET_VALUE = re.compile(r"^(hf_|Bearer\s)[A-Za-z0-9_\-.]{16,}$")
+
+
+def json_ready(value: Any) -> Any:
+    """Convert ``value`` into plain JSON types (dict, list, str, int, float, bool, None).
+
+    Non-finite floats become None; enums their value; paths and unknown
+    objects their string form.
+
+    Args:
+        value: Any value.
+
+    Returns:
+        A JSON-serializable equivalent.
+    """
+    if isinstance(value, enum.Enum):
+        return json_ready(value.value)
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else value
+        return [json_ready(v) for v in items]
+    return str(value)
+
+
+def safe_runtime_metadata(runtime: Mapping[str, object]) -> dict[str, Any]:
+    """Drop credential-looking keys and values from a backend's runtime metadata.
+
+    Args:
+        runtime: What ``Backend.runtime_metadata()`` returned.
+
+    Returns:
+        The JSON-ready remainder.
+    """
+    clean: dict[str, Any] = {}
+    for key, value in runtime.items():
+        name = str(key)
+        if _SECRET_KEY.search(name):
+            continue
+        if isinstance(value, str) and _SECRET_VALUE.match(value.strip()):
+            continue
+        clean[name] = json_ready(value)
+    return clean
+
+
+def input_counts(inputs: PreparedInputs) -> dict[str, int]:
+    """Read the image, video-frame and file counts of prepared inputs.
+
+    Args:
+        inputs: The prepared inputs.
+
+    Returns:
+        ``image_count``, ``video_frame_count`` and ``file_count``.
+    """
+    return {
+        "image_count": int(inputs.image_count),
+        "video_frame_count": int(inputs.video_frame_count),
+        "file_count": int(inputs.file_count),
+    }
+
+
+def _gb(num_bytes: int | None) -> float | None:
+    return None if num_bytes is None else round(num_bytes / GIB, 3)
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestFacts:
+    """What the manager learned while serving one request.
+
+    Attributes:
+        cache_status: ``"warm"`` or ``"cold"``.
+        load_seconds: Load time of this request (0.0 on a warm hit).
+        allocated_bytes: Memory drop measured across the model's load.
+        reserve_bytes: The reserve admission kept free.
+        evicted_profiles: Profiles unloaded for this request.
+        memory_wait_seconds: Time admission polled for memory.
+        memory: A reading taken after the request.
+        resident_profiles: Resident profile ids after the request, LRU order.
+        max_resident: The manager's LRU limit.
+        unsafe_for_reuse: The manager's flag after the request.
+        keep_loaded: Whether the caller asked to keep the model loaded.
+        prompt_id: The workflow's prompt id, or None.
+    """
+
+    cache_status: str
+    load_seconds: float
+    allocated_bytes: int | None
+    reserve_bytes: int
+    evicted_profiles: tuple[str, ...]
+    memory_wait_seconds: float
+    memory: MemorySnapshot
+    resident_profiles: tuple[str, ...]
+    max_resident: int
+    unsafe_for_reuse: bool
+    keep_loaded: bool
+    prompt_id: str | None
+
+
+def build_metadata(
+    *,
+    target: str,
+    profile: ModelProfile,
+    inputs: PreparedInputs,
+    settings: GenerationSettings,
+    result: BackendResult,
+    parsed: ReasoningResult,
+    relay: TokenRelay,
+    measured_generation_seconds: float,
+    runtime: Mapping[str, object],
+    facts: RequestFacts,
+) -> dict[str, Any]:
+    """Assemble the request's telemetry.
+
+    Backend runtime metadata fills keys the manager does not set itself,
+    except ``device``, where the backend knows best.
+
+    Args:
+        target: The manager's execution target.
+        profile: The profile that served the request.
+        inputs: The prepared inputs (for the counts).
+        settings: The request settings.
+        result: The backend's raw result.
+        parsed: The reasoning parser's result.
+        relay: The token relay (the manager's own timing measurements).
+        measured_generation_seconds: Generation wall time measured by the manager.
+        runtime: ``Backend.runtime_metadata()``.
+        facts: What the manager learned serving the request.
+
+    Returns:
+        A JSON-ready dict.
+    """
+    timings = result.timings
+    ttft = timings.time_to_first_token_seconds
+    if ttft is None:
+        ttft = relay.time_to_first_token_seconds
+    tps = timings.tokens_per_second
+    if tps is None:
+        tps = relay.tokens_per_second
+    generation_seconds = timings.generation_seconds or measured_generation_seconds
+    clean_runtime = safe_runtime_metadata(runtime)
+    metadata: dict[str, Any] = {
+        "execution_target": target,
+        "device": clean_runtime.get("device") or facts.memory.device,
+        "backend": json_ready(profile.backend),
+        "profile_id": profile.profile_id,
+        "repository": profile.repository,
+        "revision": profile.revision,
+        "architecture": json_ready(profile.architecture),
+        "reasoning_enabled": settings.enable_reasoning,
+        "reasoning_parser": parsed.parser,
+        "reasoning_truncated": parsed.truncated,
+        "output_tokens": parsed.output_tokens,
+        "reasoning_tokens": parsed.reasoning_tokens,
+        "token_accounting": parsed.accounting,
+        "prompt_tokens": timings.prompt_tokens,
+        "finish_reason": result.finish_reason,
+        "time_to_first_token_seconds": _round(ttft),
+        "tokens_per_second": _round(tps, 2),
+        "generation_seconds": _round(generation_seconds),
+        "generation_settings": settings.to_dict(),
+        "cache_status": facts.cache_status,
+        "load_seconds": _round(facts.load_seconds),
+        "measured_allocation_bytes": facts.allocated_bytes,
+        "measured_allocation_gb": _gb(facts.allocated_bytes),
+        "estimated_memory_bytes": profile.estimated_memory_bytes,
+        "estimated_memory_gb": _gb(profile.estimated_memory_bytes),
+        "reserve_bytes": facts.reserve_bytes,
+        "reserve_gb": _gb(facts.reserve_bytes),
+        "memory_device": facts.memory.device,
+        "available_memory_bytes": facts.memory.available_bytes,
+        "total_memory_bytes": facts.memory.total_bytes,
+        "available_memory_gb": _gb(facts.memory.available_bytes),
+        "total_memory_gb": _gb(facts.memory.total_bytes),
+        "memory_wait_seconds": _round(facts.memory_wait_seconds),
+        "evicted_profiles": list(facts.evicted_profiles),
+        "resident_profiles": list(facts.resident_profiles),
+        "max_resident_models": facts.max_resident,
+        "keep_model_loaded": facts.keep_loaded,
+        "unsafe_for_reuse": facts.unsafe_for_reuse,
+        "prompt_id": facts.prompt_id,
+        **input_counts(inputs),
+    }
+    for key, value in clean_runtime.items():
+        metadata.setdefault(key, value)
+    return json_ready(metadata)

@@ -1,0 +1,219 @@
+"""The contract between the manager and the backends above it.
+
+Backends (MLX-VLM, Transformers, vLLM) live in packages that depend on this
+one; they implement :class:`Backend` and are created by a
+:data:`BackendFactory` the caller passes to the manager. Nothing here knows
+which engine it holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from .errors import InvalidSettingsError
+
+if TYPE_CHECKING:
+    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_profiles import ModelProfile, ProgressCallback
+    from comfy_llm_reasoning import TokenVocabulary
+
+TokenCallback = Callable[[int, str], None]
+"""Called once per generated token with (token id, decoded text so far).
+
+It may raise to cancel generation (ComfyUI's interrupt exception); the
+backend must let that exception propagate unchanged.
+"""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GenerationSettings:
+    """Sampling settings for one request.
+
+    Attributes:
+        max_new_tokens: Upper bound on generated tokens (reasoning included), >= 1.
+        temperature: Sampling temperature, >= 0; 0 means greedy decoding.
+        top_p: Nucleus sampling mass, in (0, 1].
+        seed: Random seed (>= 0) for reproducible sampling; None for unseeded.
+        enable_reasoning: Ask the model to think first and parse its reasoning
+            out; when False a direct-response parser is used.
+    """
+
+    max_new_tokens: int = 512
+    temperature: float = 0.7
+    top_p: float = 0.95
+    seed: int | None = None
+    enable_reasoning: bool = True
+
+    def __post_init__(self) -> None:
+        """Validate every field.
+
+        Raises:
+            InvalidSettingsError: When a field has the wrong type or is out of range.
+        """
+        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+            raise InvalidSettingsError(
+                "max_new_tokens",
+                f"max_new_tokens must be a whole number >= 1, got {self.max_new_tokens!r}.",
+            )
+        if (
+            not _is_number(self.temperature)
+            or not math.isfinite(self.temperature)
+            or self.temperature < 0
+        ):
+            raise InvalidSettingsError(
+                "temperature",
+                f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}.",
+            )
+        if not _is_number(self.top_p) or not (0 < self.top_p <= 1):
+            raise InvalidSettingsError(
+                "top_p", f"top_p must be greater than 0 and at most 1, got {self.top_p!r}."
+            )
+        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
+            raise InvalidSettingsError(
+                "seed", f"seed must be a whole number >= 0 or None, got {self.seed!r}."
+            )
+        if not isinstance(self.enable_reasoning, bool):
+            raise InvalidSettingsError(
+                "enable_reasoning",
+                f"enable_reasoning must be True or False, got {self.enable_reasoning!r}.",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (for the remote wire and metadata)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GenerationSettings:
+        """Build settings from :meth:`to_dict` output; unknown keys are ignored.
+
+        Args:
+            data: The mapping to read.
+
+        Returns:
+            The validated settings.
+
+        Raises:
+            InvalidSettingsError: When a value is out of range.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BackendTimings:
+    """Timings a backend measured for one generation.
+
+    Attributes:
+        time_to_first_token_seconds: From the start of generation to the first
+            token; None when no token was generated.
+        generation_seconds: Wall time of the whole generation.
+        tokens_per_second: Decode rate; None when it cannot be measured.
+        prompt_tokens: Tokens in the prompt (text plus vision), when known.
+    """
+
+    time_to_first_token_seconds: float | None
+    generation_seconds: float
+    tokens_per_second: float | None
+    prompt_tokens: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BackendResult:
+    """What a backend returns from one generation.
+
+    Reasoning boundary tokens stay in ``token_ids`` and ``text``: the
+    manager's reasoning parser removes them.
+
+    Attributes:
+        token_ids: Every generated token id, in order.
+        text: The decoded generated text (special tokens kept where the
+            parser needs them).
+        native_reasoning: Reasoning the engine already separated (e.g. vLLM's
+            reasoning parser), or None.
+        timings: The backend's own timings.
+        prompt_opened_reasoning: True when the chat template already opened
+            the reasoning block in the prompt (generation starts inside it).
+        finish_reason: ``"stop"``, ``"length"``, ``"abort"``, ...
+    """
+
+    token_ids: tuple[int, ...]
+    text: str
+    native_reasoning: str | None
+    timings: BackendTimings
+    prompt_opened_reasoning: bool = False
+    finish_reason: str = "stop"
+
+    def __post_init__(self) -> None:
+        """Store ``token_ids`` as a tuple of ints whatever sequence was given."""
+        object.__setattr__(self, "token_ids", tuple(int(t) for t in self.token_ids))
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A loaded model that can generate; created by a :data:`BackendFactory`."""
+
+    def generate(
+        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+    ) -> BackendResult:
+        """Generate a response, calling ``on_token`` after every token.
+
+        Args:
+            inputs: Engine-neutral prompt, images and video frames.
+            settings: Sampling settings.
+            on_token: Per-token callback; it may raise to cancel.
+
+        Returns:
+            The generated token ids, text and timings.
+
+        Raises:
+            Exception: Whatever ``on_token`` raised, unchanged.
+        """
+        ...
+
+    def unload(self) -> None:
+        """Free the model's memory and clear the engine's caches."""
+        ...
+
+    def runtime_metadata(self) -> dict[str, object]:
+        """Return JSON-ready facts about the engine: device, dtype, version, ..."""
+        ...
+
+    @property
+    def vocabulary(self) -> TokenVocabulary | None:
+        """The token vocabulary the reasoning parser uses, or None."""
+        ...
+
+
+BackendFactory = Callable[["ModelProfile", Path, "ProgressCallback"], Backend]
+"""Loads a backend from (profile, completed snapshot path, progress callback)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InferenceResult:
+    """The outcome of one request.
+
+    Attributes:
+        response: The answer with reasoning removed.
+        reasoning: The reasoning text, empty when none.
+        metadata: JSON-ready telemetry (see the package README).
+    """
+
+    response: str
+    reasoning: str
+    metadata: dict[str, object]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return ``{"response", "reasoning", "metadata"}`` (JSON-ready)."""
+        return {"response": self.response, "reasoning": self.reasoning, "metadata": self.metadata}

@@ -1,0 +1,162 @@
+"""Errors raised by the resident model manager.
+
+Every error a user can cause names the input, the limit and the fix. All of
+them derive from :class:`ResidencyError`; each also derives from the
+built-in exception a caller would naturally catch (``ValueError``,
+``MemoryError``, ``RuntimeError``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GIB = 1024**3
+"""Bytes in one GiB; every size in a message is given in GiB."""
+
+
+def format_gib(num_bytes: int | float) -> str:
+    """Format a byte count as GiB with two decimals, e.g. ``"4.00 GiB"``.
+
+    Args:
+        num_bytes: The size in bytes.
+
+    Returns:
+        The human-readable size.
+    """
+    return f"{num_bytes / GIB:.2f} GiB"
+
+
+def _restore(cls: type[ResidencyError], message: str, state: dict[str, Any]) -> ResidencyError:
+    """Rebuild a pickled residency error without calling its ``__init__``."""
+    error = BaseException.__new__(cls, message)
+    BaseException.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
+
+class ResidencyError(Exception):
+    """Base class of every error raised by ``comfy_llm_residency``.
+
+    Errors pickle with their attributes (the Modal RemoteEngine ships them to
+    the local dispatcher).
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as (class, message, attributes): subclasses take other arguments."""
+        return (_restore, (type(self), str(self), dict(self.__dict__)))
+
+
+class ConfigurationError(ResidencyError, ValueError):
+    """An environment variable or a manager argument has an invalid value.
+
+    Attributes:
+        name: The environment variable or argument that is wrong.
+    """
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class InvalidSettingsError(ResidencyError, ValueError):
+    """A :class:`~comfy_llm_residency.GenerationSettings` field is out of range.
+
+    Attributes:
+        field: The name of the offending field (e.g. ``"top_p"``).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class TargetMismatchError(ResidencyError, ValueError):
+    """A profile resolved for one execution target was given to another.
+
+    Attributes:
+        profile_id: The refused profile.
+        profile_target: The target the profile was resolved for.
+        manager_target: The target of the manager that refused it.
+    """
+
+    def __init__(self, profile_id: str, profile_target: str, manager_target: str) -> None:
+        super().__init__(
+            f"Model profile {profile_id!r} was resolved for execution target "
+            f"{profile_target!r} and cannot be loaded by the {manager_target!r} manager. "
+            f"Fix: re-resolve the model for this target ({manager_target!r}) from its "
+            "original Hugging Face reference."
+        )
+        self.profile_id = profile_id
+        self.profile_target = profile_target
+        self.manager_target = manager_target
+
+
+class InsufficientMemoryError(ResidencyError, MemoryError):
+    """Admission refused a cold load: estimate plus reserve does not fit.
+
+    Attributes:
+        profile_id: The profile that was refused.
+        needed_bytes: The profile's memory estimate.
+        reserve_bytes: The free memory the caller asked to keep.
+        available_bytes: Memory available at the last reading.
+        total_bytes: Total memory of the device.
+        device: The device the probe measured (e.g. ``"cuda:0"``).
+        evicted_profiles: Resident profiles unloaded while trying to make room.
+        waited_seconds: How long the manager polled for memory to come back.
+        recovery_timed_out: True when models were evicted and the memory did
+            not come back within the recovery timeout (the process may be
+            leaking memory; the manager marks itself unsafe for reuse).
+    """
+
+    def __init__(
+        self,
+        *,
+        profile_id: str,
+        repository: str,
+        needed_bytes: int,
+        reserve_bytes: int,
+        available_bytes: int,
+        total_bytes: int,
+        device: str,
+        reserve_name: str,
+        evicted_profiles: tuple[str, ...] = (),
+        waited_seconds: float = 0.0,
+        recovery_timed_out: bool = False,
+    ) -> None:
+        required = needed_bytes + reserve_bytes
+        steps = ["after asking ComfyUI to free memory"]
+        if evicted_profiles:
+            steps.append(f"evicting {len(evicted_profiles)} resident LLM(s)")
+        if waited_seconds > 0:
+            steps.append(f"waiting {waited_seconds:.1f} s for memory to come back")
+        super().__init__(
+            f"Not enough memory on {device} to load {repository} ({profile_id}): "
+            f"needed {format_gib(needed_bytes)} for the model + "
+            f"{format_gib(reserve_bytes)} reserve = {format_gib(required)}, "
+            f"but only {format_gib(available_bytes)} of {format_gib(total_bytes)} total "
+            f"is available ({', '.join(steps)}). "
+            f"Fix: lower {reserve_name}, choose a smaller or quantized model, "
+            "or close other applications using this memory."
+        )
+        self.profile_id = profile_id
+        self.needed_bytes = needed_bytes
+        self.reserve_bytes = reserve_bytes
+        self.available_bytes = available_bytes
+        self.total_bytes = total_bytes
+        self.device = device
+        self.evicted_profiles = evicted_profiles
+        self.waited_seconds = waited_seconds
+        self.recovery_timed_out = recovery_timed_out
+
+
+class MemoryProbeError(ResidencyError, RuntimeError):
+    """The memory probe cannot measure its device (e.g. no CUDA device)."""
+
+
+class ReentrantCallError(ResidencyError, RuntimeError):
+    """The manager was called again from inside its own request.
+
+    A progress or token callback must not start another request or unload
+    models on the manager that is calling it: the model it would touch is in
+    the middle of generating.
+    """
