@@ -1,6 +1,7 @@
 """``comfy-llm run``: answer a prompt through the node's own path.
 
-Wired up by the local-slice issue; until then it explains itself.
+Same pipeline as the node (:mod:`comfy_llm._pipeline`); progress and the
+text generated so far go to stderr, the answer (or JSON) to stdout.
 """
 
 from __future__ import annotations
@@ -30,8 +31,58 @@ def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], Non
     add_common(run)
 
 
+def _load_images(paths: list[str]) -> list[Any] | None:
+    if not paths:
+        return None
+    from PIL import Image, UnidentifiedImageError
+
+    images = []
+    for path in paths:
+        try:
+            with Image.open(path) as image:
+                images.append(image.convert("RGB"))
+        except (OSError, UnidentifiedImageError) as error:
+            raise ValueError(f"--image {path!r} could not be read as an image: {error}") from None
+    return images
+
+
 def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
-    """Run one request and return ``{"response", "reasoning", "metadata"}``."""
-    raise NotImplementedError(
-        "comfy-llm run is not wired up yet in this version; use `comfy-llm stage` to download."
+    """Run one request and return ``{"response", "reasoning", "metadata"}``.
+
+    Raises:
+        ValueError: An argument is out of range or a file cannot be read.
+    """
+    from comfy_llm_residency import GenerationSettings
+
+    from comfy_llm._console import ConsoleProgress
+    from comfy_llm._pipeline import LLMRequest, run_request
+
+    settings = GenerationSettings(
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+        enable_reasoning=not args.no_reasoning,
     )
+    request = LLMRequest(
+        model=args.model,
+        prompt=args.prompt,
+        system_prompt=args.system,
+        images=_load_images(args.image),
+        video=args.video,
+        video_frames=args.video_frames,
+        files=list(args.file) or None,
+        settings=settings,
+        target=args.target,
+        storage_root=args.storage_root,
+    )
+    console = ConsoleProgress()
+    try:
+        result = run_request(request, progress=console)
+    finally:
+        console.close()
+    return {
+        "response": result.response,
+        "reasoning": result.reasoning,
+        "metadata": dict(result.metadata),
+    }

@@ -1,0 +1,127 @@
+"""Everything that touches ComfyUI at run time, in one place.
+
+* progress: typed :class:`ProgressEvent` stages drive ``comfy.utils.ProgressBar``
+  (stages without a real fraction only update the live text);
+* interruption: ``throw_exception_if_processing_interrupted()`` on every
+  token and every progress event, so Cancel stops generation within a token;
+* live text: the text generated so far goes to the node through
+  ``PromptServer.instance.send_progress_text`` (throttled), reasoning and
+  answer labelled;
+* memory: ``comfy.model_management.free_memory`` is the admission hook, and
+  the names of ComfyUI-managed models go into telemetry;
+* the snapshot folder is registered as ComfyUI's ``modal_llm`` model folder.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from comfy_llm_profiles import ProgressEvent, ProgressStage
+
+__all__ = ["ComfyGlue", "executing_prompt_id"]
+
+_THINK_OPEN = "<think>"
+_THINK_CLOSE = "</think>"
+_BAR_STEPS = 1000
+
+
+def _label_live_text(text: str, reasoning_open: bool) -> str:
+    """Split generated-so-far text into labelled reasoning and answer parts."""
+    if _THINK_CLOSE in text:
+        head, _, answer = text.partition(_THINK_CLOSE)
+        reasoning = head.replace(_THINK_OPEN, "").strip()
+        return f"Reasoning:\n{reasoning}\n\nAnswer:\n{answer.strip()}"
+    if reasoning_open or _THINK_OPEN in text:
+        return f"Reasoning:\n{text.replace(_THINK_OPEN, '').strip()}"
+    return f"Answer:\n{text.strip()}"
+
+
+class ComfyGlue:
+    """Binds one node execution to ComfyUI's progress, interrupt and memory hooks.
+
+    Args:
+        node_id: The node's unique id (hidden input), for the bar and live text.
+        reasoning_enabled: Whether the live text starts inside the reasoning.
+        text_interval: Seconds between live-text messages.
+    """
+
+    def __init__(
+        self, node_id: str | None, *, reasoning_enabled: bool, text_interval: float = 0.25
+    ) -> None:
+        import comfy.utils
+        from comfy import model_management
+
+        self._mm = model_management
+        self._node_id = node_id
+        self._bar = comfy.utils.ProgressBar(_BAR_STEPS, node_id=node_id)
+        self._reasoning_open = reasoning_enabled
+        self._text_interval = text_interval
+        self._last_text = 0.0
+        self._last_stage: ProgressStage | None = None
+
+    # -- hooks handed to the pipeline -------------------------------------
+    def progress(self, event: ProgressEvent) -> None:
+        """ProgressCallback: check for Cancel, move the bar, show the stage."""
+        self._mm.throw_exception_if_processing_interrupted()
+        fraction = event.fraction
+        if event.stage is not self._last_stage:
+            self._last_stage = event.stage
+            self._bar.update_absolute(0, _BAR_STEPS)
+            if event.stage is not ProgressStage.GENERATE:
+                self._send_text(f"{event.stage.value}: {event.message}".rstrip(": "), force=True)
+        if fraction is not None:
+            self._bar.update_absolute(round(fraction * _BAR_STEPS), _BAR_STEPS)
+        if event.stage is ProgressStage.GENERATE and event.text is not None:
+            self._send_text(_label_live_text(event.text, self._reasoning_open))
+
+    def on_token(self, token_id: int, text: str) -> None:
+        """TokenCallback: Cancel is honoured between any two tokens."""
+        del token_id, text
+        self._mm.throw_exception_if_processing_interrupted()
+
+    def free_memory(self, needed_bytes: int) -> None:
+        """Ask ComfyUI to unload idle models until ``needed_bytes`` are free."""
+        self._mm.free_memory(needed_bytes, self._mm.get_torch_device())
+
+    def loaded_model_names(self) -> list[str]:
+        """Class names of the models ComfyUI currently holds (telemetry)."""
+        names = []
+        for loaded in getattr(self._mm, "current_loaded_models", []):
+            model = getattr(loaded, "model", loaded)
+            inner = getattr(model, "model", model)
+            names.append(type(inner).__name__)
+        return names
+
+    def finish(self, text: str) -> None:
+        """Fill the bar and show the final answer text."""
+        self._bar.update_absolute(_BAR_STEPS, _BAR_STEPS)
+        self._send_text(text, force=True)
+
+    # -- helpers ------------------------------------------------------------
+    def _send_text(self, text: str, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_text < self._text_interval:
+            return
+        self._last_text = now
+        if self._node_id is None:
+            return
+        try:
+            from server import PromptServer
+        except ImportError:  # pragma: no cover - always present inside ComfyUI
+            return
+        server = getattr(PromptServer, "instance", None)
+        send: Callable[..., Any] | None = getattr(server, "send_progress_text", None)
+        if send is not None:
+            send(text, self._node_id)
+
+
+def executing_prompt_id() -> str | None:
+    """The prompt id ComfyUI is executing, when it tells."""
+    try:
+        from comfy_execution.utils import get_executing_context
+    except ImportError:
+        return None
+    context = get_executing_context()
+    return getattr(context, "prompt_id", None) if context is not None else None

@@ -1,0 +1,89 @@
+"""The node's execute body: node inputs → one pipeline request → three strings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from comfy_llm_residency import GenerationSettings
+
+from comfy_llm._comfy_glue import ComfyGlue, executing_prompt_id
+from comfy_llm._pipeline import LLMRequest, run_request
+from comfy_llm._storage import register_model_folder, storage_root
+
+__all__ = ["metadata_json", "run_node"]
+
+
+def metadata_json(metadata: dict[str, Any]) -> str:
+    """Compact, key-sorted JSON: stable for diffs and caches."""
+    return json.dumps(metadata, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def run_node(
+    *,
+    prompt: str,
+    model_profile: str,
+    node_id: str | None,
+    images: Any = None,
+    video: Any = None,
+    files: Any = None,
+    system_prompt: str | None = "",
+    max_new_tokens: int = 512,
+    enable_reasoning: bool = True,
+    temperature: float = 0.7,
+    top_p: float = 0.95,
+    seed: int | None = 0,
+    video_frames: int = 8,
+    reserve_free_vram_gb: float = 4.0,
+    keep_model_loaded: bool = True,
+    local_reserve_free_memory_gb: float = 4.0,
+    run_on_modal: bool = False,
+    modal_gpu: str | None = None,
+) -> tuple[str, str, str]:
+    """Run the node once; returns (response, metadata_json, reasoning).
+
+    Raises:
+        Exception: Whatever the pipeline raises, ComfyUI's
+            ``InterruptProcessingException`` included, unchanged.
+    """
+    del modal_gpu  # used by the Modal dispatcher (a later version)
+    root = storage_root()
+    register_model_folder(root)
+    settings = GenerationSettings(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        seed=seed,
+        enable_reasoning=enable_reasoning,
+    )
+    from comfy_llm._targets import detect_target
+
+    target = detect_target()
+    local_apple_or_cpu = target.value in {"local_apple", "local_cpu"}
+    reserve = local_reserve_free_memory_gb if local_apple_or_cpu else reserve_free_vram_gb
+    glue = ComfyGlue(node_id, reasoning_enabled=enable_reasoning)
+    request = LLMRequest(
+        model=model_profile.strip(),
+        prompt=prompt,
+        system_prompt=system_prompt or None,
+        images=images,
+        video=video,
+        video_frames=video_frames,
+        files=files,
+        settings=settings,
+        target=target.value,
+        run_on_modal=run_on_modal,
+        storage_root=root,
+        reserve_gb=reserve,
+        keep_loaded=keep_model_loaded,
+    )
+    result = run_request(
+        request,
+        progress=glue.progress,
+        on_token=glue.on_token,
+        free_host_memory=glue.free_memory,
+        comfy_models=glue.loaded_model_names,
+        prompt_id=executing_prompt_id(),
+    )
+    glue.finish(result.response)
+    return result.response, metadata_json(dict(result.metadata)), result.reasoning

@@ -1,0 +1,182 @@
+"""One request, start to end: the path the node and ``comfy-llm run`` share.
+
+reference → profile (inspect + pin) → staged snapshot → prepared inputs →
+resident manager (admit, load, generate, parse) → response, metadata,
+reasoning. ComfyUI specifics (progress bar, interrupt, memory release, model
+names) come in as callables, so the CLI runs the very same code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from comfy_llm_profiles import (
+    ExecutionTarget,
+    ModelProfile,
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    ignore_progress,
+    resolve_profile,
+)
+from comfy_llm_residency import GenerationSettings, InferenceResult, TokenCallback, get_manager
+from comfy_llm_staging import stage_snapshot
+
+from comfy_llm._backends import create_backend
+from comfy_llm._storage import storage_root
+from comfy_llm._targets import detect_target
+from comfy_llm.errors import TargetUnavailableError
+
+__all__ = ["LLMRequest", "run_request"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LLMRequest:
+    """Everything one request needs, as the node or the CLI received it.
+
+    Attributes:
+        model: ``owner/model[@revision]`` or a curated profile id.
+        prompt: The user prompt.
+        system_prompt: Optional system prompt ("" counts as none).
+        images: ComfyUI IMAGE tensor/array, or image file paths (CLI).
+        video: A ComfyUI VIDEO object or a video file path.
+        video_frames: How many frames to sample from ``video``.
+        files: OPENAI_INPUT_FILES value or file paths.
+        settings: Generation settings.
+        target: Explicit execution target name, else detected.
+        run_on_modal: The node's Modal toggle.
+        storage_root: Explicit storage root, else the default.
+        reserve_gb: Memory to keep free beyond the model (None: the default).
+        keep_loaded: Keep the model resident after the request.
+    """
+
+    model: str
+    prompt: str
+    system_prompt: str | None = None
+    images: Any = None
+    video: Any = None
+    video_frames: int = 8
+    files: Any = None
+    settings: GenerationSettings = dataclasses.field(default_factory=GenerationSettings)
+    target: str | None = None
+    run_on_modal: bool = False
+    storage_root: str | Path | None = None
+    reserve_gb: float | None = None
+    keep_loaded: bool = True
+
+
+def _input_limits(profile: ModelProfile) -> Any:
+    from comfy_llm_inputs import InputLimits
+
+    names = {f.name for f in dataclasses.fields(InputLimits)}
+    values = {
+        f.name: getattr(profile.limits, f.name)
+        for f in dataclasses.fields(profile.limits)
+        if f.name in names
+    }
+    return InputLimits(**values)
+
+
+def _prepare(request: LLMRequest, profile: ModelProfile, progress: ProgressCallback) -> Any:
+    from comfy_llm_inputs import prepare_inputs
+
+    started = time.monotonic()
+
+    def report(message: str, done: int, total: int) -> None:
+        progress(
+            ProgressEvent(
+                stage=ProgressStage.PREPARE_INPUTS,
+                message=message,
+                value=done,
+                maximum=total or None,
+                unit="items",
+                indeterminate=not total,
+                elapsed_seconds=time.monotonic() - started,
+            )
+        )
+
+    report("Preparing inputs", 0, 0)
+    return prepare_inputs(
+        request.prompt,
+        system_prompt=request.system_prompt or None,
+        images=request.images,
+        video=request.video,
+        video_frames=request.video_frames,
+        files=request.files,
+        limits=_input_limits(profile),
+        progress=report,
+    )
+
+
+def run_request(
+    request: LLMRequest,
+    *,
+    progress: ProgressCallback = ignore_progress,
+    on_token: TokenCallback | None = None,
+    free_host_memory: Callable[[int], None] | None = None,
+    comfy_models: Callable[[], Sequence[str]] | None = None,
+    prompt_id: str | None = None,
+) -> InferenceResult:
+    """Serve one request and return response, reasoning and metadata.
+
+    Args:
+        request: The request.
+        progress: Receives every typed progress event (may raise to cancel).
+        on_token: Called per generated token (may raise to cancel).
+        free_host_memory: Asks the host (ComfyUI) to free this many bytes.
+        comfy_models: Names of the host's loaded models, for telemetry.
+        prompt_id: The host's prompt id, for telemetry.
+
+    Raises:
+        TargetUnavailableError: ``run_on_modal`` is set (not in this version).
+        ProfileError: The model reference or repository was refused.
+        StagingError: The snapshot could not be downloaded or verified.
+        InputError: An input was refused.
+        ResidencyError: The model does not fit, or targets mismatch.
+    """
+    if request.run_on_modal:
+        raise TargetUnavailableError(
+            ExecutionTarget.MODAL.value,
+            "the Modal worker is not part of this version; switch run_on_modal off to run locally",
+        )
+    target = detect_target(request.target)
+    if target is ExecutionTarget.MODAL:
+        raise TargetUnavailableError(
+            target.value, "Modal execution is not part of this version; use a local target"
+        )
+    root = storage_root(request.storage_root)
+    resolved = resolve_profile(request.model, target, storage_root=root, progress=progress)
+    profile = resolved.profile
+    snapshot = stage_snapshot(
+        profile.repository,
+        profile.revision,
+        storage_root=root,
+        profile_id=profile.profile_id,
+        progress=progress,
+    )
+    prepared = _prepare(request, profile, progress)
+    manager = get_manager(target, backend_factory=create_backend, free_host_memory=free_host_memory)
+    result = manager.run(
+        profile,
+        snapshot.path,
+        prepared,
+        request.settings,
+        reserve_gb=request.reserve_gb,
+        keep_loaded=request.keep_loaded,
+        progress=progress,
+        on_token=on_token,
+        prompt_id=prompt_id,
+    )
+    metadata = dict(result.metadata)
+    metadata.update(
+        snapshot_downloaded=snapshot.downloaded,
+        manifest_created=resolved.created,
+        comfyui_managed_models=list(comfy_models()) if comfy_models else [],
+    )
+    if prompt_id:
+        metadata["prompt_id"] = prompt_id
+    return dataclasses.replace(result, metadata=metadata)

@@ -1,0 +1,197 @@
+"""The CLI's resolve, stage and run against the fake Hub with real engines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from comfy_llm._cli import main
+from comfy_llm_testworld import FakeHub
+
+TARGETS = ["local_cpu", "local_apple"]  # Transformers, MLX-VLM (through mlx[cpu])
+
+
+def _run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    code = main([*argv, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+def test_resolve_pins_the_branch_and_downloads_no_weights(
+    model_hub: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _run_json(capsys, "resolve", "tiny/qwen35", "--target", "local_cpu")
+    assert data["repository"] == "tiny/qwen35"
+    assert data["revision"] == model_hub.head("tiny/qwen35")
+    assert data["backend"] == "transformers"
+    assert data["execution_target"] == "local_cpu"
+    assert data["reasoning_parser"] == "qwen3"
+    assert data["id"].startswith("hf-")
+    assert Path(data["manifest_path"]).is_file()
+    assert Path(data["manifest_path"]).is_relative_to(storage)
+    fetched = model_hub.file_requests()
+    assert "config.json" in fetched
+    assert not [f for f in fetched if f.endswith(".safetensors")]
+
+
+def test_resolve_prints_human_text_without_json(
+    model_hub: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["resolve", "tiny/smolvlm", "--target", "local_apple"]) == 0
+    out = capsys.readouterr().out
+    assert "mlx_vlm" in out and "tiny/smolvlm" in out and "manifest_path" in out
+
+
+def test_stage_downloads_once_then_reuses(
+    model_hub: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = _run_json(capsys, "stage", "tiny/qwen35", "--target", "local_cpu")
+    assert first["downloaded"] is True
+    snapshot = Path(first["snapshot_path"])
+    assert (snapshot / "model.safetensors").is_file()
+    assert snapshot.is_relative_to(storage / "llm_models")
+    model_hub.clear_requests()
+    second = _run_json(capsys, "stage", "tiny/qwen35", "--target", "local_cpu")
+    assert second["downloaded"] is False
+    assert second["snapshot_path"] == first["snapshot_path"]
+    assert not [f for f in model_hub.file_requests() if f.endswith(".safetensors")]
+
+
+def test_failures_are_one_line_and_non_zero(
+    model_hub: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["resolve", "nobody/nothing", "--target", "local_cpu"]) == 1
+    # Progress lines may precede it; the failure itself is exactly one line.
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err_lines if line.startswith("comfy-llm: error:")]
+    assert errors == [err_lines[-1]]
+    assert "nobody/nothing" in errors[0]
+    assert main(["resolve", "https://huggingface.co/x/y", "--target", "local_cpu"]) == 1
+    assert "owner/model" in capsys.readouterr().err
+    assert main(["resolve", "tiny/qwen35", "--target", "mars"]) == 1
+    assert "local_cpu" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+def test_run_scripted_splits_reasoning_and_answer(
+    target: str, model_hub: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _run_json(
+        capsys,
+        "run",
+        "--model",
+        "tiny/qwen35-scripted",
+        "--prompt",
+        "hi",
+        "--target",
+        target,
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "16",
+    )
+    assert data["response"] == "answer"
+    assert data["reasoning"] == "a b"
+    metadata = data["metadata"]
+    assert metadata["reasoning_tokens"] == 2
+    assert metadata["output_tokens"] == 5  # " a" " b" "</think>" " answer" <|im_end|>
+    assert metadata["execution_target"] == target
+    assert metadata["reasoning_enabled"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+def test_run_without_reasoning_leaves_the_channel_empty(
+    target: str, model_hub: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _run_json(
+        capsys,
+        "run",
+        "--model",
+        "tiny/smolvlm-scripted",
+        "--prompt",
+        "hi",
+        "--target",
+        target,
+        "--temperature",
+        "0",
+        "--no-reasoning",
+    )
+    assert data["reasoning"] == ""
+    assert data["response"] == "answer"
+    assert data["metadata"]["reasoning_enabled"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+def test_run_qwen_with_an_image(
+    target: str,
+    model_hub: FakeHub,
+    storage: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from PIL import Image
+
+    image = tmp_path / "red.png"
+    Image.new("RGB", (32, 24), (255, 0, 0)).save(image)
+    data = _run_json(
+        capsys,
+        "run",
+        "--model",
+        "tiny/qwen35",
+        "--prompt",
+        "What colour?",
+        "--image",
+        str(image),
+        "--target",
+        target,
+        "--max-new-tokens",
+        "6",
+        "--seed",
+        "1",
+    )
+    assert data["metadata"]["image_count"] == 1
+    assert 1 <= data["metadata"]["output_tokens"] <= 6
+    assert data["metadata"]["cache_status"] == "cold"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+def test_run_smolvlm_with_video_frames_and_a_text_file(
+    target: str,
+    model_hub: FakeHub,
+    storage: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from comfy_llm_testworld.media import write_test_video
+
+    video = write_test_video(tmp_path / "clip.mp4", frames=20, fps=10)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The clip shows a moving square.\n", encoding="utf-8")
+    data = _run_json(
+        capsys,
+        "run",
+        "--model",
+        "tiny/smolvlm",
+        "--prompt",
+        "Summarise.",
+        "--video",
+        str(video),
+        "--video-frames",
+        "3",
+        "--file",
+        str(notes),
+        "--target",
+        target,
+        "--max-new-tokens",
+        "4",
+    )
+    metadata = data["metadata"]
+    assert metadata["video_frame_count"] == 3
+    assert metadata["file_count"] == 1
+    assert metadata["backend"] == ("mlx_vlm" if target == "local_apple" else "transformers")

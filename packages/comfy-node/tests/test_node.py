@@ -1,0 +1,213 @@
+"""The ModalLLM node through a ComfyUI stand-in, with real engines on the CPU."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from comfy_llm_testworld import FakeHub
+
+TARGETS = ["local_cpu", "local_apple"]
+
+
+def _node(comfyui: Path) -> Any:
+    from comfy_api.latest import io
+    from comfy_llm._node import ModalLLMNode
+
+    ModalLLMNode.hidden = io.HiddenHolder(unique_id="7")
+    return ModalLLMNode
+
+
+def _execute(node: Any, **kwargs: Any) -> tuple[str, dict[str, Any], str]:
+    kwargs.setdefault("temperature", 0.0)
+    output = node.execute(**kwargs)
+    response, metadata_json, reasoning = output.args
+    return response, json.loads(metadata_json), reasoning
+
+
+@pytest.fixture
+def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", request.param)
+    return request.param
+
+
+def test_schema_keeps_the_seed_node_contract(comfyui: Path) -> None:
+    schema = _node(comfyui).define_schema()
+    assert schema.node_id == "ModalLLM"
+    names = [item.id for item in schema.inputs]
+    assert names[:2] == ["prompt", "model_profile"]
+    for name in (
+        "images",
+        "video",
+        "files",
+        "system_prompt",
+        "max_new_tokens",
+        "enable_reasoning",
+        "temperature",
+        "top_p",
+        "seed",
+        "video_frames",
+        "reserve_free_vram_gb",
+        "keep_model_loaded",
+        "local_reserve_free_memory_gb",
+        "run_on_modal",
+        "modal_gpu",
+    ):
+        assert name in names
+    assert [o.id for o in schema.outputs] == ["response", "metadata_json", "reasoning"]
+    assert schema.not_idempotent is True
+    files_input = next(item for item in schema.inputs if item.id == "files")
+    assert files_input.io_type == "OPENAI_INPUT_FILES"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_scripted_answer_then_warm_hit(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    import comfy.utils
+    from server import PromptServer
+
+    node = _node(comfyui)
+    image = np.random.default_rng(0).random((1, 24, 32, 3), dtype=np.float32)
+    response, metadata, reasoning = _execute(
+        node, prompt="What is this?", model_profile="tiny/qwen35-scripted", images=image
+    )
+    assert (response, reasoning) == ("answer", "a b")
+    assert metadata["output_tokens"] == 5 and metadata["reasoning_tokens"] == 2
+    assert metadata["cache_status"] == "cold"
+    assert metadata["execution_target"] == target
+    assert metadata["image_count"] == 1
+    assert "comfyui_managed_models" in metadata
+    assert "hf_test_token" not in json.dumps(metadata)
+    # ComfyUI saw progress on its bar and the live text, labelled.
+    assert any(node_id == "7" for node_id, _, _ in comfy.utils.updates)
+    texts = [text for node_id, text in PromptServer.instance.progress_texts if node_id == "7"]
+    assert any(text.startswith("Reasoning:") for text in texts)
+    assert texts[-1] == "answer"
+    # Second request: warm, no reload.
+    response, metadata, _ = _execute(
+        node, prompt="Again", model_profile="tiny/qwen35-scripted", images=image
+    )
+    assert response == "answer"
+    assert metadata["cache_status"] == "warm"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_reasoning_disabled_gives_an_empty_channel(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    response, metadata, reasoning = _execute(
+        _node(comfyui), prompt="hi", model_profile="tiny/smolvlm-scripted", enable_reasoning=False
+    )
+    assert reasoning == "" and response == "answer"
+    assert metadata["reasoning_enabled"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_smolvlm_with_video_and_openai_files(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path, tmp_path: Path
+) -> None:
+    import base64
+
+    from comfy_llm_testworld.media import write_test_video
+
+    class VideoFromFile:  # ComfyUI's VIDEO: a file-backed source
+        def __init__(self, path: Path) -> None:
+            self._path = path
+
+        def get_stream_source(self) -> str:
+            return str(self._path)
+
+    class InputFileContent:  # ComfyUI's OPENAI_INPUT_FILES item
+        def __init__(self, name: str, text: str) -> None:
+            self.filename = name
+            self.file_data = "data:text/plain;base64," + base64.b64encode(text.encode()).decode()
+            self.file_id = None
+            self.type = "input_file"
+
+    video = VideoFromFile(write_test_video(tmp_path / "clip.mp4", frames=20, fps=10))
+    _, metadata, _ = _execute(
+        _node(comfyui),
+        prompt="Summarise.",
+        model_profile="tiny/smolvlm",
+        video=video,
+        video_frames=3,
+        files=[InputFileContent("notes.txt", "a red square moves")],
+        max_new_tokens=4,
+    )
+    assert metadata["video_frame_count"] == 3
+    assert metadata["file_count"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_interrupt_after_a_few_tokens_keeps_the_model_resident(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    import comfy.model_management as mm
+    from comfy_llm_residency import get_manager
+
+    node = _node(comfyui)
+    _execute(node, prompt="warm up", model_profile="tiny/qwen35-scripted")
+    mm.interrupt_after_checks = 3  # ComfyUI's Cancel, three checks from now
+    with pytest.raises(mm.InterruptProcessingException):
+        _execute(node, prompt="stop me", model_profile="tiny/qwen35-scripted")
+    mm.interrupt_after_checks = None
+    manager = get_manager(target, backend_factory=None)  # type: ignore[arg-type]
+    assert len(manager.state().resident_profiles) == 1
+    # The lock is free: the next request runs at once, warm.
+    _, metadata, _ = _execute(node, prompt="again", model_profile="tiny/qwen35-scripted")
+    assert metadata["cache_status"] == "warm"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_two_threads_are_served_one_at_a_time(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    node = _node(comfyui)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            results.append(_execute(node, prompt="hi", model_profile="tiny/qwen35-scripted")[0])
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert errors == []
+    assert results == ["answer", "answer"]
+
+
+@pytest.mark.slow
+def test_limit_of_one_evicts_the_older_profile(
+    model_hub: FakeHub, storage: Path, comfyui: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from comfy_llm_residency import get_manager
+
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
+    monkeypatch.setenv("COMFY_MODAL_LOCAL_LLM_MAX_RESIDENT_MODELS", "1")
+    node = _node(comfyui)
+    _execute(node, prompt="a", model_profile="tiny/qwen35-scripted")
+    _execute(node, prompt="b", model_profile="tiny/smolvlm-scripted")
+    resident = get_manager("local_cpu", backend_factory=None).state().resident_profiles  # type: ignore[arg-type]
+    assert len(resident) == 1
+    _, metadata, _ = _execute(node, prompt="c", model_profile="tiny/qwen35-scripted")
+    assert metadata["cache_status"] == "cold"
+
+
+def test_run_on_modal_is_refused_clearly(model_hub: FakeHub, storage: Path, comfyui: Path) -> None:
+    with pytest.raises(RuntimeError, match="run_on_modal"):
+        _execute(_node(comfyui), prompt="hi", model_profile="tiny/qwen35", run_on_modal=True)
