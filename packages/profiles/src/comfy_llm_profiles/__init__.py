@@ -1,1 +1,167 @@
-"""Package."""
+"""Model references, Hub inspection, compatibility registries and schema-v2 profiles.
+
+The first step of every request: turn what the user typed (``owner/model``,
+``owner/model@revision`` or a curated id) into an immutable, commit-pinned
+:class:`ModelProfile` for one :class:`ExecutionTarget`, from Hub metadata
+only, and record it as ``<storage_root>/profiles/<profile_id>.json``.
+"""
+
+from comfy_llm_profiles._curated import (
+    CuratedEntry,
+    CuratedRegistry,
+    load_curated_registry,
+    parse_curated_registry,
+)
+from comfy_llm_profiles._decide import (
+    CompatibilityDecision,
+    available_backends,
+    decide,
+    estimate_memory_bytes,
+)
+from comfy_llm_profiles._inspect import (
+    PICKLE_SUFFIXES,
+    RepositoryFile,
+    RepositoryInspection,
+    inspect_repository,
+)
+from comfy_llm_profiles._manifest import (
+    MANIFEST_DIR,
+    load_manifest,
+    manifest_path,
+    write_manifest,
+)
+from comfy_llm_profiles._profile import (
+    BACKENDS,
+    MODALITIES,
+    QUANTIZATION_METHODS,
+    REASONING_PARSERS,
+    SCHEMA_VERSION,
+    BackendOptionValue,
+    ModelProfile,
+    ProfileLimits,
+    compute_profile_id,
+)
+from comfy_llm_profiles._progress import (
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    ignore_progress,
+)
+from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
+from comfy_llm_profiles._reference import ModelReference, is_commit, parse_reference
+from comfy_llm_profiles._registry import (
+    REGISTRY_VERSIONS,
+    ArchitectureRule,
+    BackendChoice,
+    CompatibilityRegistry,
+    TargetPolicy,
+    known_architectures,
+    registry_for,
+)
+from comfy_llm_profiles._resolve import ResolvedProfile, resolve_profile
+from comfy_llm_profiles._settings import ProfileSettings, read_settings
+from comfy_llm_profiles._targets import ExecutionTarget
+from comfy_llm_profiles.errors import (
+    CuratedRegistryError,
+    DownloadTooLargeError,
+    GatedModelError,
+    HubAccessError,
+    HubUnavailableError,
+    InvalidConfigError,
+    InvalidModelReferenceError,
+    ManifestConflictError,
+    ManifestError,
+    MissingConfigError,
+    ModelNotFoundError,
+    ModelRejectedError,
+    ModelRevisionNotFoundError,
+    ProfileError,
+    ProfileValidationError,
+    RemoteCodeError,
+    SecurityScanError,
+    SettingsError,
+    UnsafeWeightsError,
+    UnsupportedArchitectureError,
+    UnsupportedQuantizationError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # targets, references, settings
+    "ExecutionTarget",
+    "ModelReference",
+    "parse_reference",
+    "is_commit",
+    "ProfileSettings",
+    "read_settings",
+    # profiles
+    "SCHEMA_VERSION",
+    "BACKENDS",
+    "MODALITIES",
+    "QUANTIZATION_METHODS",
+    "REASONING_PARSERS",
+    "BackendOptionValue",
+    "ModelProfile",
+    "ProfileLimits",
+    "compute_profile_id",
+    # resolution
+    "ResolvedProfile",
+    "resolve_profile",
+    "PICKLE_SUFFIXES",
+    "RepositoryFile",
+    "RepositoryInspection",
+    "inspect_repository",
+    # compatibility
+    "REGISTRY_VERSIONS",
+    "ArchitectureRule",
+    "BackendChoice",
+    "CompatibilityRegistry",
+    "TargetPolicy",
+    "known_architectures",
+    "registry_for",
+    "CompatibilityDecision",
+    "available_backends",
+    "decide",
+    "estimate_memory_bytes",
+    "QuantizationInfo",
+    "detect_quantization",
+    # curated list
+    "CuratedEntry",
+    "CuratedRegistry",
+    "load_curated_registry",
+    "parse_curated_registry",
+    # manifests
+    "MANIFEST_DIR",
+    "load_manifest",
+    "manifest_path",
+    "write_manifest",
+    # progress contract
+    "ProgressCallback",
+    "ProgressEvent",
+    "ProgressStage",
+    "ignore_progress",
+    # errors
+    "ProfileError",
+    "SettingsError",
+    "InvalidModelReferenceError",
+    "CuratedRegistryError",
+    "ProfileValidationError",
+    "ManifestError",
+    "ManifestConflictError",
+    "HubAccessError",
+    "GatedModelError",
+    "ModelNotFoundError",
+    "ModelRevisionNotFoundError",
+    "HubUnavailableError",
+    "ModelRejectedError",
+    "MissingConfigError",
+    "InvalidConfigError",
+    "UnsafeWeightsError",
+    "DownloadTooLargeError",
+    "SecurityScanError",
+    "RemoteCodeError",
+    "UnsupportedArchitectureError",
+    "UnsupportedQuantizationError",
+    "__version__",
+]

@@ -1,0 +1,370 @@
+"""Turning a config.json into a compatibility decision and a profile.
+
+Everything here is pure (no network, no files) so the same code judges a
+freshly inspected repository and a curated entry, and tests can drive every
+branch with a dict.
+
+Memory estimate (bytes), documented because residency admits or refuses
+loads by it::
+
+    runtime_weights = weight_bytes x dtype_factor
+        (dtype_factor = 2 when a 16-bit checkpoint runs in float32 on the CPU, else 1)
+    kv_cache = 2 (K and V) x attention_layers x kv_heads x head_dim
+               x kv_element_bytes x context_tokens
+        (attention_layers counts only full-attention layers when
+         text_config.layer_types or full_attention_interval says so,
+         e.g. Qwen3.5's hybrid layout;
+         0 when config.json lacks the sizes)
+    estimate = ceil(runtime_weights x weight_overhead) + kv_cache + activation_bytes
+
+with weight_overhead, kv_element_bytes and activation_bytes from the
+target's :class:`TargetPolicy`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from comfy_llm_profiles._profile import BACKENDS, ModelProfile, ProfileLimits
+from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
+from comfy_llm_profiles._registry import (
+    ArchitectureRule,
+    CompatibilityRegistry,
+    known_architectures,
+    registry_for,
+)
+from comfy_llm_profiles._targets import ExecutionTarget
+from comfy_llm_profiles.errors import (
+    InvalidConfigError,
+    RemoteCodeError,
+    UnsupportedArchitectureError,
+    UnsupportedQuantizationError,
+)
+
+__all__ = ["CompatibilityDecision", "available_backends", "decide", "estimate_memory_bytes"]
+
+_SIXTEEN_BIT = frozenset({"bfloat16", "float16"})
+
+
+@dataclass(frozen=True, slots=True)
+class CompatibilityDecision:
+    """What a target's registry decided for one checkpoint.
+
+    Attributes:
+        target: The execution target.
+        registry_version: The registry version that decided.
+        backend: The chosen backend.
+        architecture: ``architectures[0]`` of config.json.
+        model_type: ``model_type`` of config.json.
+        dtype: The checkpoint's declared dtype (``auto`` when undeclared).
+        quantization: The detected quantization.
+        modalities: Accepted inputs.
+        limits: Input bounds.
+        reasoning_parser: ``qwen3`` or ``none``.
+        backend_options: Options for the backend.
+        estimated_memory_bytes: See the module docstring for the formula.
+        weight_bytes: Total safetensors bytes.
+    """
+
+    target: ExecutionTarget
+    registry_version: str
+    backend: str
+    architecture: str
+    model_type: str
+    dtype: str
+    quantization: QuantizationInfo
+    modalities: tuple[str, ...]
+    limits: ProfileLimits
+    reasoning_parser: str
+    backend_options: tuple[tuple[str, str | int | float | bool], ...]
+    estimated_memory_bytes: int
+    weight_bytes: int
+
+    def to_profile(
+        self,
+        repository: str,
+        revision: str,
+        *,
+        requested_revision: str | None = None,
+        display_name: str = "",
+    ) -> ModelProfile:
+        """Build the immutable profile for ``repository`` pinned at ``revision``.
+
+        Raises:
+            ProfileValidationError: ``revision`` is not a 40-hex commit.
+        """
+        return ModelProfile(
+            repository=repository,
+            revision=revision,
+            requested_revision=requested_revision,
+            execution_target=self.target,
+            backend=self.backend,
+            architecture=self.architecture,
+            model_type=self.model_type,
+            dtype=self.dtype,
+            quantization_method=self.quantization.method,
+            modalities=self.modalities,
+            limits=self.limits,
+            reasoning_parser=self.reasoning_parser,
+            backend_options=self.backend_options,
+            estimated_memory_bytes=self.estimated_memory_bytes,
+            weight_bytes=self.weight_bytes,
+            registry_version=self.registry_version,
+            display_name=display_name or repository,
+        )
+
+
+def available_backends(target: ExecutionTarget) -> frozenset[str]:
+    """Backends a target can use from this process.
+
+    Only ``local_cuda`` depends on the installation: vLLM is an optional
+    extra there, so it counts only when importable (checked without
+    importing it). The Modal image always carries every backend, and the
+    resolver of a Modal profile usually runs elsewhere (the CPU stager).
+    """
+    if target is ExecutionTarget.LOCAL_CUDA and importlib.util.find_spec("vllm") is None:
+        return frozenset(BACKENDS) - {"vllm"}
+    return frozenset(BACKENDS)
+
+
+def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    text = config.get("text_config")
+    return text if isinstance(text, Mapping) else config
+
+
+def _lookup(config: Mapping[str, Any], key: str) -> Any:
+    text = _text_config(config)
+    return text.get(key, config.get(key))
+
+
+def _positive_int(config: Mapping[str, Any], key: str) -> int | None:
+    value = _lookup(config, key)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return value
+
+
+def _dtype(config: Mapping[str, Any]) -> str:
+    for source in (config, _text_config(config)):
+        for key in ("dtype", "torch_dtype"):
+            value = source.get(key)
+            if isinstance(value, str) and value:
+                return value.removeprefix("torch.")
+    return "auto"
+
+
+def _check_remote_code(config: Mapping[str, Any], raise_remote: Any) -> None:
+    for name, section in (
+        ("", config),
+        ("text_config.", config.get("text_config")),
+        ("vision_config.", config.get("vision_config")),
+    ):
+        if isinstance(section, Mapping):
+            if "auto_map" in section:
+                raise raise_remote(f"{name}auto_map is set")
+            if section.get("trust_remote_code") is True:
+                raise raise_remote(f"{name}trust_remote_code is true")
+
+
+def _architecture(config: Mapping[str, Any], invalid: Any) -> tuple[str, str]:
+    architectures = config.get("architectures")
+    if (
+        not isinstance(architectures, list)
+        or not architectures
+        or not all(isinstance(a, str) and a for a in architectures)
+    ):
+        raise invalid("'architectures' must be a non-empty list of names")
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise invalid("'model_type' is missing")
+    return architectures[0], model_type
+
+
+def _kv_cache_bytes(config: Mapping[str, Any], context: int, element_bytes: int) -> int:
+    layers = _positive_int(config, "num_hidden_layers")
+    heads = _positive_int(config, "num_attention_heads")
+    kv_heads = _positive_int(config, "num_key_value_heads") or heads
+    head_dim = _positive_int(config, "head_dim")
+    hidden = _positive_int(config, "hidden_size")
+    if head_dim is None and hidden and heads:
+        head_dim = hidden // heads
+    if not (layers and kv_heads and head_dim):
+        return 0
+    layer_types = _lookup(config, "layer_types")
+    interval = _positive_int(config, "full_attention_interval")
+    if isinstance(layer_types, list) and layer_types:
+        layers = sum(1 for kind in layer_types if kind == "full_attention") or layers
+    elif interval:
+        layers = max(1, layers // interval)
+    return 2 * layers * kv_heads * head_dim * element_bytes * context
+
+
+def estimate_memory_bytes(
+    config: Mapping[str, Any],
+    weight_bytes: int,
+    context_tokens: int,
+    registry: CompatibilityRegistry,
+    dtype: str,
+) -> int:
+    """Estimate the memory a loaded model needs (formula in the module docstring).
+
+    Args:
+        config: The parsed config.json.
+        weight_bytes: Total safetensors bytes.
+        context_tokens: The configured context.
+        registry: The target's registry (its policy holds the factors).
+        dtype: The checkpoint's declared dtype.
+
+    Returns:
+        The estimate in bytes.
+    """
+    policy = registry.policy
+    factor = 2 if policy.runtime_dtype == "float32" and dtype in _SIXTEEN_BIT else 1
+    weights = math.ceil(weight_bytes * factor * policy.weight_overhead)
+    return (
+        weights
+        + _kv_cache_bytes(config, context_tokens, policy.kv_element_bytes)
+        + policy.activation_bytes
+    )
+
+
+def _limits(
+    config: Mapping[str, Any], registry: CompatibilityRegistry, rule: ArchitectureRule
+) -> ProfileLimits:
+    policy = registry.policy
+    declared = _positive_int(config, "max_position_embeddings")
+    context = min(declared or policy.default_context, policy.context_cap)
+    return ProfileLimits(
+        context_tokens=context,
+        max_images=policy.max_images if "image" in rule.modalities else 0,
+        max_video_frames=policy.max_video_frames if "video" in rule.modalities else 0,
+        max_file_bytes=policy.max_file_bytes,
+        max_total_file_bytes=policy.max_total_file_bytes,
+        max_file_characters=min(policy.max_file_characters, 4 * context),
+        max_pdf_pages=policy.max_pdf_pages,
+        allow_mixed_image_video=rule.allow_mixed_image_video,
+    )
+
+
+def _options(
+    backend: str,
+    registry: CompatibilityRegistry,
+    rule: ArchitectureRule,
+    limits: ProfileLimits,
+    quantization: QuantizationInfo,
+) -> tuple[tuple[str, str | int | float | bool], ...]:
+    policy = registry.policy
+    options: dict[str, str | int | float | bool] = {"trust_remote_code": False}
+    if backend == "transformers":
+        options |= {"torch_dtype": policy.runtime_dtype, "device": policy.device}
+    elif backend == "vllm":
+        options |= {
+            "dtype": "auto",
+            "max_model_len": limits.context_tokens,
+            "limit_images": limits.max_images,
+        }
+        if quantization.method != "none":
+            options["quantization"] = quantization.method
+    options |= rule.options_for(backend)
+    return tuple(sorted(options.items()))
+
+
+def decide(
+    target: ExecutionTarget | str,
+    config: Mapping[str, Any],
+    *,
+    weight_bytes: int,
+    repository: str = "",
+    revision: str | None = None,
+    backends: Collection[str] | None = None,
+) -> CompatibilityDecision:
+    """Judge a config.json against the target's registry.
+
+    Args:
+        target: The execution target.
+        config: The parsed config.json.
+        weight_bytes: Total safetensors bytes (for the memory estimate).
+        repository: For error messages.
+        revision: For error messages.
+        backends: Backends usable here; None asks :func:`available_backends`.
+
+    Returns:
+        The decision.
+
+    Raises:
+        InvalidConfigError: config.json lacks ``architectures`` or ``model_type``,
+            or they do not match each other.
+        RemoteCodeError: ``auto_map`` / ``trust_remote_code`` is set, or the
+            architecture is in no registry (custom architecture).
+        UnsupportedArchitectureError: Another target accepts it, this one not.
+        UnsupportedQuantizationError: The format is unknown or not allowed here.
+    """
+    target = ExecutionTarget(target)
+    registry = registry_for(target)
+    where = (repository, revision, target.value)
+
+    def invalid(problem: str) -> InvalidConfigError:
+        return InvalidConfigError(*where, problem)
+
+    def remote(reason: str) -> RemoteCodeError:
+        return RemoteCodeError(*where, reason)
+
+    if not isinstance(config, Mapping):
+        raise invalid("it is not a JSON object")
+    _check_remote_code(config, remote)
+    architecture, model_type = _architecture(config, invalid)
+    if architecture not in known_architectures():
+        raise remote(
+            f"architecture {architecture!r} is not built into any reviewed backend, i.e. a "
+            f"custom architecture; reviewed ones: {', '.join(sorted(known_architectures()))}"
+        )
+    rule = registry.rule_for(architecture)
+    if rule is None:
+        others = [t.value for t in ExecutionTarget if registry_for(t).rule_for(architecture)]
+        raise UnsupportedArchitectureError(
+            *where,
+            architecture=architecture,
+            supported=registry.architectures,
+            other_targets=others,
+            registry_version=registry.version,
+        )
+    expected_type = rule.model_type_for(architecture)
+    if model_type != expected_type:
+        raise invalid(
+            f"model_type {model_type!r} does not match {architecture} (expected {expected_type!r})"
+        )
+    quantization = detect_quantization(config)
+    usable = available_backends(target) if backends is None else frozenset(backends)
+    candidates = [c for c in rule.backends if c.backend in usable]
+    choice = next((c for c in candidates if quantization.method in c.quantizations), None)
+    if choice is None:
+        allowed = sorted({q for c in candidates for q in c.quantizations}) or ["none"]
+        label = (
+            quantization.method if quantization.known else f"unknown ({quantization.description})"
+        )
+        raise UnsupportedQuantizationError(
+            *where, quantization=label, allowed=allowed, advice=registry.quantization_advice
+        )
+    dtype = _dtype(config)
+    limits = _limits(config, registry, rule)
+    return CompatibilityDecision(
+        target=target,
+        registry_version=registry.version,
+        backend=choice.backend,
+        architecture=architecture,
+        model_type=model_type,
+        dtype=dtype,
+        quantization=quantization,
+        modalities=rule.modalities,
+        limits=limits,
+        reasoning_parser=rule.reasoning_parser,
+        backend_options=_options(choice.backend, registry, rule, limits, quantization),
+        estimated_memory_bytes=estimate_memory_bytes(
+            config, weight_bytes, limits.context_tokens, registry, dtype
+        ),
+        weight_bytes=weight_bytes,
+    )

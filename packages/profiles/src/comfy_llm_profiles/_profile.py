@@ -1,0 +1,349 @@
+"""The immutable schema-v2 model profile and its content-addressed id.
+
+A profile is everything a stager, a resident manager and a backend need to
+agree on, pinned to one 40-hex commit. Its id is ``hf-`` plus the sha256 of
+the canonical JSON of its identity fields, so two processes (the local node,
+the Modal stager, the GPU worker) that resolve the same thing name it the
+same way, and any change to what would run yields a new id.
+
+Identity is every field except ``profile_id`` itself, ``requested_revision``
+(what the user typed: ``main`` and the commit it pointed at are the same
+model) and ``display_name`` (cosmetic). For target ``modal`` the
+``execution_target`` is left out of the hashed identity so ids equal those
+of the seed system's generated Modal profiles; local targets include it, so
+a local profile never collides with a Modal one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+from comfy_llm_profiles._reference import is_commit
+from comfy_llm_profiles._targets import ExecutionTarget
+from comfy_llm_profiles.errors import ProfileValidationError
+
+__all__ = [
+    "BACKENDS",
+    "MODALITIES",
+    "PROFILE_ID_PREFIX",
+    "QUANTIZATION_METHODS",
+    "REASONING_PARSERS",
+    "SCHEMA_VERSION",
+    "BackendOptionValue",
+    "ModelProfile",
+    "ProfileLimits",
+    "compute_profile_id",
+]
+
+SCHEMA_VERSION: Final = 2
+PROFILE_ID_PREFIX: Final = "hf-"
+BACKENDS: Final = ("mlx_vlm", "transformers", "vllm")
+QUANTIZATION_METHODS: Final = ("none", "mlx", "fp8", "modelopt_fp4")
+MODALITIES: Final = ("text", "image", "video", "file")
+REASONING_PARSERS: Final = ("qwen3", "none")
+
+BackendOptionValue = str | int | float | bool
+"""Backend option values are JSON scalars so profiles stay hashable and portable."""
+
+_NON_IDENTITY = frozenset({"profile_id", "requested_revision", "display_name"})
+
+
+def _fail(field: str, value: object, expected: str) -> ProfileValidationError:
+    return ProfileValidationError(field, value, expected)
+
+
+def _non_negative_int(field: str, value: object, *, positive: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
+        raise _fail(field, value, "a positive integer" if positive else "a non-negative integer")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ProfileLimits:
+    """Input bounds the node enforces before building a prompt.
+
+    Attributes:
+        context_tokens: Longest prompt plus output the backend is configured for.
+        max_images: Most IMAGE inputs per request.
+        max_video_frames: Most frames sampled from one VIDEO input.
+        max_file_bytes: Largest single input file.
+        max_total_file_bytes: Largest total of all input files.
+        max_file_characters: Most characters of extracted file text.
+        max_pdf_pages: Most PDF pages read.
+        allow_mixed_image_video: Whether one request may carry both images and video.
+    """
+
+    context_tokens: int
+    max_images: int
+    max_video_frames: int
+    max_file_bytes: int
+    max_total_file_bytes: int
+    max_file_characters: int
+    max_pdf_pages: int
+    allow_mixed_image_video: bool
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "allow_mixed_image_video":
+                if not isinstance(value, bool):
+                    raise _fail(f"limits.{field.name}", value, "true or false")
+            else:
+                _non_negative_int(
+                    f"limits.{field.name}",
+                    value,
+                    positive=field.name
+                    in {
+                        "context_tokens",
+                        "max_file_bytes",
+                        "max_total_file_bytes",
+                        "max_file_characters",
+                    },
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the limits as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProfileLimits:
+        """Rebuild limits from :meth:`to_dict` output.
+
+        Raises:
+            ProfileValidationError: A field is missing, unknown or out of range.
+        """
+        if not isinstance(data, Mapping):
+            raise _fail("limits", data, "an object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        if set(data) != names:
+            raise _fail("limits", sorted(data), f"exactly the keys {sorted(names)}")
+        return cls(**data)
+
+
+def _canonical(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    ).encode("ascii")
+
+
+def _identity(fields: Mapping[str, Any]) -> dict[str, Any]:
+    identity = {k: v for k, v in fields.items() if k not in _NON_IDENTITY}
+    if identity.get("execution_target") == ExecutionTarget.MODAL.value:
+        # The seed system's Modal profiles never hashed their target; keep their ids.
+        del identity["execution_target"]
+    return identity
+
+
+def compute_profile_id(profile_dict: Mapping[str, Any]) -> str:
+    """Return ``hf-<sha256>`` of the identity fields of a profile dict.
+
+    Args:
+        profile_dict: A dict shaped like :meth:`ModelProfile.to_dict` output;
+            non-identity keys are ignored.
+
+    Returns:
+        The content-addressed profile id.
+    """
+    return PROFILE_ID_PREFIX + hashlib.sha256(_canonical(_identity(profile_dict))).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ModelProfile:
+    """An immutable, commit-pinned description of one model on one target.
+
+    Build it through :func:`resolve_profile` or from a curated entry; leave
+    ``profile_id`` empty and it is computed, or pass one and it is checked.
+
+    Attributes:
+        profile_id: ``hf-`` + sha256 of the canonical identity JSON.
+        schema_version: Always 2.
+        repository: ``owner/model`` on the Hub.
+        revision: The pinned 40-hex commit.
+        requested_revision: What the user asked for (branch/tag/commit), or None.
+        execution_target: The target this profile was resolved for.
+        backend: ``mlx_vlm``, ``transformers`` or ``vllm``.
+        architecture: ``architectures[0]`` of config.json.
+        model_type: ``model_type`` of config.json.
+        dtype: The checkpoint's declared dtype (``bfloat16``, ... or ``auto``).
+        quantization_method: ``none``, ``mlx``, ``fp8`` or ``modelopt_fp4``.
+        modalities: Accepted inputs, a subset of text/image/video/file.
+        limits: Input bounds.
+        reasoning_parser: ``qwen3``, ``none``, or None (older profile: the
+            reasoning package falls back on the architecture).
+        backend_options: Sorted ``(key, value)`` pairs passed to the backend.
+        estimated_memory_bytes: Memory the loaded model is expected to need.
+        weight_bytes: Total size of the safetensors files.
+        registry_version: The compatibility registry version that decided it.
+        display_name: A human label; not part of the identity.
+    """
+
+    profile_id: str = ""
+    schema_version: int = SCHEMA_VERSION
+    repository: str
+    revision: str
+    requested_revision: str | None = None
+    execution_target: ExecutionTarget
+    backend: str
+    architecture: str
+    model_type: str
+    dtype: str
+    quantization_method: str
+    modalities: tuple[str, ...]
+    limits: ProfileLimits
+    reasoning_parser: str | None
+    backend_options: tuple[tuple[str, BackendOptionValue], ...] = ()
+    estimated_memory_bytes: int
+    weight_bytes: int
+    registry_version: str
+    display_name: str = ""
+
+    def __post_init__(self) -> None:
+        self._validate()
+        expected = compute_profile_id(self._fields_dict())
+        if not self.profile_id:
+            object.__setattr__(self, "profile_id", expected)
+        elif self.profile_id != expected:
+            raise _fail("profile_id", self.profile_id, f"{expected} (the digest of its identity)")
+
+    def _validate(self) -> None:
+        if self.schema_version != SCHEMA_VERSION:
+            raise _fail("schema_version", self.schema_version, f"{SCHEMA_VERSION}")
+        if not isinstance(self.repository, str) or self.repository.count("/") != 1:
+            raise _fail("repository", self.repository, "'owner/model'")
+        if not is_commit(self.revision):
+            raise _fail("revision", self.revision, "a 40-character lowercase hex commit")
+        if not isinstance(self.execution_target, ExecutionTarget):
+            try:
+                target = ExecutionTarget(self.execution_target)
+            except ValueError:
+                known = ", ".join(t.value for t in ExecutionTarget)
+                raise _fail("execution_target", self.execution_target, f"one of {known}") from None
+            object.__setattr__(self, "execution_target", target)
+        self._check_choice("backend", self.backend, BACKENDS)
+        self._check_choice("quantization_method", self.quantization_method, QUANTIZATION_METHODS)
+        if self.reasoning_parser is not None:
+            self._check_choice("reasoning_parser", self.reasoning_parser, REASONING_PARSERS)
+        for name in ("architecture", "model_type", "dtype", "registry_version"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise _fail(name, getattr(self, name), "a non-empty string")
+        modalities = tuple(self.modalities)
+        if (
+            not modalities
+            or "text" not in modalities
+            or len(set(modalities)) != len(modalities)
+            or any(m not in MODALITIES for m in modalities)
+        ):
+            raise _fail("modalities", self.modalities, f"distinct values of {MODALITIES} with text")
+        object.__setattr__(self, "modalities", modalities)
+        if not isinstance(self.limits, ProfileLimits):
+            raise _fail("limits", self.limits, "a ProfileLimits")
+        object.__setattr__(self, "backend_options", _normalize_options(self.backend_options))
+        _non_negative_int("estimated_memory_bytes", self.estimated_memory_bytes, positive=True)
+        _non_negative_int("weight_bytes", self.weight_bytes)
+        if self.requested_revision is not None and not isinstance(self.requested_revision, str):
+            raise _fail("requested_revision", self.requested_revision, "a string or null")
+        if not isinstance(self.display_name, str):
+            raise _fail("display_name", self.display_name, "a string")
+
+    @staticmethod
+    def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+        if value not in choices:
+            raise _fail(name, value, f"one of {', '.join(choices)}")
+
+    @property
+    def options(self) -> dict[str, BackendOptionValue]:
+        """The backend options as a dict (a fresh copy)."""
+        return dict(self.backend_options)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """The dict whose canonical JSON is hashed into :attr:`profile_id`."""
+        return _identity(self._fields_dict())
+
+    def _fields_dict(self) -> dict[str, Any]:
+        target = self.execution_target
+        return {
+            "schema_version": self.schema_version,
+            "profile_id": self.profile_id,
+            "repository": self.repository,
+            "revision": self.revision,
+            "requested_revision": self.requested_revision,
+            "execution_target": target.value if isinstance(target, ExecutionTarget) else target,
+            "backend": self.backend,
+            "architecture": self.architecture,
+            "model_type": self.model_type,
+            "dtype": self.dtype,
+            "quantization_method": self.quantization_method,
+            "modalities": list(self.modalities),
+            "limits": self.limits.to_dict(),
+            "reasoning_parser": self.reasoning_parser,
+            "backend_options": dict(self.backend_options),
+            "estimated_memory_bytes": self.estimated_memory_bytes,
+            "weight_bytes": self.weight_bytes,
+            "registry_version": self.registry_version,
+            "display_name": self.display_name,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready form used by manifests and the Modal wire."""
+        return self._fields_dict()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelProfile:
+        """Rebuild and validate a profile from :meth:`to_dict` output.
+
+        Args:
+            data: The dict, e.g. a parsed manifest.
+
+        Returns:
+            The profile.
+
+        Raises:
+            ProfileValidationError: Unknown schema version, missing or unknown
+                keys, a bad field value (non-40-hex revision, unknown target or
+                backend), or a ``profile_id`` that is not the digest of the
+                identity fields.
+        """
+        if not isinstance(data, Mapping):
+            raise _fail("profile", data, "an object")
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise _fail("schema_version", data.get("schema_version"), f"{SCHEMA_VERSION}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        required = names - {"requested_revision", "display_name"}
+        missing = sorted(required - set(data))
+        unknown = sorted(set(data) - names)
+        if missing or unknown:
+            raise _fail("profile", f"missing {missing}, unknown {unknown}", "exactly the v2 keys")
+        if not isinstance(data["profile_id"], str) or not data["profile_id"]:
+            raise _fail("profile_id", data["profile_id"], "an 'hf-<sha256>' string")
+        values = dict(data)
+        values["limits"] = ProfileLimits.from_dict(data["limits"])
+        if not isinstance(data["modalities"], list | tuple):
+            raise _fail("modalities", data["modalities"], "a list")
+        values["modalities"] = tuple(data["modalities"])
+        options = data["backend_options"]
+        if not isinstance(options, Mapping):
+            raise _fail("backend_options", options, "an object of scalar values")
+        values["backend_options"] = tuple(options.items())
+        return cls(**values)
+
+
+def _normalize_options(options: object) -> tuple[tuple[str, BackendOptionValue], ...]:
+    items: Any = options.items() if isinstance(options, Mapping) else options
+    try:
+        pairs = [(key, value) for key, value in items]
+    except (TypeError, ValueError):
+        raise _fail("backend_options", options, "(key, value) pairs") from None
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys) or not all(isinstance(k, str) and k for k in keys):
+        raise _fail("backend_options", options, "distinct non-empty string keys")
+    for key, value in pairs:
+        if not isinstance(value, str | int | float | bool) or (
+            isinstance(value, float) and not math.isfinite(value)
+        ):
+            raise _fail(f"backend_options.{key}", value, "a string, finite number or boolean")
+    return tuple(sorted(pairs))

@@ -1,0 +1,457 @@
+"""Errors raised while parsing references, inspecting the Hub and building profiles.
+
+Every error a user can cause names the value, the limit it broke and the fix,
+because the message is shown verbatim on a ComfyUI node or a CLI line. Each
+class carries the same facts as attributes so callers (the node's metadata,
+the Modal dispatcher) never parse messages. Where a builtin fits, the class
+also derives from it (``ValueError`` for bad input, ``LookupError`` for
+missing repositories, ``PermissionError`` for gated ones) so generic handlers
+keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = [
+    "ACCEPTED_REFERENCE_FORMS",
+    "CuratedRegistryError",
+    "DownloadTooLargeError",
+    "GatedModelError",
+    "HubAccessError",
+    "HubUnavailableError",
+    "InvalidConfigError",
+    "InvalidModelReferenceError",
+    "ManifestConflictError",
+    "ManifestError",
+    "MissingConfigError",
+    "ModelNotFoundError",
+    "ModelRejectedError",
+    "ModelRevisionNotFoundError",
+    "ProfileError",
+    "ProfileValidationError",
+    "RemoteCodeError",
+    "SecurityScanError",
+    "SettingsError",
+    "UnsafeWeightsError",
+    "UnsupportedArchitectureError",
+    "UnsupportedQuantizationError",
+]
+
+ACCEPTED_REFERENCE_FORMS = (
+    "owner/model (e.g. HuggingFaceTB/SmolVLM-256M-Instruct), "
+    "owner/model@revision (a branch, tag or 40-character commit, e.g. owner/model@main), "
+    "or a curated id (e.g. smolvlm-256m-instruct)"
+)
+"""The reference forms every parsing error shows."""
+
+_GIB = 1024**3
+
+
+def _gib(size: int) -> str:
+    return f"{size / _GIB:.2f} GiB"
+
+
+class ProfileError(Exception):
+    """Base class of every error raised by ``comfy_llm_profiles``."""
+
+
+class SettingsError(ProfileError, ValueError):
+    """An environment variable this package reads holds an unusable value.
+
+    Attributes:
+        name: The variable's name.
+        value: The value found.
+    """
+
+    def __init__(self, name: str, value: str, expected: str) -> None:
+        self.name = name
+        self.value = value
+        super().__init__(
+            f"{name}={value!r} is not valid: expected {expected}. Fix or unset {name}."
+        )
+
+
+class InvalidModelReferenceError(ProfileError, ValueError):
+    """A model reference is not one of the accepted forms.
+
+    Attributes:
+        value: The text that was given.
+        reason: What is wrong with it.
+    """
+
+    def __init__(self, value: str, reason: str) -> None:
+        self.value = value
+        self.reason = reason
+        super().__init__(
+            f"Model reference {value!r} is not accepted: {reason}. Use {ACCEPTED_REFERENCE_FORMS}."
+        )
+
+
+class CuratedRegistryError(ProfileError, ValueError):
+    """The curated profile list is malformed, or a curated id does not fit the target.
+
+    Attributes:
+        entry: The curated id concerned, or None for the file as a whole.
+    """
+
+    def __init__(self, message: str, entry: str | None = None) -> None:
+        self.entry = entry
+        super().__init__(message)
+
+
+class ProfileValidationError(ProfileError, ValueError):
+    """A profile (or its dict/manifest form) breaks the schema.
+
+    Attributes:
+        field: The offending field.
+        value: The value found.
+    """
+
+    def __init__(self, field: str, value: object, expected: str) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(
+            f"Profile field {field!r} has value {value!r}; expected {expected}. "
+            "Re-resolve the model reference to build a fresh profile."
+        )
+
+
+class ManifestError(ProfileError):
+    """A profile manifest file cannot be read or trusted.
+
+    Attributes:
+        path: The manifest file.
+    """
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        super().__init__(
+            f"Profile manifest {str(path)!r} {problem}. Delete it and resolve the model again."
+        )
+
+
+class ManifestConflictError(ManifestError, FileExistsError):
+    """A manifest with this profile id already holds a different profile.
+
+    Attributes:
+        path: The existing manifest.
+        profile_id: The id both profiles claim.
+    """
+
+    def __init__(self, path: Path, profile_id: str, problem: str) -> None:
+        self.profile_id = profile_id
+        super().__init__(
+            path, f"already exists for {profile_id} but {problem}; it is never overwritten"
+        )
+
+
+class HubAccessError(ProfileError):
+    """The Hub refused or failed a metadata request.
+
+    Attributes:
+        repository: The repository asked for.
+        revision: The revision asked for (None for the default branch).
+    """
+
+    def __init__(self, repository: str, revision: str | None, message: str) -> None:
+        self.repository = repository
+        self.revision = revision
+        super().__init__(message)
+
+
+class ModelNotFoundError(HubAccessError, LookupError):
+    """The repository does not exist, or is private and the token cannot see it.
+
+    Attributes:
+        target: The execution target (decides where HF_TOKEN belongs).
+        token_provided: Whether a token was sent.
+    """
+
+    def __init__(
+        self,
+        repository: str,
+        revision: str | None,
+        target: str,
+        where_token: str,
+        token_provided: bool,
+    ) -> None:
+        self.target = target
+        self.token_provided = token_provided
+        hint = (
+            "the token that was sent cannot see it"
+            if token_provided
+            else f"private repositories need a token: {where_token}"
+        )
+        super().__init__(
+            repository,
+            revision,
+            f"Model repository {repository!r} was not found on the Hugging Face Hub. Check the "
+            f"spelling (owner/model, case-sensitive); if it is private, {hint}.",
+        )
+
+
+class ModelRevisionNotFoundError(HubAccessError, LookupError):
+    """The repository exists but the requested branch, tag or commit does not."""
+
+    def __init__(self, repository: str, revision: str | None) -> None:
+        super().__init__(
+            repository,
+            revision,
+            f"Revision {revision!r} was not found in model repository {repository!r} (the "
+            "repository itself exists). Use an existing branch, tag or 40-character commit, "
+            f"or drop '@{revision}' to use the default branch.",
+        )
+
+
+class GatedModelError(HubAccessError, PermissionError):
+    """The repository is gated and no (accepted) token was sent.
+
+    Attributes:
+        target: The execution target, which decides where HF_TOKEN belongs.
+        token_provided: Whether a token was sent (then access was not granted).
+    """
+
+    def __init__(
+        self,
+        repository: str,
+        revision: str | None,
+        target: str,
+        where_token: str,
+        token_provided: bool,
+    ) -> None:
+        self.target = target
+        self.token_provided = token_provided
+        fix = (
+            "the token that was sent has no access: accept the model's terms on its Hub page "
+            f"with the token's account, or use another token ({where_token})"
+            if token_provided
+            else f"accept the model's terms on its Hub page, then {where_token}"
+        )
+        super().__init__(
+            repository,
+            revision,
+            f"Model repository {repository!r} is gated on the Hugging Face Hub and needs an "
+            f"access token for target {target!r}: {fix}.",
+        )
+
+
+class HubUnavailableError(HubAccessError, ConnectionError):
+    """The Hub (or the HF_ENDPOINT mirror) could not be reached or answered an error.
+
+    Attributes:
+        endpoint: The endpoint that was used.
+    """
+
+    def __init__(self, repository: str, revision: str | None, endpoint: str, detail: str) -> None:
+        self.endpoint = endpoint
+        super().__init__(
+            repository,
+            revision,
+            f"Could not inspect {repository!r} at {endpoint}: {detail}. Check the network, "
+            "or set HF_ENDPOINT to a reachable Hugging Face mirror, then try again.",
+        )
+
+
+class ModelRejectedError(ProfileError):
+    """The repository was inspected and is refused before any weight byte is downloaded.
+
+    Attributes:
+        repository: The repository inspected.
+        revision: The pinned 40-hex commit (or the requested revision if not pinned yet).
+        target: The execution target the check was made for.
+    """
+
+    def __init__(self, repository: str, revision: str | None, target: str, message: str) -> None:
+        self.repository = repository
+        self.revision = revision
+        self.target = target
+        super().__init__(message)
+
+
+class MissingConfigError(ModelRejectedError):
+    """The repository has no top-level config.json, so nothing can be checked."""
+
+    def __init__(self, repository: str, revision: str | None, target: str) -> None:
+        super().__init__(
+            repository,
+            revision,
+            target,
+            f"Model repository {repository!r} at {revision} has no config.json at its top "
+            "level, so its architecture cannot be checked. Pick a Transformers-format "
+            "repository (one with config.json and *.safetensors).",
+        )
+
+
+class InvalidConfigError(ModelRejectedError):
+    """config.json is not a JSON object, or lacks a field the decision needs.
+
+    Attributes:
+        problem: What is wrong with it.
+    """
+
+    def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
+        self.problem = problem
+        super().__init__(
+            repository,
+            revision,
+            target,
+            f"config.json of {repository!r} at {revision} cannot be used: {problem}. Pick a "
+            "repository with a standard Transformers config.json.",
+        )
+
+
+class UnsafeWeightsError(ModelRejectedError):
+    """The repository has no *.safetensors weights (pickle formats are never loaded).
+
+    Attributes:
+        weight_files: The weight-like files found (pickle formats), possibly empty.
+    """
+
+    def __init__(
+        self, repository: str, revision: str | None, target: str, weight_files: Sequence[str]
+    ) -> None:
+        self.weight_files = tuple(weight_files)
+        found = (
+            "only pickle-format weights (" + ", ".join(self.weight_files[:5]) + ")"
+            if self.weight_files
+            else "no weight files at all"
+        )
+        super().__init__(
+            repository,
+            revision,
+            target,
+            f"Model repository {repository!r} at {revision} has {found}; only *.safetensors "
+            "weights are accepted because pickle formats (.bin, .pt, .pth, .pkl, .ckpt) can run "
+            "code when loaded. Pick a repository or revision that ships safetensors.",
+        )
+
+
+class DownloadTooLargeError(ModelRejectedError):
+    """The safetensors weights exceed the download limit.
+
+    Attributes:
+        size_bytes: Total size of the safetensors files.
+        limit_bytes: The limit (COMFY_MODAL_LLM_MAX_DOWNLOAD_GB).
+    """
+
+    def __init__(
+        self, repository: str, revision: str | None, target: str, size_bytes: int, limit_bytes: int
+    ) -> None:
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+        super().__init__(
+            repository,
+            revision,
+            target,
+            f"Model repository {repository!r} at {revision} has {_gib(size_bytes)} of "
+            f"safetensors weights, over the download limit of {_gib(limit_bytes)}. Pick a "
+            "smaller or quantized model, or raise COMFY_MODAL_LLM_MAX_DOWNLOAD_GB (GiB).",
+        )
+
+
+class SecurityScanError(ModelRejectedError):
+    """The Hub's security scan reported findings for files of the repository.
+
+    Attributes:
+        findings: One line per finding (file path and level where known).
+    """
+
+    def __init__(
+        self, repository: str, revision: str | None, target: str, findings: Sequence[str]
+    ) -> None:
+        self.findings = tuple(findings)
+        super().__init__(
+            repository,
+            revision,
+            target,
+            f"The Hugging Face security scan flagged {len(self.findings)} file(s) in "
+            f"{repository!r} at {revision}: {'; '.join(self.findings[:5])}. No finding is "
+            "tolerated; pick another repository or a revision without findings.",
+        )
+
+
+class RemoteCodeError(ModelRejectedError):
+    """config.json asks for custom Python code (trust_remote_code is never enabled).
+
+    Attributes:
+        reason: What in config.json asks for it.
+    """
+
+    def __init__(self, repository: str, revision: str | None, target: str, reason: str) -> None:
+        self.reason = reason
+        super().__init__(
+            repository,
+            revision,
+            target,
+            f"config.json of {repository!r} at {revision} asks for remote code ({reason}); "
+            "trust_remote_code is never enabled. Pick a repository whose architecture is "
+            "built into Transformers/MLX-VLM.",
+        )
+
+
+class UnsupportedArchitectureError(ModelRejectedError):
+    """The architecture is not in the compatibility registry of the target.
+
+    Attributes:
+        architecture: The architecture from config.json.
+        supported: The architectures the target's registry accepts.
+        other_targets: Targets whose registry does accept it.
+    """
+
+    def __init__(
+        self,
+        repository: str,
+        revision: str | None,
+        target: str,
+        *,
+        architecture: str,
+        supported: Sequence[str],
+        other_targets: Sequence[str],
+        registry_version: str,
+    ) -> None:
+        self.architecture = architecture
+        self.supported = tuple(supported)
+        self.other_targets = tuple(other_targets)
+        elsewhere = (
+            f" It is supported on: {', '.join(self.other_targets)}." if self.other_targets else ""
+        )
+        super().__init__(
+            repository,
+            revision,
+            target,
+            f"Architecture {architecture!r} of {repository!r} is not supported on target "
+            f"{target!r} (registry {registry_version} accepts: {', '.join(self.supported)})."
+            f"{elsewhere} Pick a model with a supported architecture.",
+        )
+
+
+class UnsupportedQuantizationError(ModelRejectedError):
+    """The checkpoint's quantization format is not allowed for the target.
+
+    Attributes:
+        quantization: The detected format ("fp8", "modelopt_fp4", "mlx", or a
+            description of an unknown one).
+        allowed: The formats the target accepts for this architecture.
+    """
+
+    def __init__(
+        self,
+        repository: str,
+        revision: str | None,
+        target: str,
+        *,
+        quantization: str,
+        allowed: Sequence[str],
+        advice: str,
+    ) -> None:
+        self.quantization = quantization
+        self.allowed = tuple(allowed)
+        super().__init__(
+            repository,
+            revision,
+            target,
+            f"Quantization {quantization!r} of {repository!r} at {revision} is not allowed on "
+            f"target {target!r} (allowed: {', '.join(self.allowed)}). {advice}",
+        )

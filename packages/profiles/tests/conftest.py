@@ -1,0 +1,151 @@
+"""Builders for config.json dicts and fake-Hub repositories used by the profiles tests.
+
+Resolution never downloads weights, so the "weights" are a few bytes; only
+their names and sizes matter (the fake Hub reports the real byte count).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+_QWEN3_5: dict[str, Any] = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "model_type": "qwen3_5",
+    "image_token_id": 5,
+    "video_token_id": 6,
+    "text_config": {
+        "model_type": "qwen3_5_text",
+        "dtype": "bfloat16",
+        "hidden_size": 64,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "layer_types": [
+            "linear_attention",
+            "linear_attention",
+            "linear_attention",
+            "full_attention",
+        ],
+        "full_attention_interval": 4,
+        "max_position_embeddings": 262144,
+        "vocab_size": 300,
+    },
+    "vision_config": {"model_type": "qwen3_5", "depth": 2, "hidden_size": 32},
+}
+
+_SMOLVLM: dict[str, Any] = {
+    "architectures": ["SmolVLMForConditionalGeneration"],
+    "model_type": "smolvlm",
+    "torch_dtype": "bfloat16",
+    "text_config": {
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 8192,
+        "vocab_size": 300,
+    },
+    "vision_config": {"hidden_size": 32},
+}
+
+_MUSE: dict[str, Any] = {
+    "architectures": ["MuseGlimmerForConditionalGeneration"],
+    "model_type": "muse_glimmer",
+    "torch_dtype": "bfloat16",
+    "text_config": {"max_position_embeddings": 131072},
+}
+
+_FAMILIES = {"qwen3_5": _QWEN3_5, "smolvlm": _SMOLVLM, "muse_glimmer": _MUSE}
+
+ConfigFactory = Callable[..., dict[str, Any]]
+
+
+def build_config(family: str = "qwen3_5", **top_level: Any) -> dict[str, Any]:
+    """A config.json dict of ``family``; keyword arguments set top-level keys (None deletes)."""
+    config = copy.deepcopy(_FAMILIES[family])
+    for key, value in top_level.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    return config
+
+
+def build_files(
+    config: dict[str, Any] | None,
+    *,
+    weights: dict[str, bytes] | None = None,
+    extra: dict[str, bytes] | None = None,
+) -> dict[str, bytes]:
+    """Repo files: config.json (unless None), weights (default one tiny safetensors), extras."""
+    files: dict[str, bytes] = {}
+    if config is not None:
+        files["config.json"] = json.dumps(config).encode()
+    files.update(
+        {"model.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      "}
+        if weights is None
+        else weights
+    )
+    files["tokenizer.json"] = b"{}"
+    files.update(extra or {})
+    return files
+
+
+@pytest.fixture
+def make_config() -> ConfigFactory:
+    """``make_config(family="qwen3_5", **top_level_overrides) -> dict``."""
+    return build_config
+
+
+@pytest.fixture
+def make_files() -> Callable[..., dict[str, bytes]]:
+    """``make_files(config, weights=None, extra=None) -> {path: bytes}``."""
+    return build_files
+
+
+def build_profile(**overrides: Any) -> Any:
+    """A valid ModelProfile (local_cpu, transformers) with ``overrides`` applied."""
+    from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits
+
+    fields: dict[str, Any] = {
+        "repository": "owner/model",
+        "revision": "0123456789abcdef0123456789abcdef01234567",
+        "requested_revision": "main",
+        "execution_target": ExecutionTarget.LOCAL_CPU,
+        "backend": "transformers",
+        "architecture": "SmolVLMForConditionalGeneration",
+        "model_type": "smolvlm",
+        "dtype": "bfloat16",
+        "quantization_method": "none",
+        "modalities": ("text", "image", "video", "file"),
+        "limits": ProfileLimits(
+            context_tokens=8192,
+            max_images=4,
+            max_video_frames=8,
+            max_file_bytes=1024,
+            max_total_file_bytes=2048,
+            max_file_characters=4096,
+            max_pdf_pages=10,
+            allow_mixed_image_video=False,
+        ),
+        "reasoning_parser": "none",
+        "backend_options": (("device", "cpu"), ("torch_dtype", "float32")),
+        "estimated_memory_bytes": 123456789,
+        "weight_bytes": 1000,
+        "registry_version": "local_cpu/test",
+        "display_name": "Owner Model",
+    }
+    fields.update(overrides)
+    return ModelProfile(**fields)
+
+
+@pytest.fixture
+def make_profile() -> Callable[..., Any]:
+    """``make_profile(**overrides) -> ModelProfile``."""
+    return build_profile

@@ -1,0 +1,236 @@
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from comfy_llm_profiles import (
+    ExecutionTarget,
+    ModelProfile,
+    ProfileLimits,
+    ProfileValidationError,
+    compute_profile_id,
+)
+
+MakeProfile = Callable[..., ModelProfile]
+
+# The id of conftest.build_profile(): pinned so that any change to the
+# identity's shape or canonical JSON (which would orphan every existing
+# manifest and Modal profile) fails loudly here.
+GOLDEN_LOCAL_CPU_ID = "hf-fed96e371366e8af6fa48730dfa824143197eb0f91abb648b151f3dc2bd6b415"
+
+
+def _hash(identity: dict[str, Any]) -> str:
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "hf-" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_profile_id_is_the_sha256_of_the_identity(make_profile: MakeProfile) -> None:
+    profile = make_profile()
+    assert profile.profile_id.startswith("hf-")
+    assert len(profile.profile_id) == 3 + 64
+    identity = profile.to_dict()
+    for key in ("profile_id", "requested_revision", "display_name"):
+        del identity[key]
+    assert identity["execution_target"] == "local_cpu"
+    assert profile.identity == identity
+    assert profile.profile_id == _hash(identity)
+
+
+def test_profile_id_is_stable(make_profile: MakeProfile) -> None:
+    assert make_profile().profile_id == GOLDEN_LOCAL_CPU_ID
+
+
+def test_modal_identity_omits_the_target(make_profile: MakeProfile) -> None:
+    modal = make_profile(execution_target=ExecutionTarget.MODAL)
+    identity = modal.to_dict()
+    for key in ("profile_id", "requested_revision", "display_name", "execution_target"):
+        del identity[key]
+    assert "execution_target" not in modal.identity
+    assert modal.profile_id == _hash(identity)
+    # ... but the target is still recorded in the profile and its dict.
+    assert modal.to_dict()["execution_target"] == "modal"
+
+
+def test_local_targets_are_part_of_the_identity(make_profile: MakeProfile) -> None:
+    ids = {make_profile(execution_target=t).profile_id for t in ExecutionTarget}
+    assert len(ids) == len(ExecutionTarget)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("requested_revision", None),
+        ("requested_revision", "v2"),
+        ("display_name", "Another label"),
+    ],
+)
+def test_non_identity_fields_keep_the_id(
+    make_profile: MakeProfile, field: str, value: object
+) -> None:
+    assert make_profile(**{field: value}).profile_id == make_profile().profile_id
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("repository", "owner/other"),
+        ("revision", "f" * 40),
+        ("backend", "vllm"),
+        ("architecture", "Idefics3ForConditionalGeneration"),
+        ("model_type", "idefics3"),
+        ("dtype", "float16"),
+        ("quantization_method", "fp8"),
+        ("modalities", ("text", "image")),
+        ("reasoning_parser", "qwen3"),
+        ("reasoning_parser", None),
+        ("backend_options", (("device", "cuda"),)),
+        ("estimated_memory_bytes", 1),
+        ("weight_bytes", 1001),
+        ("registry_version", "local_cpu/other"),
+    ],
+)
+def test_identity_fields_change_the_id(
+    make_profile: MakeProfile, field: str, value: object
+) -> None:
+    assert make_profile(**{field: value}).profile_id != make_profile().profile_id
+
+
+def test_limits_are_identity(make_profile: MakeProfile) -> None:
+    base = make_profile()
+    other = make_profile(limits=dataclasses.replace(base.limits, max_images=5))
+    assert other.profile_id != base.profile_id
+
+
+def test_backend_options_are_sorted_and_hashable(make_profile: MakeProfile) -> None:
+    a = make_profile(backend_options={"torch_dtype": "float32", "device": "cpu"})
+    b = make_profile(backend_options=(("torch_dtype", "float32"), ("device", "cpu")))
+    assert a.backend_options == (("device", "cpu"), ("torch_dtype", "float32"))
+    assert a == b
+    assert a.profile_id == b.profile_id
+    assert len({a, b}) == 1
+    assert a.options == {"device": "cpu", "torch_dtype": "float32"}
+
+
+def test_profile_is_frozen(make_profile: MakeProfile) -> None:
+    profile = make_profile()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        profile.revision = "f" * 40  # type: ignore[misc]
+
+
+def test_dict_round_trip_through_json(make_profile: MakeProfile) -> None:
+    for target in ExecutionTarget:
+        profile = make_profile(execution_target=target)
+        data = json.loads(json.dumps(profile.to_dict()))
+        assert ModelProfile.from_dict(data) == profile
+    assert ModelProfile.from_dict(make_profile().to_dict()).profile_id == GOLDEN_LOCAL_CPU_ID
+
+
+def test_from_dict_keeps_the_non_identity_fields(make_profile: MakeProfile) -> None:
+    data = make_profile().to_dict()
+    data["requested_revision"] = "v9"
+    data["display_name"] = "Changed"
+    profile = ModelProfile.from_dict(data)
+    assert (profile.requested_revision, profile.display_name) == ("v9", "Changed")
+
+
+def _tampered(make_profile: MakeProfile, **changes: object) -> dict[str, Any]:
+    data = make_profile().to_dict()
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"weight_bytes": 999}, "profile_id"),
+        ({"backend_options": {"device": "cuda", "torch_dtype": "float32"}}, "profile_id"),
+        ({"profile_id": "hf-" + "0" * 64}, "profile_id"),
+        ({"revision": "main"}, "revision"),
+        ({"revision": "0123456789ABCDEF0123456789ABCDEF01234567"}, "revision"),
+        ({"revision": "abc"}, "revision"),
+        ({"schema_version": 1}, "schema_version"),
+        ({"schema_version": 3}, "schema_version"),
+        ({"execution_target": "local_tpu"}, "execution_target"),
+        ({"backend": "llama_cpp"}, "backend"),
+        ({"quantization_method": "awq"}, "quantization_method"),
+        ({"reasoning_parser": "deepseek"}, "reasoning_parser"),
+        ({"modalities": ["image"]}, "modalities"),
+        ({"modalities": ["text", "audio"]}, "modalities"),
+        ({"modalities": "text"}, "modalities"),
+        ({"estimated_memory_bytes": 0}, "estimated_memory_bytes"),
+        ({"weight_bytes": -1}, "weight_bytes"),
+        ({"weight_bytes": True}, "weight_bytes"),
+        ({"backend_options": {"device": ["cpu"]}}, "backend_options.device"),
+        ({"backend_options": {"x": float("nan")}}, "backend_options.x"),
+        ({"backend_options": [["device", "cpu"]]}, "backend_options"),
+        ({"limits": {"context_tokens": 1}}, "limits"),
+        ({"limits": "big"}, "limits"),
+        ({"repository": "no-slash"}, "repository"),
+        ({"architecture": ""}, "architecture"),
+        ({"extra": 1}, "profile"),
+        ({"profile_id": ""}, "profile_id"),
+    ],
+)
+def test_from_dict_refuses_invalid_dicts(
+    make_profile: MakeProfile, changes: dict[str, object], field: str
+) -> None:
+    with pytest.raises(ProfileValidationError) as caught:
+        ModelProfile.from_dict(_tampered(make_profile, **changes))
+    assert caught.value.field == field
+    assert isinstance(caught.value, ValueError)
+    assert "Re-resolve" in str(caught.value)
+
+
+def test_from_dict_refuses_missing_keys(make_profile: MakeProfile) -> None:
+    data = make_profile().to_dict()
+    del data["backend"]
+    with pytest.raises(ProfileValidationError, match="missing \\['backend'\\]"):
+        ModelProfile.from_dict(data)
+    with pytest.raises(ProfileValidationError):
+        ModelProfile.from_dict(["not", "a", "dict"])  # type: ignore[arg-type]
+
+
+def test_constructor_checks_a_given_profile_id(make_profile: MakeProfile) -> None:
+    good = make_profile()
+    assert make_profile(profile_id=good.profile_id) == good
+    with pytest.raises(ProfileValidationError, match="digest of its identity"):
+        make_profile(profile_id="hf-" + "1" * 64)
+
+
+def test_target_given_as_text_is_normalized(make_profile: MakeProfile) -> None:
+    profile = make_profile(execution_target="modal")
+    assert profile.execution_target is ExecutionTarget.MODAL
+
+
+def test_limits_validation() -> None:
+    good = {
+        "context_tokens": 1,
+        "max_images": 0,
+        "max_video_frames": 0,
+        "max_file_bytes": 1,
+        "max_total_file_bytes": 1,
+        "max_file_characters": 1,
+        "max_pdf_pages": 0,
+        "allow_mixed_image_video": True,
+    }
+    assert ProfileLimits.from_dict(good).to_dict() == good
+    for key, bad in [
+        ("context_tokens", 0),
+        ("max_images", -1),
+        ("max_pdf_pages", 1.5),
+        ("allow_mixed_image_video", 1),
+    ]:
+        with pytest.raises(ProfileValidationError) as caught:
+            ProfileLimits.from_dict({**good, key: bad})
+        assert caught.value.field == f"limits.{key}"
+
+
+def test_compute_profile_id_ignores_non_identity_keys(make_profile: MakeProfile) -> None:
+    data = make_profile().to_dict()
+    data["display_name"] = "x"
+    data["profile_id"] = "whatever"
+    assert compute_profile_id(data) == GOLDEN_LOCAL_CPU_ID

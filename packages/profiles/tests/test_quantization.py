@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from comfy_llm_profiles import QuantizationInfo, detect_quantization
+
+BLOCK_FP8 = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+NVFP4 = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}
+
+
+@pytest.mark.parametrize(
+    ("config", "method"),
+    [
+        ({}, "none"),
+        ({"quantization_config": BLOCK_FP8}, "fp8"),
+        ({"quantization_config": {**BLOCK_FP8, "quant_method": "FP8"}}, "fp8"),
+        ({"text_config": {"quantization_config": BLOCK_FP8}}, "fp8"),
+        ({"quantization_config": NVFP4}, "modelopt_fp4"),
+        (
+            {
+                "quantization_config": {
+                    "quant_method": "modelopt",
+                    "quantization": {"quant_algo": "nvfp4"},
+                }
+            },
+            "modelopt_fp4",
+        ),
+        # mlx-community conversions: top level, often mirrored without quant_method.
+        ({"quantization": {"group_size": 64, "bits": 4}}, "mlx"),
+        (
+            {
+                "quantization": {"group_size": 64, "bits": 8},
+                "quantization_config": {"group_size": 64, "bits": 8},
+            },
+            "mlx",
+        ),
+    ],
+)
+def test_known_formats(config: dict[str, Any], method: str) -> None:
+    info = detect_quantization(config)
+    assert info.method == method
+    assert info.known
+
+
+@pytest.mark.parametrize(
+    ("qconfig", "detail"),
+    [
+        ({"quant_method": "fp8"}, "per-tensor"),
+        ({"quant_method": "fp8", "weight_block_size": 128}, "per-tensor"),
+        ({"quant_method": "modelopt", "quant_algo": "FP8"}, "modelopt FP8"),
+        ({"quant_method": "modelopt"}, "without quant_algo"),
+        ({"quant_method": "awq", "bits": 4}, "awq"),
+        ({"quant_method": "gptq"}, "gptq"),
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bitsandbytes"),
+        ({"quant_method": "compressed-tensors"}, "compressed-tensors"),
+        ({"bits": 4}, "without quant_method"),
+        ("fp8", "str"),
+    ],
+)
+def test_unknown_formats(qconfig: object, detail: str) -> None:
+    info = detect_quantization({"quantization_config": qconfig})
+    assert info.method == "unknown"
+    assert not info.known
+    assert detail in info.description
+
+
+def test_description_of_mlx() -> None:
+    assert detect_quantization({"quantization": {"group_size": 32, "bits": 4}}) == QuantizationInfo(
+        "mlx", "mlx 4-bit, group 32"
+    )
+
+
+def test_incomplete_mlx_block_is_not_mlx() -> None:
+    assert detect_quantization({"quantization": {"bits": 4}}).method == "none"

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import pytest
+from comfy_llm_profiles import (
+    InvalidModelReferenceError,
+    ModelReference,
+    ProfileError,
+    load_curated_registry,
+    parse_reference,
+)
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.mark.parametrize(
+    ("text", "repository", "revision"),
+    [
+        ("HuggingFaceTB/SmolVLM-256M-Instruct", "HuggingFaceTB/SmolVLM-256M-Instruct", None),
+        ("mlx-community/Qwen3.5-2B-4bit", "mlx-community/Qwen3.5-2B-4bit", None),
+        ("owner/model@main", "owner/model", "main"),
+        ("owner/model@v1.0", "owner/model", "v1.0"),
+        ("owner/model@refs/pr/1", "owner/model", "refs/pr/1"),
+        (f"owner/model@{COMMIT}", "owner/model", COMMIT),
+        ("a/b", "a/b", None),
+        ("o_w/m_", "o_w/m_", None),
+        ("x" * 96 + "/" + "y" * 96, "x" * 96 + "/" + "y" * 96, None),
+    ],
+)
+def test_accepts_hub_references(text: str, repository: str, revision: str | None) -> None:
+    ref = parse_reference(text)
+    assert ref == ModelReference(repository=repository, revision=revision)
+    assert not ref.is_curated
+    assert ref.is_pinned == (revision == COMMIT)
+    assert str(ref) == text
+
+
+def test_accepts_curated_ids() -> None:
+    for curated_id in load_curated_registry().ids:
+        ref = parse_reference(curated_id)
+        assert ref == ModelReference(repository=None, revision=None, curated_id=curated_id)
+        assert ref.is_curated
+        assert str(ref) == curated_id
+
+
+def test_curated_ids_can_be_supplied() -> None:
+    assert parse_reference("my-model", curated_ids=["my-model"]).curated_id == "my-model"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "empty"),
+        ("https://huggingface.co/owner/model", "URL"),
+        ("http://127.0.0.1/owner/model", "URL"),
+        ("hf://owner/model", "URL"),
+        ("huggingface.co/owner/model", "more than one '/'"),
+        ("/models/owner/model", "path"),
+        ("~/models/model", "path"),
+        ("./owner/model", "path"),
+        ("C:\\models\\x", "path"),
+        ("owner/../model", ".."),
+        ("owner/model@../main", ".."),
+        ("owner/model ", "whitespace"),
+        (" owner/model", "whitespace"),
+        ("owner /model", "whitespace"),
+        ("owner/model@ma in", "whitespace"),
+        ("owner/model\n", "whitespace"),
+        ("/model", "path"),
+        ("owner/", "model name is empty"),
+        ("owner/model@", "empty"),
+        ("owner/model@a@b", "more than one '@'"),
+        ("owner/mo/del", "more than one '/'"),
+        ("x" * 97 + "/model", "97 characters"),
+        ("owner/" + "m" * 97, "97 characters"),
+        ("owner/model@" + "r" * 256, "256 characters"),
+        ("own$er/model", "only letters"),
+        ("owner/mo%del", "only letters"),
+        ("owner/-model", "only letters"),
+        ("owner/model-", "only letters"),
+        ("owner/mo--del", "'--'"),
+        ("owner/model@-branch", "may hold only"),
+        ("owner/model@feature/", "may hold only"),
+        ("owner/model@a//b", "may hold only"),
+        ("owner/model@x.lock", "may hold only"),
+        ("not-a-curated-id", "neither owner/model nor a known curated id"),
+        ("UPPER", "neither owner/model"),
+        ("smolvlm-256m-instruct@main", "already pinned"),
+    ],
+)
+def test_refuses_everything_else(text: str, reason: str) -> None:
+    with pytest.raises(InvalidModelReferenceError) as caught:
+        parse_reference(text)
+    error = caught.value
+    assert isinstance(error, ValueError)
+    assert isinstance(error, ProfileError)
+    assert error.value == text
+    message = str(error)
+    assert repr(text) in message
+    assert reason in message
+    # Every refusal shows the accepted forms.
+    assert "owner/model@revision" in message
+    assert "curated id" in message
+
+
+def test_refuses_non_text() -> None:
+    with pytest.raises(InvalidModelReferenceError, match="not text"):
+        parse_reference(None)  # type: ignore[arg-type]

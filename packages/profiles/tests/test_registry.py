@@ -1,0 +1,355 @@
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from comfy_llm_profiles import (
+    BACKENDS,
+    REGISTRY_VERSIONS,
+    ExecutionTarget,
+    InvalidConfigError,
+    ModelRejectedError,
+    RemoteCodeError,
+    UnsupportedArchitectureError,
+    UnsupportedQuantizationError,
+    available_backends,
+    decide,
+    known_architectures,
+    registry_for,
+)
+
+ConfigFactory = Callable[..., dict[str, Any]]
+
+ALL = frozenset(BACKENDS)
+NO_VLLM = ALL - {"vllm"}
+APPLE, CUDA, CPU, MODAL = (
+    ExecutionTarget.LOCAL_APPLE,
+    ExecutionTarget.LOCAL_CUDA,
+    ExecutionTarget.LOCAL_CPU,
+    ExecutionTarget.MODAL,
+)
+BLOCK_FP8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+NVFP4 = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+MLX_4BIT = {"group_size": 64, "bits": 4}
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _decide(
+    target: ExecutionTarget,
+    config: dict[str, Any],
+    backends: frozenset[str] = ALL,
+    weight_bytes: int = 1000,
+) -> Any:
+    return decide(
+        target,
+        config,
+        weight_bytes=weight_bytes,
+        repository="owner/model",
+        revision=SHA,
+        backends=backends,
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "family", "backend", "parser"),
+    [
+        (APPLE, "qwen3_5", "mlx_vlm", "qwen3"),
+        (APPLE, "smolvlm", "mlx_vlm", "none"),
+        (APPLE, "muse_glimmer", "mlx_vlm", "none"),
+        (MODAL, "qwen3_5", "vllm", "qwen3"),
+        (MODAL, "smolvlm", "transformers", "none"),
+        (MODAL, "muse_glimmer", "transformers", "none"),
+        (CUDA, "qwen3_5", "vllm", "qwen3"),
+        (CUDA, "smolvlm", "transformers", "none"),
+        (CUDA, "muse_glimmer", "transformers", "none"),
+        (CPU, "qwen3_5", "transformers", "qwen3"),
+        (CPU, "smolvlm", "transformers", "none"),
+        (CPU, "muse_glimmer", "transformers", "none"),
+    ],
+)
+def test_unquantized_decisions(
+    make_config: ConfigFactory, target: ExecutionTarget, family: str, backend: str, parser: str
+) -> None:
+    decision = _decide(target, make_config(family))
+    assert decision.backend == backend
+    assert decision.reasoning_parser == parser
+    assert decision.modalities == ("text", "image", "video", "file")
+    assert decision.quantization.method == "none"
+    assert decision.registry_version == REGISTRY_VERSIONS[target]
+    assert decision.dtype == "bfloat16"
+    assert ("trust_remote_code", False) in decision.backend_options
+    profile = decision.to_profile("owner/model", SHA, requested_revision="main")
+    assert profile.execution_target is target
+    assert profile.backend == backend
+    assert profile.display_name == "owner/model"
+
+
+def test_idefics3_smolvlm_and_qwen_moe_are_known(make_config: ConfigFactory) -> None:
+    idefics = make_config(
+        "smolvlm", architectures=["Idefics3ForConditionalGeneration"], model_type="idefics3"
+    )
+    assert _decide(MODAL, idefics).architecture == "Idefics3ForConditionalGeneration"
+    moe = make_config(
+        architectures=["Qwen3_5MoeForConditionalGeneration"], model_type="qwen3_5_moe"
+    )
+    assert _decide(MODAL, moe).backend == "vllm"
+    assert _decide(APPLE, moe).backend == "mlx_vlm"
+    assert known_architectures() == {
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "SmolVLMForConditionalGeneration",
+        "Idefics3ForConditionalGeneration",
+        "MuseGlimmerForConditionalGeneration",
+    }
+
+
+@pytest.mark.parametrize("target", [MODAL, CUDA])
+@pytest.mark.parametrize(("qconfig", "method"), [(BLOCK_FP8, "fp8"), (NVFP4, "modelopt_fp4")])
+def test_cuda_targets_run_quantized_qwen_on_vllm(
+    make_config: ConfigFactory, target: ExecutionTarget, qconfig: dict[str, Any], method: str
+) -> None:
+    decision = _decide(target, make_config(quantization_config=qconfig))
+    assert decision.backend == "vllm"
+    assert decision.quantization.method == method
+    options = dict(decision.backend_options)
+    assert options["quantization"] == method
+    assert options["max_model_len"] == decision.limits.context_tokens == 32768
+
+
+def test_local_cuda_without_vllm_uses_transformers_and_refuses_fp8(
+    make_config: ConfigFactory,
+) -> None:
+    assert _decide(CUDA, make_config(), backends=NO_VLLM).backend == "transformers"
+    with pytest.raises(UnsupportedQuantizationError) as caught:
+        _decide(CUDA, make_config(quantization_config=BLOCK_FP8), backends=NO_VLLM)
+    assert caught.value.allowed == ("none",)
+    assert "comfy-llm[cuda,vllm]" in str(caught.value)
+
+
+def test_available_backends_only_local_cuda_depends_on_vllm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = importlib.util.find_spec
+    installed = {"vllm": False}
+
+    def fake_find_spec(name: str, *args: Any) -> Any:
+        if name == "vllm":
+            return object() if installed["vllm"] else None
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", fake_find_spec)
+    assert available_backends(CUDA) == NO_VLLM
+    assert available_backends(MODAL) == ALL
+    assert available_backends(CPU) == ALL
+    installed["vllm"] = True
+    assert available_backends(CUDA) == ALL
+
+
+@pytest.mark.parametrize(
+    ("config_changes", "quantization"),
+    [
+        ({"quantization_config": BLOCK_FP8}, "fp8"),
+        ({"quantization_config": NVFP4}, "modelopt_fp4"),
+        ({"quantization_config": {"quant_method": "awq"}}, "unknown (awq)"),
+    ],
+)
+def test_apple_refuses_cuda_formats_with_advice(
+    make_config: ConfigFactory, config_changes: dict[str, Any], quantization: str
+) -> None:
+    with pytest.raises(UnsupportedQuantizationError) as caught:
+        _decide(APPLE, make_config(**config_changes))
+    error = caught.value
+    assert error.quantization == quantization
+    assert error.allowed == ("mlx", "none")
+    assert (error.repository, error.revision, error.target) == ("owner/model", SHA, "local_apple")
+    message = str(error)
+    assert "owner/model" in message and "local_apple" in message
+    assert "unquantized" in message and "mlx-community" in message
+
+
+def test_apple_accepts_mlx_conversions(make_config: ConfigFactory) -> None:
+    decision = _decide(APPLE, make_config(quantization=MLX_4BIT))
+    assert decision.quantization.method == "mlx"
+    assert dict(decision.backend_options)["thinking_budget_fraction"] == 0.5
+
+
+@pytest.mark.parametrize("target", [MODAL, CUDA, CPU])
+def test_mlx_conversions_run_only_on_apple(
+    make_config: ConfigFactory, target: ExecutionTarget
+) -> None:
+    with pytest.raises(UnsupportedQuantizationError, match=r"MLX conversions|only unquantized"):
+        _decide(target, make_config(quantization=MLX_4BIT))
+
+
+@pytest.mark.parametrize("qconfig", [BLOCK_FP8, NVFP4])
+def test_cpu_refuses_every_quantization(
+    make_config: ConfigFactory, qconfig: dict[str, Any]
+) -> None:
+    with pytest.raises(UnsupportedQuantizationError, match="only unquantized"):
+        _decide(CPU, make_config(quantization_config=qconfig))
+
+
+@pytest.mark.parametrize("family", ["smolvlm", "muse_glimmer"])
+def test_transformers_families_refuse_fp8_on_gpu(make_config: ConfigFactory, family: str) -> None:
+    with pytest.raises(UnsupportedQuantizationError) as caught:
+        _decide(MODAL, make_config(family, quantization_config=BLOCK_FP8))
+    assert caught.value.allowed == ("none",)
+
+
+@pytest.mark.parametrize("target", list(ExecutionTarget))
+def test_unknown_quantization_is_refused_everywhere(
+    make_config: ConfigFactory, target: ExecutionTarget
+) -> None:
+    with pytest.raises(UnsupportedQuantizationError, match="unknown"):
+        _decide(target, make_config(quantization_config={"quant_method": "fp8"}))
+
+
+def test_cpu_refuses_moe_naming_other_targets(make_config: ConfigFactory) -> None:
+    moe = make_config(
+        architectures=["Qwen3_5MoeForConditionalGeneration"], model_type="qwen3_5_moe"
+    )
+    with pytest.raises(UnsupportedArchitectureError) as caught:
+        _decide(CPU, moe)
+    error = caught.value
+    assert error.architecture == "Qwen3_5MoeForConditionalGeneration"
+    assert set(error.other_targets) == {"local_apple", "local_cuda", "modal"}
+    assert "Qwen3_5ForConditionalGeneration" in error.supported
+    assert "local_cpu" in str(error) and REGISTRY_VERSIONS[CPU] in str(error)
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"auto_map": {"AutoModel": "modeling_x.X"}}, "auto_map is set"),
+        ({"trust_remote_code": True}, "trust_remote_code is true"),
+        ({"text_config": {"auto_map": {"AutoModel": "m.X"}}}, "text_config.auto_map"),
+        ({"architectures": ["MyCustomVLM"], "model_type": "custom"}, "custom architecture"),
+        ({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, "custom architecture"),
+    ],
+)
+@pytest.mark.parametrize("target", list(ExecutionTarget))
+def test_remote_code_is_refused(
+    make_config: ConfigFactory, changes: dict[str, Any], reason: str, target: ExecutionTarget
+) -> None:
+    with pytest.raises(RemoteCodeError) as caught:
+        _decide(target, make_config(**changes))
+    assert reason in caught.value.reason
+    assert "trust_remote_code is never enabled" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"architectures": None}, "'architectures' must be"),
+        ({"architectures": []}, "'architectures' must be"),
+        ({"architectures": [1]}, "'architectures' must be"),
+        ({"model_type": None}, "'model_type' is missing"),
+        ({"model_type": "llama"}, "does not match"),
+    ],
+)
+def test_invalid_configs(make_config: ConfigFactory, changes: dict[str, Any], problem: str) -> None:
+    with pytest.raises(InvalidConfigError) as caught:
+        _decide(MODAL, make_config(**changes))
+    assert problem in caught.value.problem
+    with pytest.raises(InvalidConfigError, match="not a JSON object"):
+        _decide(MODAL, ["not", "a", "dict"])  # type: ignore[arg-type]
+
+
+def test_refusals_share_a_base_class() -> None:
+    for cls in (
+        InvalidConfigError,
+        RemoteCodeError,
+        UnsupportedArchitectureError,
+        UnsupportedQuantizationError,
+    ):
+        assert issubclass(cls, ModelRejectedError)
+
+
+@pytest.mark.parametrize(
+    ("target", "family", "context"),
+    [
+        (MODAL, "qwen3_5", 32768),
+        (APPLE, "qwen3_5", 32768),
+        (CPU, "qwen3_5", 8192),
+        (MODAL, "smolvlm", 8192),
+        (CPU, "smolvlm", 8192),
+        (MODAL, "muse_glimmer", 32768),
+    ],
+)
+def test_context_is_capped_per_target(
+    make_config: ConfigFactory, target: ExecutionTarget, family: str, context: int
+) -> None:
+    limits = _decide(target, make_config(family)).limits
+    assert limits.context_tokens == context
+    assert limits.max_file_characters == min(
+        registry_for(target).policy.max_file_characters, 4 * context
+    )
+
+
+def test_context_defaults_when_config_has_none(make_config: ConfigFactory) -> None:
+    config = make_config("smolvlm", text_config={"hidden_size": 64})
+    assert _decide(MODAL, config).limits.context_tokens == 4096
+
+
+def test_mixed_image_video_only_for_qwen(make_config: ConfigFactory) -> None:
+    assert _decide(MODAL, make_config()).limits.allow_mixed_image_video
+    assert not _decide(MODAL, make_config("smolvlm")).limits.allow_mixed_image_video
+
+
+def test_memory_estimate_formula_gpu(make_config: ConfigFactory) -> None:
+    policy = registry_for(MODAL).policy
+    decision = _decide(MODAL, make_config(), weight_bytes=10**9)
+    # One full-attention layer of four (hybrid), 2 KV heads of 16, bf16 KV, 32768 tokens.
+    kv = 2 * 1 * 2 * 16 * 2 * 32768
+    expected = math.ceil(10**9 * policy.weight_overhead) + kv + policy.activation_bytes
+    assert decision.estimated_memory_bytes == expected
+
+
+def test_memory_estimate_formula_cpu_runs_float32(make_config: ConfigFactory) -> None:
+    policy = registry_for(CPU).policy
+    decision = _decide(CPU, make_config("smolvlm"), weight_bytes=10**9)
+    # bf16 checkpoint runs in float32 (x2); 2 layers, 4 KV heads of 64/4=16, fp32 KV.
+    kv = 2 * 2 * 4 * 16 * 4 * 8192
+    expected = math.ceil(2 * 10**9 * policy.weight_overhead) + kv + policy.activation_bytes
+    assert decision.estimated_memory_bytes == expected
+    assert dict(decision.backend_options)["torch_dtype"] == "float32"
+
+
+def test_memory_estimate_uses_full_attention_interval(make_config: ConfigFactory) -> None:
+    config = make_config()
+    del config["text_config"]["layer_types"]
+    config["text_config"]["num_hidden_layers"] = 8
+    with_interval = _decide(MODAL, config, weight_bytes=0).estimated_memory_bytes
+    policy = registry_for(MODAL).policy
+    assert with_interval == 2 * 2 * 2 * 16 * 2 * 32768 + policy.activation_bytes
+
+
+def test_memory_estimate_without_sizes_is_weights_plus_allowance(
+    make_config: ConfigFactory,
+) -> None:
+    decision = _decide(APPLE, make_config("muse_glimmer"), weight_bytes=100)
+    policy = registry_for(APPLE).policy
+    assert (
+        decision.estimated_memory_bytes
+        == math.ceil(100 * policy.weight_overhead) + policy.activation_bytes
+    )
+
+
+def test_registry_versions_are_distinct_and_named_by_target() -> None:
+    assert len(set(REGISTRY_VERSIONS.values())) == len(ExecutionTarget)
+    for target, version in REGISTRY_VERSIONS.items():
+        assert version.startswith(target.value + "/")
+        assert registry_for(target.value).version == version
+    with pytest.raises(ValueError):
+        registry_for("local_tpu")
+
+
+def test_decision_depends_on_registry_version(make_config: ConfigFactory) -> None:
+    a = _decide(MODAL, make_config()).to_profile("owner/model", SHA)
+    b = _decide(CUDA, make_config()).to_profile("owner/model", SHA)
+    # Same decision on two targets: different ids (target + registry version differ).
+    assert a.backend == b.backend
+    assert a.profile_id != b.profile_id
