@@ -1,0 +1,299 @@
+"""The Transformers backend: load from a completed snapshot, generate, unload."""
+
+from __future__ import annotations
+
+import gc
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs
+from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings, TokenCallback
+from comfy_llm_staging import require_completed_snapshot
+
+from ._engine import DevicePlan, import_engine, plan_device
+from ._generate import run_generate
+from ._messages import encode_prompt
+from .errors import (
+    BackendUnloadedError,
+    ModelLoadError,
+    PromptTooLongError,
+    UnsupportedBackendError,
+)
+
+if TYPE_CHECKING:
+    from comfy_llm_inputs import PreparedInputs
+
+__all__ = ["ATTENTION_IMPLEMENTATION", "ENGINE_NAME", "TransformersBackend", "create_backend"]
+
+ENGINE_NAME = "transformers"
+ATTENTION_IMPLEMENTATION = "sdpa"
+
+
+def create_backend(
+    profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback
+) -> TransformersBackend:
+    """Load a profile's model with Transformers (a residency ``BackendFactory``).
+
+    Args:
+        profile: A profile whose backend is ``transformers``.
+        snapshot_path: The completed snapshot directory staging returned.
+        progress: Receives indeterminate LOAD events ("Loading processor",
+            "Loading model"); may raise to cancel.
+
+    Returns:
+        The loaded backend.
+
+    Raises:
+        UnsupportedBackendError: The profile names ``vllm`` (not available in
+            this version) or another backend.
+        IncompleteSnapshotError: ``snapshot_path`` has no valid completion
+            marker for the profile's repository and revision (from
+            ``comfy_llm_staging``).
+        EngineNotInstalledError: torch or transformers is missing (an
+            ``ImportError`` naming ``comfy-llm[cuda]``).
+        ModelLoadError: Transformers could not load the processor or model.
+    """
+    return TransformersBackend.load(profile, snapshot_path, progress)
+
+
+class TransformersBackend:
+    """A model loaded with Transformers (``AutoModelForImageTextToText``).
+
+    Implements the residency ``Backend`` protocol. Create it with
+    :func:`create_backend`; the resident manager serializes every call.
+
+    Attributes:
+        profile: The profile this model was loaded for.
+        snapshot_path: The snapshot directory it was loaded from.
+        plan: The device and dtype it runs in.
+        load_seconds: Wall time of the load.
+    """
+
+    def __init__(
+        self,
+        profile: ModelProfile,
+        snapshot_path: Path,
+        *,
+        torch: ModuleType,
+        transformers: ModuleType,
+        processor: Any,
+        model: Any,
+        plan: DevicePlan,
+        load_seconds: float,
+    ) -> None:
+        """Wrap an already loaded processor and model (use :meth:`load`)."""
+        self.profile = profile
+        self.snapshot_path = snapshot_path
+        self.plan = plan
+        self.load_seconds = load_seconds
+        self._torch = torch
+        self._transformers = transformers
+        self._processor: Any = processor
+        self._model: Any = model
+        tokenizer = getattr(processor, "tokenizer", processor)
+        self._tokenizer: Any = tokenizer
+        self._vocabulary: TokenVocabulary | None = TokenVocabulary.from_tokenizer(tokenizer)
+
+    @classmethod
+    def load(
+        cls, profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback
+    ) -> TransformersBackend:
+        """Check the snapshot, then load processor and model.
+
+        Args:
+            profile: A profile whose backend is ``transformers``.
+            snapshot_path: The completed snapshot directory.
+            progress: Receives indeterminate LOAD events.
+
+        Returns:
+            The loaded backend.
+
+        Raises:
+            UnsupportedBackendError: The profile names another backend.
+            IncompleteSnapshotError: The snapshot is not complete.
+            EngineNotInstalledError: torch or transformers is missing.
+            ModelLoadError: Transformers could not load the files.
+        """
+        if profile.backend != ENGINE_NAME:
+            raise UnsupportedBackendError(profile.profile_id, profile.backend)
+        path = require_completed_snapshot(
+            Path(snapshot_path), repository=profile.repository, revision=profile.revision
+        )
+        torch, transformers = import_engine()
+        plan = plan_device(profile, torch)
+        started = time.perf_counter()
+
+        def report(message: str) -> None:
+            progress(
+                ProgressEvent(
+                    stage=ProgressStage.LOAD,
+                    message=message,
+                    indeterminate=True,
+                    elapsed_seconds=time.perf_counter() - started,
+                )
+            )
+
+        report("Loading processor")
+        try:
+            processor = transformers.AutoProcessor.from_pretrained(
+                str(path), local_files_only=True, trust_remote_code=False
+            )
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ModelLoadError(profile.profile_id, str(path), "processor", str(error)) from error
+        report(f"Loading model ({plan.device}, {plan.dtype_name})")
+        # One device only: weights go straight there (no accelerate needed).
+        placement = {"device_map": plan.device} if plan.device != "cpu" else {}
+        try:
+            model = transformers.AutoModelForImageTextToText.from_pretrained(
+                str(path),
+                local_files_only=True,
+                trust_remote_code=False,
+                dtype=plan.torch_dtype(torch),
+                attn_implementation=ATTENTION_IMPLEMENTATION,
+                **placement,
+            )
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ModelLoadError(profile.profile_id, str(path), "model", str(error)) from error
+        model.eval()
+        seconds = time.perf_counter() - started
+        report("Model loaded")
+        return cls(
+            profile,
+            path,
+            torch=torch,
+            transformers=transformers,
+            processor=processor,
+            model=model,
+            plan=plan,
+            load_seconds=seconds,
+        )
+
+    @property
+    def vocabulary(self) -> TokenVocabulary | None:
+        """The tokenizer's vocabulary for the reasoning parser (kept after unload)."""
+        return self._vocabulary
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is still in memory."""
+        return self._model is not None
+
+    def _decode(self, ids: Any) -> str:
+        return str(self._tokenizer.decode(list(ids), skip_special_tokens=True))
+
+    def generate(
+        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+    ) -> BackendResult:
+        """Generate a response, calling ``on_token`` after every token.
+
+        Images go first, then the video frames in order, then the prompt text.
+        For qwen3 profiles ``settings.enable_reasoning`` is passed to the chat
+        template as ``enable_thinking``. ``max_new_tokens`` is capped to what
+        the profile's context leaves after the prompt.
+
+        Args:
+            inputs: Engine-neutral prompt, images and video frames.
+            settings: Sampling settings (temperature 0 is greedy; seed seeds
+                torch before sampling).
+            on_token: Called with (token id, text so far); may raise to stop.
+
+        Returns:
+            Every generated id (``<think>``/``</think>`` and the end token
+            kept), the text decoded with special tokens skipped, timings, the
+            finish reason and whether the prompt opened the reasoning block.
+
+        Raises:
+            BackendUnloadedError: :meth:`unload` was called.
+            PromptTooLongError: The prompt fills the profile's context.
+            Exception: Whatever ``on_token`` raised, unchanged.
+        """
+        if self._model is None:
+            raise BackendUnloadedError(self.profile.profile_id)
+        started = time.perf_counter()
+        template_kwargs = chat_template_kwargs(
+            self.profile.reasoning_parser,
+            self.profile.architecture,
+            enable_reasoning=settings.enable_reasoning,
+        )
+        encoded = encode_prompt(self._processor, inputs, template_kwargs)
+        context = self.profile.limits.context_tokens
+        if encoded.prompt_tokens >= context:
+            raise PromptTooLongError(encoded.prompt_tokens, context)
+        budget = min(settings.max_new_tokens, context - encoded.prompt_tokens)
+        run = run_generate(
+            self._torch,
+            self._model,
+            encoded.tensors,
+            settings=settings,
+            max_new_tokens=budget,
+            decode=self._decode,
+            on_token=on_token,
+            started=started,
+        )
+        return BackendResult(
+            token_ids=run.token_ids,
+            text=self._decode(run.token_ids),
+            native_reasoning=None,
+            timings=BackendTimings(
+                time_to_first_token_seconds=run.time_to_first_token_seconds,
+                generation_seconds=run.generation_seconds,
+                tokens_per_second=run.tokens_per_second,
+                prompt_tokens=encoded.prompt_tokens,
+            ),
+            prompt_opened_reasoning=encoded.opened_reasoning,
+            finish_reason=run.finish_reason,
+        )
+
+    def unload(self) -> None:
+        """Drop the model and processor, collect garbage, empty torch's CUDA cache.
+
+        Safe to call more than once.
+        """
+        self._model = None
+        self._processor = None
+        gc.collect()
+        if self.plan.device == "cuda" and self._torch.cuda.is_available():
+            self._torch.cuda.empty_cache()
+
+    def runtime_metadata(self) -> dict[str, object]:
+        """Return JSON-ready facts about the engine.
+
+        Returns:
+            ``engine``, ``engine_version`` (transformers), ``torch_version``,
+            ``device`` (``cpu``/``cuda:N``), ``device_name``, ``dtype``,
+            ``requested_dtype``, ``attention_implementation``, ``model_class``,
+            ``load_seconds``, ``loaded``; on CUDA also
+            ``cuda_memory_allocated_bytes`` and ``cuda_memory_reserved_bytes``.
+        """
+        torch = self._torch
+        model = self._model
+        metadata: dict[str, object] = {
+            "engine": ENGINE_NAME,
+            "engine_version": str(self._transformers.__version__),
+            "torch_version": str(torch.__version__),
+            "device": str(model.device) if model is not None else self.plan.device,
+            "dtype": str(model.dtype).removeprefix("torch.") if model is not None else None,
+            "requested_dtype": self.plan.requested_dtype,
+            "attention_implementation": _attention(model),
+            "model_class": type(model).__name__ if model is not None else None,
+            "load_seconds": round(self.load_seconds, 4),
+            "loaded": model is not None,
+        }
+        if self.plan.device == "cuda" and torch.cuda.is_available():
+            index = torch.cuda.current_device()
+            metadata["device_name"] = str(torch.cuda.get_device_name(index))
+            metadata["cuda_memory_allocated_bytes"] = int(torch.cuda.memory_allocated(index))
+            metadata["cuda_memory_reserved_bytes"] = int(torch.cuda.memory_reserved(index))
+        else:
+            metadata["device_name"] = "cpu"
+        return metadata
+
+
+def _attention(model: Any) -> str | None:
+    if model is None:
+        return None
+    value = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    return str(value) if value is not None else ATTENTION_IMPLEMENTATION

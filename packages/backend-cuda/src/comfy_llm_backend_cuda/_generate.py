@@ -1,0 +1,151 @@
+"""One ``model.generate`` call: sampling configuration, seeding and streaming."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+from comfy_llm_residency import GenerationSettings
+
+from ._stream import TokenStreamer
+
+__all__ = ["GenerationRun", "build_generation_config", "eos_ids", "run_generate"]
+
+# Sampling knobs a model's generation_config.json may carry; cleared for greedy
+# decoding (Transformers would otherwise log that they are ignored).
+_SAMPLING_ONLY = ("temperature", "top_p", "top_k", "min_p", "typical_p")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GenerationRun:
+    """What one generation produced.
+
+    Attributes:
+        token_ids: Generated ids, boundary and special tokens kept.
+        time_to_first_token_seconds: From the start of the request (prompt
+            rendering, image preprocessing and prefill included) to the first
+            token; None when none came.
+        tokens_per_second: Decode rate (see :meth:`TokenStreamer.tokens_per_second`).
+        generation_seconds: Wall time from the start of the request.
+        finish_reason: ``"stop"`` (an end token) or ``"length"``.
+    """
+
+    token_ids: tuple[int, ...]
+    time_to_first_token_seconds: float | None
+    tokens_per_second: float | None
+    generation_seconds: float
+    finish_reason: str
+
+
+def eos_ids(generation_config: Any) -> frozenset[int]:
+    """Return the end-of-sequence ids of a generation config.
+
+    Args:
+        generation_config: A Transformers ``GenerationConfig``.
+
+    Returns:
+        The ids (``eos_token_id`` may be an int, a list or None).
+    """
+    value = getattr(generation_config, "eos_token_id", None)
+    if value is None:
+        return frozenset()
+    if isinstance(value, int):
+        return frozenset({value})
+    return frozenset(int(item) for item in value)
+
+
+def build_generation_config(base: Any, settings: GenerationSettings, max_new_tokens: int) -> Any:
+    """Derive this request's ``GenerationConfig`` from the model's.
+
+    The model's defaults (end tokens, padding, repetition penalty, ``top_k``
+    when sampling) stay; the request's settings override temperature and
+    ``top_p``. ``temperature == 0`` means greedy decoding.
+
+    Args:
+        base: The model's ``generation_config`` (not modified).
+        settings: The request's settings.
+        max_new_tokens: The token budget (already capped to the context).
+
+    Returns:
+        A new ``GenerationConfig``.
+    """
+    config = copy.deepcopy(base)
+    config.max_new_tokens = max_new_tokens
+    config.max_length = None
+    config.num_beams = 1
+    config.num_return_sequences = 1
+    if settings.temperature == 0:
+        config.do_sample = False
+        for name in _SAMPLING_ONLY:
+            if hasattr(config, name):
+                setattr(config, name, None)
+    else:
+        config.do_sample = True
+        config.temperature = float(settings.temperature)
+        config.top_p = float(settings.top_p)
+    if getattr(config, "pad_token_id", None) is None:
+        ends = sorted(eos_ids(config))
+        if ends:
+            config.pad_token_id = ends[0]
+    return config
+
+
+def run_generate(
+    torch: ModuleType,
+    model: Any,
+    tensors: Mapping[str, Any],
+    *,
+    settings: GenerationSettings,
+    max_new_tokens: int,
+    decode: Callable[[Sequence[int]], str],
+    on_token: Callable[[int, str], None],
+    started: float | None = None,
+) -> GenerationRun:
+    """Run ``model.generate`` with a streamer, seeding first when asked.
+
+    Args:
+        torch: The torch module.
+        model: The loaded model (its device is where ``tensors`` go).
+        tensors: The processor's output for a batch of one.
+        settings: Sampling settings.
+        max_new_tokens: Token budget (already capped to the context).
+        decode: Turns ids into text, skipping special tokens.
+        on_token: Per-token callback; may raise to stop.
+        started: ``time.perf_counter()`` at the start of the request; the time
+            to first token and ``generation_seconds`` count from it (None: now).
+
+    Returns:
+        The generated ids and timings.
+
+    Raises:
+        Exception: Whatever ``on_token`` raised, unchanged.
+    """
+    started = time.perf_counter() if started is None else started
+    device = model.device
+    inputs = {
+        name: value.to(device) if hasattr(value, "to") else value for name, value in tensors.items()
+    }
+    pixel_values = inputs.get("pixel_values")
+    if pixel_values is not None and pixel_values.is_floating_point():
+        inputs["pixel_values"] = pixel_values.to(model.dtype)
+    config = build_generation_config(model.generation_config, settings, max_new_tokens)
+    if settings.seed is not None:
+        torch.manual_seed(settings.seed)  # seeds every CUDA device too
+    streamer = TokenStreamer(decode, on_token, started=started)
+    with torch.inference_mode():
+        model.generate(**inputs, generation_config=config, streamer=streamer)
+    seconds = time.perf_counter() - streamer.started
+    ids = tuple(streamer.token_ids)
+    ends = eos_ids(config)
+    finish = "stop" if (ids and ids[-1] in ends) or len(ids) < max_new_tokens else "length"
+    return GenerationRun(
+        token_ids=ids,
+        time_to_first_token_seconds=streamer.time_to_first_token(),
+        tokens_per_second=streamer.tokens_per_second(),
+        generation_seconds=seconds,
+        finish_reason=finish,
+    )

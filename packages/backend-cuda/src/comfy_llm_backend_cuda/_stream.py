@@ -1,0 +1,156 @@
+"""Per-token streaming out of ``model.generate``.
+
+Transformers calls ``streamer.put(ids)`` synchronously from inside its decode
+loop: first once with the whole prompt, then once per step with the new
+token. :class:`TokenStreamer` skips the prompt, records every generated id
+with its time, keeps the decoded text up to date incrementally and calls the
+request's ``on_token(token_id, text_so_far)``. Whatever ``on_token`` raises
+(ComfyUI's interrupt exception, say) leaves ``put`` unchanged and so unwinds
+``generate`` right after the current step: no further token is computed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["IncrementalDecoder", "TokenStreamer"]
+
+_REPLACEMENT = "\ufffd"
+
+
+class IncrementalDecoder:
+    """Decode a growing id sequence without re-decoding all of it each token.
+
+    Uses a sliding window (prefix/read offsets): the text a new token adds is
+    ``decode(window + new)`` minus ``decode(window)``, so tokenizers that strip
+    a leading space or merge bytes across tokens still come out right. Text
+    ending in an incomplete UTF-8 sequence (U+FFFD) is held back until the
+    next token completes it.
+
+    Attributes:
+        text: The text decoded so far (special tokens skipped).
+        ids: Every id seen so far.
+    """
+
+    def __init__(self, decode: Callable[[Sequence[int]], str]) -> None:
+        """Create an empty decoder.
+
+        Args:
+            decode: Turns ids into text, skipping special tokens.
+        """
+        self._decode = decode
+        self.ids: list[int] = []
+        self.text = ""
+        self._prefix = 0
+        self._read = 0
+
+    def push(self, token_id: int) -> str:
+        """Add one id and return the whole text so far.
+
+        Args:
+            token_id: The generated id.
+
+        Returns:
+            :attr:`text` after this token.
+        """
+        self.ids.append(token_id)
+        before = self._decode(self.ids[self._prefix : self._read])
+        after = self._decode(self.ids[self._prefix :])
+        if len(after) > len(before) and not after.endswith(_REPLACEMENT):
+            self.text += after[len(before) :]
+            self._prefix = self._read
+            self._read = len(self.ids)
+        return self.text
+
+
+class TokenStreamer:
+    """A Transformers ``streamer`` that forwards every generated token.
+
+    Attributes:
+        token_ids: Generated ids, in order (boundary and special tokens kept).
+        token_times: ``time.perf_counter()`` at which each id arrived.
+        started: ``time.perf_counter()`` when the request started (prompt
+            rendering and image preprocessing count towards the first token).
+    """
+
+    def __init__(
+        self,
+        decode: Callable[[Sequence[int]], str],
+        on_token: Callable[[int, str], None],
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        started: float | None = None,
+    ) -> None:
+        """Create a streamer for one generation.
+
+        Args:
+            decode: Turns ids into text, skipping special tokens.
+            on_token: Called with (token id, text so far) after every token;
+                may raise to stop generation.
+            clock: Monotonic clock in seconds (tests pass a fake one).
+            started: When the request started on ``clock`` (time to first
+                token counts from here); None means now.
+        """
+        self._decoder = IncrementalDecoder(decode)
+        self._on_token = on_token
+        self._clock = clock
+        self._prompt_seen = False
+        self.token_ids: list[int] = []
+        self.token_times: list[float] = []
+        self.started = clock() if started is None else started
+
+    @property
+    def text(self) -> str:
+        """The generated text so far, special tokens skipped."""
+        return self._decoder.text
+
+    def put(self, value: Any) -> None:
+        """Receive ids from ``generate``: the prompt first, then each new token.
+
+        Args:
+            value: A tensor (or nested sequence) of ids, batch of one.
+
+        Raises:
+            Exception: Whatever ``on_token`` raised, unchanged.
+        """
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        for token_id in _flatten(value):
+            now = self._clock()
+            self.token_ids.append(token_id)
+            self.token_times.append(now)
+            self._on_token(token_id, self._decoder.push(token_id))
+
+    def end(self) -> None:
+        """Called by ``generate`` when it finishes; nothing to flush."""
+
+    def time_to_first_token(self) -> float | None:
+        """Seconds from :attr:`started` to the first generated token, or None."""
+        return self.token_times[0] - self.started if self.token_times else None
+
+    def tokens_per_second(self) -> float | None:
+        """Decode rate: tokens after the first over the time they took.
+
+        Returns:
+            ``(n - 1) / (t_last - t_first)``; None with fewer than two tokens
+            or no measurable time between them.
+        """
+        if len(self.token_times) < 2:
+            return None
+        span = self.token_times[-1] - self.token_times[0]
+        return (len(self.token_times) - 1) / span if span > 0 else None
+
+
+def _flatten(value: Any) -> list[int]:
+    """Turn a tensor or nested sequence of ids into a flat list of ints."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, int):
+        return [value]
+    flat: list[int] = []
+    for item in value:
+        flat.extend(_flatten(item))
+    return flat

@@ -1,0 +1,226 @@
+"""Fast checks of the pieces around the engine: no model is loaded here."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from comfy_llm_backend_cuda import (
+    CudaBackendError,
+    EngineNotInstalledError,
+    PromptTooLongError,
+    UnsupportedBackendError,
+)
+from comfy_llm_backend_cuda._engine import import_engine, plan_device
+from comfy_llm_backend_cuda._generate import eos_ids
+from comfy_llm_backend_cuda._messages import (
+    build_messages,
+    ordered_images,
+    prompt_opens_reasoning,
+)
+from comfy_llm_backend_cuda._stream import IncrementalDecoder, TokenStreamer
+from comfy_llm_inputs import PreparedInputs, VideoFrame
+from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits
+from PIL import Image
+
+
+def make_profile(dtype: str = "bfloat16", **options: object) -> ModelProfile:
+    return ModelProfile(
+        repository="owner/model",
+        revision=hashlib.sha1(b"model").hexdigest(),
+        execution_target=ExecutionTarget.LOCAL_CUDA,
+        backend="transformers",
+        architecture="Qwen3_5ForConditionalGeneration",
+        model_type="qwen3_5",
+        dtype=dtype,
+        quantization_method="none",
+        modalities=("text", "image"),
+        limits=ProfileLimits(
+            context_tokens=4096,
+            max_images=4,
+            max_video_frames=8,
+            max_file_bytes=1 << 20,
+            max_total_file_bytes=1 << 21,
+            max_file_characters=10_000,
+            max_pdf_pages=5,
+            allow_mixed_image_video=True,
+        ),
+        reasoning_parser="qwen3",
+        backend_options=tuple(options.items()),
+        estimated_memory_bytes=1 << 30,
+        weight_bytes=1 << 29,
+        registry_version="test-1",
+    )
+
+
+def fake_torch(*, cuda: bool, bf16: bool = True) -> SimpleNamespace:
+    return SimpleNamespace(
+        cuda=SimpleNamespace(is_available=lambda: cuda, is_bf16_supported=lambda: bf16),
+        float32="f32",
+        float16="f16",
+        bfloat16="bf16",
+    )
+
+
+# -- device and dtype ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dtype", "options", "cuda", "bf16", "device", "expected"),
+    [
+        ("bfloat16", {}, False, True, "cpu", "float32"),
+        ("float16", {}, False, True, "cpu", "float32"),
+        ("auto", {}, False, True, "cpu", "float32"),
+        ("float32", {}, False, True, "cpu", "float32"),
+        ("bfloat16", {"torch_dtype": "bfloat16"}, False, True, "cpu", "bfloat16"),
+        ("bfloat16", {"torch_dtype": "float32", "device": "cpu"}, False, True, "cpu", "float32"),
+        ("bfloat16", {"torch_dtype": "auto", "device": "cuda"}, True, True, "cuda", "bfloat16"),
+        ("bfloat16", {}, True, False, "cuda", "float16"),
+        ("auto", {}, True, True, "cuda", "auto"),
+        ("float8_e4m3fn", {}, True, True, "cuda", "auto"),
+        ("bfloat16", {"device": "cpu"}, True, True, "cpu", "float32"),
+    ],
+)
+def test_plan_device(dtype, options, cuda, bf16, device, expected) -> None:
+    torch = fake_torch(cuda=cuda, bf16=bf16)
+    plan = plan_device(make_profile(dtype, **options), torch)
+    assert (plan.device, plan.dtype_name) == (device, expected)
+    assert plan.torch_dtype(torch) == ("auto" if expected == "auto" else getattr(torch, expected))
+
+
+# -- messages -----------------------------------------------------------------------------
+
+
+def test_messages_put_images_then_frames_then_text() -> None:
+    images = (Image.new("RGB", (8, 8), "red"), Image.new("RGB", (8, 8), "green"))
+    frames = tuple(
+        VideoFrame(image=Image.new("RGB", (8, 8), (i, i, i)), timestamp_seconds=i, index=i)
+        for i in range(3)
+    )
+    inputs = PreparedInputs(prompt="P", images=images, video_frames=frames)
+    ordered = ordered_images(inputs)
+    assert [im.getpixel((0, 0)) for im in ordered] == [
+        (255, 0, 0),
+        (0, 128, 0),
+        (0, 0, 0),
+        (1, 1, 1),
+        (2, 2, 2),
+    ]
+    messages = build_messages("Sys", "P", len(ordered))
+    assert messages[0] == {"role": "system", "content": [{"type": "text", "text": "Sys"}]}
+    assert messages[1]["role"] == "user"
+    assert messages[1]["content"] == [{"type": "image"}] * 5 + [{"type": "text", "text": "P"}]
+
+
+def test_messages_leave_out_an_empty_system_prompt() -> None:
+    assert [m["role"] for m in build_messages("  ", "P", 0)] == ["user"]
+    assert [m["role"] for m in build_messages(None, "P", 0)] == ["user"]
+
+
+@pytest.mark.parametrize(
+    ("rendered", "opened"),
+    [
+        ("<|im_start|>assistant\n<think>\n", True),
+        ("<|im_start|>assistant\n<think>\n\n</think>\n\n", False),
+        ("Assistant:", False),
+        ("<think>x</think> then <think>", True),
+    ],
+)
+def test_prompt_opens_reasoning(rendered: str, opened: bool) -> None:
+    assert prompt_opens_reasoning(rendered) is opened
+
+
+# -- streaming ----------------------------------------------------------------------------
+
+PIECES = {1: " hello", 2: " world", 3: "<end>", 4: "\xe2", 5: "\x82\xac"}
+
+
+def byte_decode(ids) -> str:
+    """Decode like a byte-level BPE: bytes joined, then UTF-8 with replacement."""
+    raw = b"".join(PIECES[i].encode("latin-1") for i in ids if i != 3)
+    return raw.decode("utf-8", errors="replace").lstrip()  # strips like SentencePiece
+
+
+def test_incremental_decoder_matches_a_full_decode() -> None:
+    decoder = IncrementalDecoder(byte_decode)
+    texts = [decoder.push(token) for token in (1, 4, 5, 2, 3)]
+    assert texts == ["hello", "hello", "hello€", "hello€ world", "hello€ world"]
+    assert decoder.text == byte_decode([1, 4, 5, 2, 3])
+
+
+def test_streamer_skips_the_prompt_and_reports_each_token() -> None:
+    calls: list[tuple[int, str]] = []
+    ticks = iter([0.0, 1.0, 1.5, 2.0])
+    streamer = TokenStreamer(
+        byte_decode, lambda t, s: calls.append((t, s)), clock=lambda: next(ticks)
+    )
+    streamer.put([[9, 9, 9]])  # the prompt
+    streamer.put([1])
+    streamer.put([2])
+    streamer.put([3])
+    streamer.end()
+    assert calls == [(1, "hello"), (2, "hello world"), (3, "hello world")]
+    assert streamer.token_ids == [1, 2, 3]
+    assert streamer.time_to_first_token() == 1.0
+    assert streamer.tokens_per_second() == 2.0
+
+
+def test_streamer_lets_the_callback_error_through() -> None:
+    class Stop(Exception):
+        pass
+
+    def on_token(token_id: int, text: str) -> None:
+        raise Stop(token_id)
+
+    streamer = TokenStreamer(byte_decode, on_token)
+    streamer.put([[7]])
+    with pytest.raises(Stop):
+        streamer.put([1])
+    assert streamer.tokens_per_second() is None
+
+
+def test_eos_ids_accepts_int_list_or_none() -> None:
+    assert eos_ids(SimpleNamespace(eos_token_id=5)) == {5}
+    assert eos_ids(SimpleNamespace(eos_token_id=[5, 6])) == {5, 6}
+    assert eos_ids(SimpleNamespace(eos_token_id=None)) == frozenset()
+
+
+# -- packaging and errors -------------------------------------------------------------------
+
+
+def test_import_is_light() -> None:
+    code = (
+        "import sys, comfy_llm_backend_cuda as m; "
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, "
+        "sorted(k for k in sys.modules if k.split('.')[0] in ('torch', 'transformers')); "
+        "assert callable(m.create_backend)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_missing_engine_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(ImportError, match=r'pip install "comfy-llm\[cuda\]"') as caught:
+        import_engine()
+    assert isinstance(caught.value, EngineNotInstalledError)
+    assert isinstance(caught.value, CudaBackendError)
+    assert caught.value.module == "transformers"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        UnsupportedBackendError("hf-abc", "vllm"),
+        EngineNotInstalledError("torch", "No module named 'torch'"),
+        PromptTooLongError(5000, 4096),
+    ],
+)
+def test_errors_pickle_and_keep_their_facts(error: CudaBackendError) -> None:
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert str(copy) == str(error)
+    assert copy.__dict__ == error.__dict__
