@@ -87,8 +87,8 @@ def test_scripted_answer_then_warm_hit(
     # ComfyUI saw progress on its bar and the live text, labelled.
     assert any(node_id == "7" for node_id, _, _ in comfy.utils.updates)
     texts = [text for node_id, text in PromptServer.instance.progress_texts if node_id == "7"]
-    assert any(text.startswith("Reasoning:") for text in texts)
-    assert texts[-1] == "answer"
+    assert any(text.startswith("load:") for text in texts)
+    assert texts[-1] == "Reasoning:\na b\n\nAnswer:\nanswer"
     # Second request: warm, no reload.
     response, metadata, _ = _execute(
         node, prompt="Again", model_profile="tiny/qwen35-scripted", images=image
@@ -103,7 +103,7 @@ def test_reasoning_disabled_gives_an_empty_channel(
     target: str, model_hub: FakeHub, storage: Path, comfyui: Path
 ) -> None:
     response, metadata, reasoning = _execute(
-        _node(comfyui), prompt="hi", model_profile="tiny/smolvlm-scripted", enable_reasoning=False
+        _node(comfyui), prompt="hi", model_profile="tiny/qwen35-scripted", enable_reasoning=False
     )
     assert reasoning == "" and response == "answer"
     assert metadata["reasoning_enabled"] is False

@@ -1,1 +1,43 @@
-"""Package."""
+"""The MLX-VLM backend: runs ``local_apple`` profiles in-process with MLX-VLM.
+
+Importing this package does not import MLX: the engine is imported when a
+backend is created, and a missing MLX raises :class:`MlxNotInstalledError`
+(an ``ImportError``) that names ``pip install "comfy-llm[apple]"``.
+
+Example::
+
+    from comfy_llm_backend_mlx import create_backend
+
+    backend = create_backend(profile, staged.path, progress)  # a BackendFactory
+    result = backend.generate(prepared_inputs, settings, on_token)
+    backend.unload()
+"""
+
+from __future__ import annotations
+
+from ._backend import BACKEND_NAME, MlxVlmBackend, create_backend
+from ._thinking import thinking_budget_for
+from .errors import (
+    APPLE_EXTRA_HINT,
+    BackendTargetError,
+    BackendUnloadedError,
+    MlxBackendError,
+    MlxNotInstalledError,
+    ModelLoadError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "APPLE_EXTRA_HINT",
+    "BACKEND_NAME",
+    "BackendTargetError",
+    "BackendUnloadedError",
+    "MlxBackendError",
+    "MlxNotInstalledError",
+    "MlxVlmBackend",
+    "ModelLoadError",
+    "__version__",
+    "create_backend",
+    "thinking_budget_for",
+]

@@ -66,7 +66,8 @@ class ComfyGlue:
         """ProgressCallback: check for Cancel, move the bar, show the stage."""
         self._mm.throw_exception_if_processing_interrupted()
         fraction = event.fraction
-        if event.stage is not self._last_stage:
+        first_of_stage = event.stage is not self._last_stage
+        if first_of_stage:
             self._last_stage = event.stage
             self._bar.update_absolute(0, _BAR_STEPS)
             if event.stage is not ProgressStage.GENERATE:
@@ -74,7 +75,9 @@ class ComfyGlue:
         if fraction is not None:
             self._bar.update_absolute(round(fraction * _BAR_STEPS), _BAR_STEPS)
         if event.stage is ProgressStage.GENERATE and event.text is not None:
-            self._send_text(_label_live_text(event.text, self._reasoning_open))
+            self._send_text(
+                _label_live_text(event.text, self._reasoning_open), force=first_of_stage
+            )
 
     def on_token(self, token_id: int, text: str) -> None:
         """TokenCallback: Cancel is honoured between any two tokens."""
@@ -94,9 +97,10 @@ class ComfyGlue:
             names.append(type(inner).__name__)
         return names
 
-    def finish(self, text: str) -> None:
-        """Fill the bar and show the final answer text."""
+    def finish(self, response: str, reasoning: str) -> None:
+        """Fill the bar and show the final, parsed channels."""
         self._bar.update_absolute(_BAR_STEPS, _BAR_STEPS)
+        text = f"Reasoning:\n{reasoning}\n\nAnswer:\n{response}" if reasoning else response
         self._send_text(text, force=True)
 
     # -- helpers ------------------------------------------------------------

@@ -85,5 +85,5 @@ def run_node(
         comfy_models=glue.loaded_model_names,
         prompt_id=executing_prompt_id(),
     )
-    glue.finish(result.response)
+    glue.finish(result.response, result.reasoning)
     return result.response, metadata_json(dict(result.metadata)), result.reasoning

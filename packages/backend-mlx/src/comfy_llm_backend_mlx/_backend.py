@@ -1,0 +1,278 @@
+"""The MLX-VLM backend object: load, generate, unload, metadata.
+
+No MLX import at module level: ``_engine`` (which imports MLX and MLX-VLM) is
+imported when a backend is loaded, so this module, and the package, import
+on machines without MLX.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from comfy_llm_profiles import ExecutionTarget, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_staging import require_completed_snapshot
+
+from ._prompt import build_messages, collect_images, template_kwargs
+from ._thinking import thinking_budget_for
+from .errors import BackendTargetError, BackendUnloadedError, MlxNotInstalledError
+
+if TYPE_CHECKING:
+    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_profiles import ModelProfile, ProgressCallback
+    from comfy_llm_reasoning import TokenVocabulary
+    from comfy_llm_residency import BackendResult, GenerationSettings, TokenCallback
+
+    from ._engine import LoadedModel
+
+__all__ = ["BACKEND_NAME", "MlxVlmBackend", "create_backend"]
+
+BACKEND_NAME = "mlx_vlm"
+"""The ``ModelProfile.backend`` value this package serves."""
+
+_ENGINE_MODULES = ("mlx", "mlx_vlm")
+
+
+def _import_engine() -> ModuleType:
+    """Import ``_engine`` (MLX and MLX-VLM).
+
+    Raises:
+        MlxNotInstalledError: MLX or MLX-VLM cannot be imported.
+    """
+    try:
+        from . import _engine
+    except ImportError as error:
+        missing = (error.name or "").split(".")[0]
+        if missing and missing not in _ENGINE_MODULES:
+            raise
+        raise MlxNotInstalledError(missing or "mlx", str(error)) from error
+    return _engine
+
+
+def _check_profile(profile: ModelProfile) -> None:
+    """Refuse a profile made for another engine or target.
+
+    Raises:
+        BackendTargetError: ``backend`` is not ``mlx_vlm`` or the target is not
+            ``local_apple``.
+    """
+    if profile.backend != BACKEND_NAME:
+        raise BackendTargetError(profile.profile_id, "backend", profile.backend, BACKEND_NAME)
+    if profile.execution_target != ExecutionTarget.LOCAL_APPLE:
+        raise BackendTargetError(
+            profile.profile_id,
+            "execution_target",
+            ExecutionTarget(profile.execution_target).value,
+            ExecutionTarget.LOCAL_APPLE.value,
+        )
+
+
+class MlxVlmBackend:
+    """A model loaded by MLX-VLM from a completed local snapshot.
+
+    Implements ``comfy_llm_residency.Backend``. Build it with
+    :meth:`load` (or :func:`create_backend`, the residency factory). Calls are
+    serialized by an internal lock as well as by the resident manager.
+    """
+
+    def __init__(
+        self,
+        profile: ModelProfile,
+        snapshot_path: Path,
+        loaded: LoadedModel,
+        engine: ModuleType,
+        load_seconds: float,
+    ) -> None:
+        """Wrap an already loaded model; use :meth:`load` instead.
+
+        Args:
+            profile: The profile the model was loaded for.
+            snapshot_path: The snapshot it was loaded from.
+            loaded: What ``_engine.load_snapshot`` returned.
+            engine: The ``_engine`` module.
+            load_seconds: How long loading took.
+        """
+        self._profile = profile
+        self._snapshot_path = snapshot_path
+        self._loaded: LoadedModel | None = loaded
+        self._engine = engine
+        self._load_seconds = load_seconds
+        self._vocabulary: TokenVocabulary | None = loaded.vocabulary
+        self._dtype = loaded.dtype
+        self._lock = threading.Lock()
+        self._last: dict[str, object] = {}
+
+    @classmethod
+    def load(
+        cls,
+        profile: ModelProfile,
+        snapshot_path: Path,
+        progress: ProgressCallback = ignore_progress,
+    ) -> MlxVlmBackend:
+        """Load the profile's model from its completed snapshot.
+
+        Only the local directory is read (never a Hub id); remote code is
+        never trusted.
+
+        Args:
+            profile: A ``local_apple`` profile with backend ``mlx_vlm``.
+            snapshot_path: The completed snapshot directory.
+            progress: Receives LOAD events; may raise to cancel (the model is
+                freed again).
+
+        Returns:
+            The loaded backend.
+
+        Raises:
+            BackendTargetError: The profile is for another engine or target.
+            comfy_llm_staging.errors.IncompleteSnapshotError: The directory is
+                not a completed snapshot of the profile's repository revision.
+            MlxNotInstalledError: MLX or MLX-VLM is not installed.
+            ModelLoadError: MLX-VLM failed to load the snapshot.
+        """
+        _check_profile(profile)
+        path = require_completed_snapshot(
+            Path(snapshot_path), repository=profile.repository, revision=profile.revision
+        )
+        started = time.perf_counter()
+        progress(
+            ProgressEvent(
+                stage=ProgressStage.LOAD,
+                message=f"Loading {profile.repository} with MLX-VLM",
+                indeterminate=True,
+                elapsed_seconds=0.0,
+            )
+        )
+        engine = _import_engine()
+        loaded = engine.load_snapshot(path)
+        backend = cls(profile, path, loaded, engine, time.perf_counter() - started)
+        try:
+            progress(
+                ProgressEvent(
+                    stage=ProgressStage.LOAD,
+                    message=f"Loaded {profile.repository} in {backend.load_seconds:.1f} s",
+                    value=1.0,
+                    maximum=1.0,
+                    elapsed_seconds=backend.load_seconds,
+                )
+            )
+        except BaseException:
+            backend.unload()
+            raise
+        return backend
+
+    @property
+    def profile(self) -> ModelProfile:
+        """The profile this backend was loaded for."""
+        return self._profile
+
+    @property
+    def load_seconds(self) -> float:
+        """Seconds the load took."""
+        return self._load_seconds
+
+    @property
+    def is_loaded(self) -> bool:
+        """False once :meth:`unload` ran."""
+        return self._loaded is not None
+
+    @property
+    def vocabulary(self) -> TokenVocabulary | None:
+        """The tokenizer's vocabulary for the reasoning parser (kept after unload)."""
+        return self._vocabulary
+
+    def generate(
+        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+    ) -> BackendResult:
+        """Generate a response, calling ``on_token`` after every token.
+
+        Images go in first, then the sampled video frames, in order. For
+        ``qwen3`` profiles ``enable_reasoning`` is passed as the template's
+        ``enable_thinking``, and, when enabled, reasoning is capped at half
+        of ``max_new_tokens`` (see ``_thinking``).
+
+        Args:
+            inputs: Engine-neutral prompt, system prompt, images and frames.
+            settings: Sampling settings (temperature 0 is greedy; a seed makes
+                sampling reproducible).
+            on_token: Called with (token id, text so far); may raise to cancel.
+
+        Returns:
+            Every generated id (``<think>``/``</think>`` and the stop token
+            kept), the text decoded without special tokens, and timings.
+
+        Raises:
+            BackendUnloadedError: :meth:`unload` already ran.
+            comfy_llm_reasoning.ReasoningError: The profile names an unknown
+                reasoning parser.
+            Exception: Whatever ``on_token`` raised, unchanged.
+        """
+        with self._lock:
+            loaded = self._loaded
+            if loaded is None:
+                raise BackendUnloadedError(self._profile.profile_id)
+            kwargs = template_kwargs(self._profile, enable_reasoning=settings.enable_reasoning)
+            cap_thinking = bool(settings.enable_reasoning and kwargs.get("enable_thinking"))
+            result: BackendResult = self._engine.generate(
+                loaded,
+                messages=build_messages(inputs.prompt, inputs.system_prompt),
+                images=collect_images(inputs),
+                template_kwargs=kwargs,
+                settings=settings,
+                cap_thinking=cap_thinking,
+                on_token=on_token,
+            )
+            self._last = {
+                "thinking_budget_tokens": (
+                    thinking_budget_for(settings.max_new_tokens) if cap_thinking else None
+                ),
+                "prompt_tokens": result.timings.prompt_tokens,
+                "finish_reason": result.finish_reason,
+                **self._engine.memory_snapshot(),
+            }
+            return result
+
+    def unload(self) -> None:
+        """Drop the model and processor and clear MLX's cache; safe to call twice."""
+        with self._lock:
+            self._loaded = None
+            self._engine.clear_cache()
+
+    def runtime_metadata(self) -> dict[str, object]:
+        """Return JSON-ready facts: engine, versions, device, dtype, memory, last request."""
+        metadata: dict[str, Any] = {
+            **self._engine.engine_versions(),
+            "dtype": self._dtype,
+            "profile_dtype": self._profile.dtype,
+            "quantization_method": self._profile.quantization_method,
+            "model_loaded": self._loaded is not None,
+            "engine_load_seconds": round(self._load_seconds, 4),
+        }
+        metadata.update(self._last)
+        return metadata
+
+
+def create_backend(
+    profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback
+) -> MlxVlmBackend:
+    """Load an MLX-VLM backend (a ``comfy_llm_residency.BackendFactory``).
+
+    Args:
+        profile: A ``local_apple`` profile with backend ``mlx_vlm``.
+        snapshot_path: The completed snapshot directory.
+        progress: Receives LOAD events; may raise to cancel.
+
+    Returns:
+        The loaded backend.
+
+    Raises:
+        BackendTargetError: The profile is for another engine or target.
+        comfy_llm_staging.errors.IncompleteSnapshotError: Not a completed snapshot.
+        MlxNotInstalledError: MLX or MLX-VLM is not installed; the message
+            names ``pip install "comfy-llm[apple]"``.
+        ModelLoadError: MLX-VLM failed to load the snapshot.
+    """
+    return MlxVlmBackend.load(profile, snapshot_path, progress)
