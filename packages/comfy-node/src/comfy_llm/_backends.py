@@ -39,7 +39,9 @@ def create_backend(profile: ModelProfile, snapshot_path: Path, progress: Progres
 
     try:
         module = importlib.import_module(module_name)
-    except ImportError as error:
+    except ModuleNotFoundError as error:
+        if error.name != module_name:
+            raise
         raise ImportError(
             f"The {profile.backend} backend is not installed ({error}). "
             f'Install it with: pip install "comfy-llm[{extra}]"'
