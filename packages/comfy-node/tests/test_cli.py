@@ -198,3 +198,15 @@ def test_run_smolvlm_with_video_frames_and_a_text_file(
     assert metadata["video_frame_count"] == 3
     assert metadata["file_count"] == 1
     assert metadata["backend"] == ("mlx_vlm" if target == "local_apple" else "transformers")
+
+
+def test_run_defaults_to_a_small_curated_model_per_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    from comfy_llm._cli_run import default_model
+    from comfy_llm_profiles import load_curated_registry
+
+    monkeypatch.delenv("COMFY_LLM_EXECUTION_TARGET", raising=False)
+    curated = load_curated_registry()
+    for target in ("local_apple", "local_cpu", "local_cuda"):
+        model = default_model(target)
+        assert model in curated.ids
+        assert target in [t.value for t in curated.get(model).targets]

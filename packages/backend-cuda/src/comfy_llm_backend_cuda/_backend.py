@@ -138,7 +138,7 @@ class TransformersBackend:
 
         report("Loading processor")
         try:
-            processor = transformers.AutoProcessor.from_pretrained(
+            processor = _processor_class(transformers, profile.model_type).from_pretrained(
                 str(path), local_files_only=True, trust_remote_code=False
             )
         except (OSError, ValueError, KeyError, TypeError) as error:
@@ -297,3 +297,19 @@ def _attention(model: Any) -> str | None:
         return None
     value = getattr(getattr(model, "config", None), "_attn_implementation", None)
     return str(value) if value is not None else ATTENTION_IMPLEMENTATION
+
+
+def _processor_class(transformers: Any, model_type: str) -> Any:
+    """Transformers' own processor class for ``model_type``.
+
+    Looked up in Transformers' mapping rather than through
+    ``AutoProcessor.from_pretrained``: MLX-VLM replaces that classmethod
+    process-wide when it loads some models (it then returns MLX processors),
+    and a process may hold both engines.
+    """
+    from transformers.models.auto import processing_auto
+
+    name = processing_auto.PROCESSOR_MAPPING_NAMES.get(model_type)
+    if isinstance(name, str) and hasattr(transformers, name):
+        return getattr(transformers, name)
+    return transformers.AutoProcessor

@@ -10,13 +10,17 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_run_parser", "cmd_run"]
+__all__ = ["add_run_parser", "cmd_run", "default_model"]
 
 
 def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
     """Register the ``run`` subcommand on the CLI's subparsers."""
     run = sub.add_parser("run", help="answer a prompt with a model (the node's path)")
-    run.add_argument("--model", required=True, help="owner/model[@revision] or a curated id")
+    run.add_argument(
+        "--model",
+        help="owner/model[@revision] or a curated id (default: a small curated model for the "
+        "target: qwen3.5-2b-mlx-4bit on Apple Silicon, smolvlm-256m-instruct elsewhere)",
+    )
     run.add_argument("--prompt", required=True, help="the user prompt")
     run.add_argument("--system", help="a system prompt")
     run.add_argument("--image", action="append", default=[], help="an image file (repeatable)")
@@ -46,6 +50,17 @@ def _load_images(paths: list[str]) -> list[Any] | None:
     return images
 
 
+DEFAULT_MODELS = {"local_apple": "qwen3.5-2b-mlx-4bit"}
+FALLBACK_MODEL = "smolvlm-256m-instruct"
+
+
+def default_model(target: str | None) -> str:
+    """The curated model ``comfy-llm run`` uses when ``--model`` is omitted."""
+    from comfy_llm._targets import detect_target
+
+    return DEFAULT_MODELS.get(detect_target(target).value, FALLBACK_MODEL)
+
+
 def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     """Run one request and return ``{"response", "reasoning", "metadata"}``.
 
@@ -65,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         enable_reasoning=not args.no_reasoning,
     )
     request = LLMRequest(
-        model=args.model,
+        model=args.model or default_model(args.target),
         prompt=args.prompt,
         system_prompt=args.system,
         images=_load_images(args.image),
