@@ -1,0 +1,215 @@
+"""VIDEO inputs to uniformly sampled, timestamped frames.
+
+ComfyUI's VIDEO objects are duck-typed (``comfy_api`` is never imported):
+
+* ``VideoFromFile``: ``get_stream_source()`` returns a path or a seekable
+  stream; it is sampled by seeking with PyAV (see :mod:`._video_file`).
+  ``get_components()`` is never called on it, since it decodes every frame.
+* ``VideoFromComponents`` (and any object with ``get_components()`` but no
+  stream source, or a bare components object with ``images`` and
+  ``frame_rate``): frames are picked straight from the ``[N, H, W, C]``
+  tensor; only the picked frames are converted.
+* ``str`` / ``os.PathLike`` paths (the CLI), ``bytes`` and binary file-like
+  objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from fractions import Fraction
+from typing import Any
+
+from PIL import Image
+
+from ._images import check_pixels, pixels_to_image, shape_of, to_numpy
+from ._limits import InputLimits, ProgressCallback, report
+from ._video_file import sample_file_frames
+from ._video_source import FileSamplerStats, uniform_indices
+from .errors import ImageInputError, VideoInputError
+
+
+@dataclasses.dataclass(frozen=True)
+class VideoFrame:
+    """One sampled frame.
+
+    Attributes:
+        image: The frame, RGB, rotated upright when the video says so.
+        timestamp_seconds: When the frame is shown, in seconds from the
+            start of the video (the first frame is at 0.0).
+        index: The frame's position in the sample (0, 1, 2, ...).
+    """
+
+    image: Image.Image
+    timestamp_seconds: float
+    index: int
+
+
+def check_frame_count(count: int, limits: InputLimits) -> None:
+    """Refuse a requested frame count outside ``1..limits.max_video_frames``.
+
+    Args:
+        count: Frames requested.
+        limits: Bounds.
+
+    Raises:
+        VideoInputError: The count is not a positive integer or exceeds the
+            limit.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise VideoInputError(
+            f"video_frames must be a whole number >= 1, got {count!r}; ask for at least one frame",
+            value=None,
+        )
+    if count > limits.max_video_frames:
+        raise VideoInputError(
+            f"video_frames={count} exceeds this model's limit of {limits.max_video_frames} "
+            f"frames per request; lower video_frames to {limits.max_video_frames} or fewer",
+            value=count,
+            limit=limits.max_video_frames,
+        )
+
+
+def _source_name(source: Any) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        return os.path.basename(os.fspath(source)) or "video"
+    name = getattr(source, "name", None)
+    if isinstance(name, str) and name:
+        return os.path.basename(name)
+    return "stream"
+
+
+def _is_components(value: Any) -> bool:
+    return hasattr(value, "images") and hasattr(value, "frame_rate")
+
+
+def _classify(video: Any) -> tuple[str, Any]:
+    """Return ``("file", source)`` or ``("components", components)``.
+
+    Raises:
+        VideoInputError: The value is not a video this package understands.
+    """
+    if isinstance(video, (str, os.PathLike)):
+        return "file", video
+    if isinstance(video, (bytes, bytearray, memoryview)):
+        return "file", io.BytesIO(bytes(video))
+    if _is_components(video):
+        return "components", video
+    class_names = {cls.__name__ for cls in type(video).__mro__}
+    get_components = getattr(video, "get_components", None)
+    if "VideoFromComponents" in class_names and callable(get_components):
+        # Its get_stream_source() would encode every frame to a new file.
+        return "components", get_components()
+    get_stream_source = getattr(video, "get_stream_source", None)
+    if callable(get_stream_source):
+        return "file", get_stream_source()
+    if callable(get_components):
+        return "components", get_components()
+    if hasattr(video, "read") and hasattr(video, "seek"):
+        return "file", video
+    raise VideoInputError(
+        f"VIDEO input of type {type(video).__name__} is not supported; connect a ComfyUI VIDEO "
+        "output (Load Video) or pass a video file path",
+        source=type(video).__name__,
+    )
+
+
+def _frames_from_components(
+    components: Any, count: int, progress: ProgressCallback | None
+) -> tuple[VideoFrame, ...]:
+    images = components.images
+    shape = shape_of(images)
+    if len(shape) != 4 or shape[3] not in (1, 3, 4) or 0 in shape[1:3]:
+        raise VideoInputError(
+            f"VIDEO frames tensor has shape {list(shape)}; expected [frames, height, width, "
+            "channels] with 1, 3 or 4 channels; rebuild the video from an IMAGE batch",
+            source="frames tensor",
+        )
+    frame_count = shape[0]
+    if frame_count == 0:
+        raise VideoInputError(
+            "VIDEO has zero frames; connect a video with at least one frame",
+            source="frames tensor",
+            value=0,
+        )
+    try:
+        rate = Fraction(components.frame_rate)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+        rate = Fraction(0)
+    if rate <= 0:
+        raise VideoInputError(
+            f"VIDEO frame rate is {components.frame_rate!r}; it must be a positive number of "
+            "frames per second; set the frame rate when creating the video",
+            source="frames tensor",
+        )
+    indices = uniform_indices(frame_count, count)
+    frames = []
+    for position, frame_index in enumerate(indices):
+        pixels = to_numpy(images[frame_index])
+        try:
+            check_pixels(pixels, what="VIDEO frame", index=frame_index)
+        except ImageInputError as error:
+            raise VideoInputError(str(error), source="frames tensor") from error
+        frames.append(
+            VideoFrame(
+                image=pixels_to_image(pixels),
+                timestamp_seconds=float(frame_index / rate),
+                index=position,
+            )
+        )
+        report(progress, "Sampling video frames", position + 1, len(indices))
+    return tuple(frames)
+
+
+def sample_video_frames(
+    video: Any,
+    count: int = 8,
+    *,
+    limits: InputLimits | None = None,
+    progress: ProgressCallback | None = None,
+    stats: FileSamplerStats | None = None,
+) -> tuple[VideoFrame, ...]:
+    """Sample ``count`` frames uniformly over the whole video.
+
+    The first and the last frame are included (for ``count >= 2``); the
+    frames between are the ones on screen at evenly spaced instants, so
+    variable frame rate videos are sampled by time, not by frame number. A
+    video with fewer frames than ``count`` gives each frame once. File-backed
+    videos are read by seeking: only the packets the sampled frames depend
+    on are decoded (see :func:`comfy_llm_inputs._video_file.sample_file_frames`).
+
+    Args:
+        video: A ComfyUI VIDEO (``VideoFromFile``, ``VideoFromComponents``),
+            a components object (``images`` + ``frame_rate``), a path, bytes
+            or a binary stream.
+        count: Frames wanted, ``1..limits.max_video_frames``.
+        limits: Bounds.
+        progress: Optional ``progress(message, done, total)`` callback.
+        stats: Optional counters of decoder work, filled for file-backed
+            videos (for tests and benchmarks).
+
+    Returns:
+        The frames in time order, ``index`` 0..n-1, ``n <= count``.
+
+    Raises:
+        VideoInputError: Unsupported value, bad frame count, missing or
+            corrupt file, no video stream, zero frames, invalid frames
+            tensor or frame rate.
+    """
+    limits = limits or InputLimits()
+    check_frame_count(count, limits)
+    kind, payload = _classify(video)
+    if kind == "components":
+        return _frames_from_components(payload, count, progress)
+    sampled = sample_file_frames(
+        payload,
+        count,
+        name=_source_name(payload),
+        progress=progress,
+        stats=stats,
+    )
+    return tuple(
+        VideoFrame(image=image, timestamp_seconds=seconds, index=position)
+        for position, (seconds, image) in enumerate(sampled)
+    )

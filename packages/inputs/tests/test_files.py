@@ -1,0 +1,214 @@
+"""OPENAI_INPUT_FILES values, mappings and paths to bounded text."""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+
+import pydantic
+import pytest
+from comfy_llm_inputs import FileInputError, InputLimits, read_input_files
+
+
+class InputFileContent(pydantic.BaseModel):
+    """Shaped like ComfyUI's OpenAI input file (pydantic, read by attribute)."""
+
+    file_data: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+    type: str = "input_file"
+
+
+def uri(data: bytes, mime: str = "text/plain") -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def test_comfy_objects_mappings_and_paths(tmp_path: Path) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("# Notes\r\nline two\r\n", encoding="utf-8")
+    files = [
+        InputFileContent(file_data=uri(b"\xef\xbb\xbfhello"), filename="a.txt"),
+        {"filename": "b.json", "file_data": uri(b'{"k": 1}', "application/json")},
+        str(path),
+    ]
+    a, b, c = read_input_files(files)
+    assert (a.name, a.mime_type, a.text, a.size_bytes, a.page_count) == (
+        "a.txt",
+        "text/plain",
+        "hello",
+        8,
+        None,
+    )
+    assert (b.name, b.mime_type, b.text) == ("b.json", "application/json", '{"k": 1}')
+    assert (c.name, c.mime_type, c.text) == ("notes.md", "text/markdown", "# Notes\nline two\n")
+
+
+def test_single_item_and_none() -> None:
+    assert read_input_files(None) == ()
+    (only,) = read_input_files(InputFileContent(file_data=uri(b"x"), filename="x.txt"))
+    assert only.text == "x"
+
+
+def test_generic_type_falls_back_to_the_extension() -> None:
+    (file,) = read_input_files(
+        [{"filename": "table.csv", "file_data": uri(b"a,b\n1,2", "application/octet-stream")}]
+    )
+    assert file.mime_type == "text/csv"
+
+
+def test_directories_are_dropped_from_names() -> None:
+    (file,) = read_input_files([{"filename": "/secret/dir/x.txt", "file_data": uri(b"x")}])
+    assert file.name == "x.txt"
+
+
+def test_pdf_text_by_page(pdf_bytes) -> None:
+    data = pdf_bytes(["First page", None, "Third (page)"])
+    seen = []
+    (file,) = read_input_files(
+        [InputFileContent(file_data=uri(data, "application/pdf"), filename="r.pdf")],
+        progress=lambda *event: seen.append(event),
+    )
+    assert file.page_count == 3
+    assert file.text == "[page 1]\nFirst page\n\n[page 2]\n\n\n[page 3]\nThird (page)"
+    assert ("Extracting PDF text from r.pdf", 3, 3) in seen
+    assert seen[-1] == ("Reading files", 1, 1)
+
+
+def test_pdf_path(tmp_path: Path, pdf_bytes) -> None:
+    path = tmp_path / "doc.pdf"
+    path.write_bytes(pdf_bytes(["Hello"]))
+    (file,) = read_input_files([path])
+    assert file.mime_type == "application/pdf"
+    assert "Hello" in file.text
+
+
+def _refused(files, pattern: str, limits: InputLimits | None = None) -> FileInputError:
+    with pytest.raises(FileInputError, match=pattern) as info:
+        read_input_files(files, limits=limits)
+    return info.value
+
+
+def test_encrypted_pdf(encrypted_pdf_bytes) -> None:
+    error = _refused(
+        [{"filename": "locked.pdf", "file_data": uri(encrypted_pdf_bytes, "application/pdf")}],
+        "'locked.pdf' is an encrypted",
+    )
+    assert error.filename == "locked.pdf"
+
+
+def test_pdf_without_text(pdf_bytes) -> None:
+    _refused(
+        [{"filename": "scan.pdf", "file_data": uri(pdf_bytes([None, None]), "application/pdf")}],
+        "'scan.pdf' is a PDF with no extractable text .* pass the pages as images",
+    )
+
+
+def test_pdf_over_the_page_limit_is_refused_before_extraction(pdf_bytes, monkeypatch) -> None:
+    import pypdf
+
+    def boom(*args, **kwargs):
+        raise AssertionError("no page may be extracted")
+
+    monkeypatch.setattr(pypdf.PageObject, "extract_text", boom)
+    data = pdf_bytes([f"page {n}" for n in range(6)])
+    error = _refused(
+        [{"filename": "big.pdf", "file_data": uri(data, "application/pdf")}],
+        "'big.pdf' has 6 pages; the limit is 5",
+        InputLimits(max_pdf_pages=5),
+    )
+    assert (error.value, error.limit) == (6, 5)
+
+
+def test_corrupt_pdf() -> None:
+    _refused(
+        [{"filename": "bad.pdf", "file_data": uri(b"%PDF-1.4 nonsense", "application/pdf")}],
+        "'bad.pdf' is not a readable PDF",
+    )
+
+
+@pytest.mark.parametrize(
+    ("item", "pattern"),
+    [
+        (
+            {"filename": "b.txt", "file_data": "data:text/plain;base64,@@@"},
+            "'b.txt'.*not valid base64",
+        ),
+        ({"filename": "u.txt", "file_data": "hello"}, "'u.txt'.*not a data URI"),
+        ({"filename": "i.txt", "file_id": "file-abc"}, "'i.txt' refers to an uploaded file id"),
+        ({"filename": "n.txt"}, "'n.txt'.*has no file_data"),
+        (
+            {"filename": "l.txt", "file_data": uri(b"caf\xe9")},
+            r"'l.txt' is not valid UTF-8 .*0xe9 at offset 3",
+        ),
+        (
+            {"filename": "c.txt", "file_data": "data:text/plain;charset=latin-1;base64,YQ=="},
+            "'c.txt' declares 'charset=latin-1'",
+        ),
+        (
+            {"filename": "p.png", "file_data": uri(b"\x89PNG", "image/png")},
+            "'p.png' has unsupported type 'image/png'",
+        ),
+        (
+            {"filename": "x.bin", "file_data": uri(b"x", "application/octet-stream")},
+            "'x.bin' has unsupported type",
+        ),
+    ],
+)
+def test_refusals_name_the_file(item: dict, pattern: str) -> None:
+    error = _refused([item], pattern)
+    assert error.filename == item["filename"]
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    _refused([tmp_path / "gone.txt"], "'gone.txt' was not found")
+
+
+def test_size_is_checked_before_decoding(monkeypatch) -> None:
+    import comfy_llm_inputs._files as files_module
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("decoded before the size check")
+
+    monkeypatch.setattr(files_module.base64, "b64decode", no_decoding)
+    payload = "A" * (12 * 1024 * 1024)  # decodes to ~9 MiB, over 8 MiB
+    started = time.perf_counter()
+    error = _refused(
+        [{"filename": "huge.txt", "file_data": "data:text/plain;base64," + payload}],
+        "'huge.txt' is about 9,437,184 bytes; the limit is 8,388,608 bytes per file",
+    )
+    assert time.perf_counter() - started < 1.0
+    assert error.limit == 8 * 1024 * 1024
+
+
+def test_total_bytes_and_characters() -> None:
+    items = [{"filename": f"f{n}.txt", "file_data": uri(b"x" * 600)} for n in range(2)]
+    error = _refused(
+        items,
+        "'f1.txt'.*1,200 bytes; the limit is 1,000 bytes in total",
+        InputLimits(max_total_file_bytes=1000),
+    )
+    assert (error.value, error.limit) == (1200, 1000)
+    _refused(
+        items[:1], "'f0.txt' has more than 500 characters", InputLimits(max_file_characters=500)
+    )
+    error = _refused(
+        items,
+        "'f1.txt' brings .* more than 1,000 characters",
+        InputLimits(max_total_characters=1000),
+    )
+    assert error.filename == "f1.txt"
+
+
+def test_pdf_character_limit_stops_extraction(pdf_bytes) -> None:
+    data = pdf_bytes(["x" * 80 for _ in range(20)])
+    _refused(
+        [{"filename": "long.pdf", "file_data": uri(data, "application/pdf")}],
+        "'long.pdf' has more than 300 characters",
+        InputLimits(max_file_characters=300),
+    )
+
+
+def test_unsupported_container() -> None:
+    with pytest.raises(FileInputError, match=r"int is not supported"):
+        read_input_files(42)
