@@ -121,7 +121,8 @@ def test_requirements_txt_covers_every_third_party_dependency() -> None:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    lines = [line.split(" #")[0].strip() for line in (REPO_ROOT / "requirements.txt").open()]
+    text = (REPO_ROOT / "requirements.txt").read_text(encoding="utf-8")
+    lines = [line.split(" #")[0].strip() for line in text.splitlines()]
     listed = {
         canonicalize_name(Requirement(line).name) for line in lines if line and line[0] != "#"
     }
