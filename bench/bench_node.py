@@ -279,6 +279,9 @@ def stage_split(
             runs[-1][2] = at
         else:
             runs.append([stage, at, at])
+    for run in runs:  # only the first GENERATE event is kept; the hooks saw the last
+        if run[0] == "generate" and last_token_at is not None:
+            run[2] = max(run[2], last_token_at)
     marks: list[tuple[str, float]] = [("startup", 0.0)]
     tails: dict[str, float] = {}
     for index, (stage, first, last) in enumerate(runs):

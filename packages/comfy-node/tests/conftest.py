@@ -35,9 +35,13 @@ def storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(autouse=True)
 def _fresh_managers() -> Iterator[None]:
+    from comfy_llm._pipeline import forget_resolved_profiles
+
+    forget_resolved_profiles()
     reset_managers()
     yield
     reset_managers()
+    forget_resolved_profiles()
 
 
 @pytest.fixture

@@ -211,3 +211,16 @@ def test_limit_of_one_evicts_the_older_profile(
 def test_run_on_modal_is_refused_clearly(model_hub: FakeHub, storage: Path, comfyui: Path) -> None:
     with pytest.raises(RuntimeError, match="run_on_modal"):
         _execute(_node(comfyui), prompt="hi", model_profile="tiny/qwen35", run_on_modal=True)
+
+
+@pytest.mark.slow
+def test_a_warm_request_makes_no_hub_request(
+    model_hub: FakeHub, storage: Path, comfyui: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
+    node = _node(comfyui)
+    _execute(node, prompt="a", model_profile="tiny/qwen35-scripted")
+    model_hub.clear_requests()
+    _, metadata, _ = _execute(node, prompt="b", model_profile="tiny/qwen35-scripted")
+    assert metadata["cache_status"] == "warm"
+    assert model_hub.requests == []

@@ -60,6 +60,7 @@ class ComfyGlue:
         self._text_interval = text_interval
         self._last_text = 0.0
         self._last_stage: ProgressStage | None = None
+        self._last_step = -1
 
     # -- hooks handed to the pipeline -------------------------------------
     def progress(self, event: ProgressEvent) -> None:
@@ -69,15 +70,20 @@ class ComfyGlue:
         first_of_stage = event.stage is not self._last_stage
         if first_of_stage:
             self._last_stage = event.stage
+            self._last_step = -1
             self._bar.update_absolute(0, _BAR_STEPS)
             if event.stage is not ProgressStage.GENERATE:
                 self._send_text(f"{event.stage.value}: {event.message}".rstrip(": "), force=True)
         if fraction is not None:
-            self._bar.update_absolute(round(fraction * _BAR_STEPS), _BAR_STEPS)
-        if event.stage is ProgressStage.GENERATE and event.text is not None:
-            self._send_text(
-                _label_live_text(event.text, self._reasoning_open), force=first_of_stage
-            )
+            # One bar message per percent: each is a websocket message in ComfyUI.
+            step = round(fraction * 100)
+            if step != self._last_step:
+                self._last_step = step
+                self._bar.update_absolute(step * _BAR_STEPS // 100, _BAR_STEPS)
+        # Build the labelled text only when it will be sent: it grows with the answer.
+        generating = event.stage is ProgressStage.GENERATE and event.text is not None
+        if generating and (first_of_stage or self._text_due()):
+            self._send_text(_label_live_text(event.text or "", self._reasoning_open), force=True)
 
     def on_token(self, token_id: int, text: str) -> None:
         """TokenCallback: Cancel is honoured between any two tokens."""
@@ -104,11 +110,13 @@ class ComfyGlue:
         self._send_text(text, force=True)
 
     # -- helpers ------------------------------------------------------------
+    def _text_due(self) -> bool:
+        return time.monotonic() - self._last_text >= self._text_interval
+
     def _send_text(self, text: str, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last_text < self._text_interval:
+        if not force and not self._text_due():
             return
-        self._last_text = now
+        self._last_text = time.monotonic()
         if self._node_id is None:
             return
         try:

@@ -9,6 +9,7 @@ names) come in as callables, so the CLI runs the very same code.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,7 +32,7 @@ from comfy_llm._storage import storage_root
 from comfy_llm._targets import detect_target
 from comfy_llm.errors import TargetUnavailableError
 
-__all__ = ["LLMRequest", "run_request"]
+__all__ = ["LLMRequest", "forget_resolved_profiles", "run_request"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,48 @@ class LLMRequest:
     storage_root: str | Path | None = None
     reserve_gb: float | None = None
     keep_loaded: bool = True
+
+
+_RESOLVED_LOCK = threading.Lock()
+_RESOLVED: dict[tuple[str, str, str], tuple[float, Any]] = {}
+BRANCH_RESOLUTION_TTL_SECONDS = 300.0
+"""How long a branch or tag reference (``owner/model`` or ``@main``) stays
+pinned to the commit it resolved to before the Hub is asked again. Commit
+and curated references never change, so they are resolved once per process."""
+
+
+def _resolve_cached(
+    reference: str, target: ExecutionTarget, root: Path, progress: ProgressCallback
+) -> Any:
+    """Resolve a reference, reusing this process's earlier answer.
+
+    Warm requests then make no Hub request at all (they also work offline),
+    which keeps a resident model's per-request overhead to the generation.
+    """
+    from comfy_llm_profiles import ProfileError, load_curated_registry, parse_reference
+
+    key = (reference, target.value, str(root))
+    try:
+        parsed = parse_reference(reference, curated_ids=load_curated_registry().ids)
+    except ProfileError:  # resolve_profile below raises the user-facing error
+        return resolve_profile(reference, target, storage_root=root, progress=progress)
+    immutable = parsed.is_curated or parsed.is_pinned
+    now = time.monotonic()
+    with _RESOLVED_LOCK:
+        cached = _RESOLVED.get(key)
+    fresh = cached is not None and (immutable or now - cached[0] < BRANCH_RESOLUTION_TTL_SECONDS)
+    if cached is not None and fresh and cached[1].manifest_path.is_file():
+        return cached[1]
+    resolved = resolve_profile(reference, target, storage_root=root, progress=progress)
+    with _RESOLVED_LOCK:
+        _RESOLVED[key] = (now, resolved)
+    return resolved
+
+
+def forget_resolved_profiles() -> None:
+    """Drop the in-process resolution cache (tests, or after changing tokens)."""
+    with _RESOLVED_LOCK:
+        _RESOLVED.clear()
 
 
 def _input_limits(profile: ModelProfile) -> Any:
@@ -149,7 +192,7 @@ def run_request(
             target.value, "Modal execution is not part of this version; use a local target"
         )
     root = storage_root(request.storage_root)
-    resolved = resolve_profile(request.model, target, storage_root=root, progress=progress)
+    resolved = _resolve_cached(request.model, target, root, progress)
     profile = resolved.profile
     snapshot = stage_snapshot(
         profile.repository,
