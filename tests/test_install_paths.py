@@ -143,3 +143,21 @@ def test_requirements_txt_covers_every_third_party_dependency() -> None:
             if not name.startswith("comfy-llm") and name != "torch":
                 needed.add(name)
     assert needed <= listed, f"missing from requirements.txt: {sorted(needed - listed)}"
+
+
+def test_example_workflow_wires_the_node_to_three_previews(comfyui_standin: Path) -> None:
+    from comfy_llm._node import ModalLLMNode
+
+    workflow = json.loads((REPO_ROOT / "example_workflows" / "describe_image.json").read_text())
+    nodes = {node["id"]: node for node in workflow["nodes"]}
+    llm = next(node for node in nodes.values() if node["type"] == "ModalLLM")
+    schema = ModalLLMNode.define_schema()
+    assert [o["name"] for o in llm["outputs"]] == [o.id for o in schema.outputs]
+    sockets = {"images", "video", "files"}
+    widgets = [item.id for item in schema.inputs if item.id not in sockets]
+    assert len(llm["widgets_values"]) == len(widgets)
+    for link_id, source, _from_slot, target, _to_slot, _type in workflow["links"]:
+        assert source in nodes and target in nodes, link_id
+    previews = [link for link in workflow["links"] if link[1] == llm["id"]]
+    assert sorted(link[2] for link in previews) == [0, 1, 2]
+    assert all(nodes[link[3]]["type"] == "PreviewAny" for link in previews)
