@@ -297,8 +297,8 @@ _MLX_PROBE = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def mlx_results(checkpoint_dirs: dict) -> dict[str, list]:
-    if importlib.util.find_spec("mlx_vlm") is None:
-        pytest.skip("mlx-vlm is not installed")
+    # The dev group always installs mlx-vlm (+ mlx[cpu]); its absence is a setup error.
+    assert importlib.util.find_spec("mlx_vlm") is not None, "mlx-vlm is missing: run uv sync"
     cases: dict[str, object] = {
         name: [str(checkpoint_dirs[kind, scripted]), images, thinking]
         for name, kind, scripted, images, thinking in CASES
