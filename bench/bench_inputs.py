@@ -22,7 +22,6 @@ Cases:
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import platform
@@ -102,45 +101,21 @@ def build_clip(path: Path, seconds: int, keyint: int | None) -> dict[str, Any]:
     }
 
 
-def _pdf_text(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-
-
 def build_pdf(path: Path, pages: int, lines_per_page: int = 40) -> int:
     """Write a PDF with ``pages`` pages of Helvetica text; return its size."""
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>"]
-    kids = " ".join(f"{4 + 2 * n} 0 R" for n in range(pages))
-    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode())
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    for n in range(pages):
-        objects.append(
-            (
-                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-                f"/Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * n} 0 R >>"
-            ).encode()
-        )
-        rows = "".join(
-            f"BT /F1 10 Tf 50 {760 - 18 * row} Td "
-            f"({_pdf_text(f'Page {n + 1}, line {row + 1}: the quick brown fox (jumps) over')}) "
-            "Tj ET\n"
-            for row in range(lines_per_page)
-        ).encode("latin-1")
-        objects.append(b"<< /Length %d >>\nstream\n" % len(rows) + rows + b"endstream")
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    for offset in offsets:
-        out.write(b"%010d 00000 n \n" % offset)
-    out.write(
-        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    from comfy_llm_testworld.media import build_text_pdf
+
+    data = build_text_pdf(
+        [
+            "\n".join(
+                f"Page {n + 1}, line {row + 1}: the quick brown fox (jumps) over"
+                for row in range(lines_per_page)
+            )
+            for n in range(pages)
+        ]
     )
-    path.write_bytes(out.getvalue())
-    return len(out.getvalue())
+    path.write_bytes(data)
+    return len(data)
 
 
 # --------------------------------------------------------------------------- workers

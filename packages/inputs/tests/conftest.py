@@ -10,6 +10,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from comfy_llm_testworld.media import build_text_pdf as build_pdf
 from pypdf import PdfReader, PdfWriter
 
 WIDTH, HEIGHT = 64, 48
@@ -86,48 +87,6 @@ def decoded_pts_seconds(path: Path) -> list[float]:
             for frame in container.decode(stream)
             if frame.pts is not None
         )
-
-
-def _pdf_string(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-
-
-def build_pdf(pages: Sequence[str | None]) -> bytes:
-    """A minimal valid PDF; each page shows its text (``None``: a blank page)."""
-    objects: list[bytes] = []
-    page_ids = [4 + 2 * number for number in range(len(pages))]
-    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
-    kids = " ".join(f"{page_id} 0 R" for page_id in page_ids)
-    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode())
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    for number, text in enumerate(pages):
-        content_id = page_ids[number] + 1
-        objects.append(
-            (
-                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-                f"/Resources << /Font << /F1 3 0 R >> >> /Contents {content_id} 0 R >>"
-            ).encode()
-        )
-        lines = [] if text is None else text.split("\n")
-        body = "".join(
-            f"BT /F1 12 Tf 72 {720 - 14 * row} Td ({_pdf_string(line)}) Tj ET\n"
-            for row, line in enumerate(lines)
-        ).encode("latin-1")
-        objects.append(b"<< /Length %d >>\nstream\n" % len(body) + body + b"endstream")
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    for offset in offsets:
-        out.write(b"%010d 00000 n \n" % offset)
-    out.write(
-        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    )
-    return out.getvalue()
 
 
 def encrypt_pdf(data: bytes, password: str = "secret") -> bytes:
