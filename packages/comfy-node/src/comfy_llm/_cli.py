@@ -111,21 +111,16 @@ def _cmd_resolve(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_stage(args: argparse.Namespace) -> dict[str, Any]:
-    from comfy_llm_staging import stage_snapshot
-
     from comfy_llm._console import ConsoleProgress
+    from comfy_llm._pipeline import resolve_and_stage
+    from comfy_llm._storage import storage_root
+    from comfy_llm._targets import detect_target
 
     console = ConsoleProgress()
     try:
-        resolved, root = _resolve(args, console)
-        profile = resolved.profile
-        snapshot = stage_snapshot(
-            profile.repository,
-            profile.revision,
-            storage_root=root,
-            profile_id=profile.profile_id,
-            progress=console,
-        )
+        target = detect_target(args.target)
+        root = storage_root(args.storage_root)
+        resolved, snapshot = resolve_and_stage(args.model, target, root, console)
     finally:
         console.close()
     summary = _profile_summary(resolved)

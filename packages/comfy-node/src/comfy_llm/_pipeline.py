@@ -32,7 +32,7 @@ from comfy_llm._storage import storage_root
 from comfy_llm._targets import detect_target
 from comfy_llm.errors import TargetUnavailableError
 
-__all__ = ["LLMRequest", "forget_resolved_profiles", "run_request"]
+__all__ = ["LLMRequest", "forget_resolved_profiles", "resolve_and_stage", "run_request"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +155,30 @@ def _prepare(request: LLMRequest, profile: ModelProfile, progress: ProgressCallb
     )
 
 
+def resolve_and_stage(
+    reference: str, target: ExecutionTarget, root: Path, progress: ProgressCallback
+) -> tuple[Any, Any]:
+    """Pin the reference to a profile, then make sure its snapshot is on disk.
+
+    Returns:
+        ``(ResolvedProfile, StagedSnapshot)``.
+
+    Raises:
+        ProfileError: The reference or repository was refused.
+        StagingError: The snapshot could not be downloaded or verified.
+    """
+    resolved = _resolve_cached(reference, target, root, progress)
+    profile = resolved.profile
+    snapshot = stage_snapshot(
+        profile.repository,
+        profile.revision,
+        storage_root=root,
+        profile_id=profile.profile_id,
+        progress=progress,
+    )
+    return resolved, snapshot
+
+
 def run_request(
     request: LLMRequest,
     *,
@@ -192,15 +216,8 @@ def run_request(
             target.value, "Modal execution is not part of this version; use a local target"
         )
     root = storage_root(request.storage_root)
-    resolved = _resolve_cached(request.model, target, root, progress)
+    resolved, snapshot = resolve_and_stage(request.model, target, root, progress)
     profile = resolved.profile
-    snapshot = stage_snapshot(
-        profile.repository,
-        profile.revision,
-        storage_root=root,
-        profile_id=profile.profile_id,
-        progress=progress,
-    )
     prepared = _prepare(request, profile, progress)
     manager = get_manager(target, backend_factory=create_backend, free_host_memory=free_host_memory)
     result = manager.run(
