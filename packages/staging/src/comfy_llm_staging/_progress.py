@@ -103,6 +103,7 @@ class ProgressBar:
     """
 
     _shared: DownloadProgress
+    _lock: Any
 
     def __init__(self, iterable: Any = None, *args: Any, **kwargs: Any) -> None:
         del args
