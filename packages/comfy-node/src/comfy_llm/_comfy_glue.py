@@ -25,17 +25,39 @@ __all__ = ["ComfyGlue", "executing_prompt_id"]
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 _BAR_STEPS = 1000
+LIVE_TEXT_MAX_CHARS = 4000
+"""The live preview shows the tail of a long generation: every message is a
+websocket frame, and resending a whole book per update would flood it."""
+
+
+def _tail(text: str) -> str:
+    if len(text) <= LIVE_TEXT_MAX_CHARS:
+        return text
+    return "…" + text[-LIVE_TEXT_MAX_CHARS:]
+
+
+def _stage_text(stage: ProgressStage, message: str) -> str:
+    """``"load: Loading model"``, without repeating a message that names its stage."""
+    if not message:
+        return stage.value
+    first_word = message.split(":", 1)[0].strip().lower()
+    if first_word == stage.value.replace("_", " "):
+        return message
+    return f"{stage.value}: {message}"
 
 
 def _label_live_text(text: str, reasoning_open: bool) -> str:
-    """Split generated-so-far text into labelled reasoning and answer parts."""
+    """Split generated-so-far text into labelled reasoning and answer parts.
+
+    Each part shows at most its last ``LIVE_TEXT_MAX_CHARS`` characters.
+    """
     if _THINK_CLOSE in text:
         head, _, answer = text.partition(_THINK_CLOSE)
         reasoning = head.replace(_THINK_OPEN, "").strip()
-        return f"Reasoning:\n{reasoning}\n\nAnswer:\n{answer.strip()}"
+        return f"Reasoning:\n{_tail(reasoning)}\n\nAnswer:\n{_tail(answer.strip())}"
     if reasoning_open or _THINK_OPEN in text:
-        return f"Reasoning:\n{text.replace(_THINK_OPEN, '').strip()}"
-    return f"Answer:\n{text.strip()}"
+        return f"Reasoning:\n{_tail(text.replace(_THINK_OPEN, '').strip())}"
+    return f"Answer:\n{_tail(text.strip())}"
 
 
 class ComfyGlue:
@@ -73,7 +95,7 @@ class ComfyGlue:
             self._last_step = -1
             self._bar.update_absolute(0, _BAR_STEPS)
             if event.stage is not ProgressStage.GENERATE:
-                self._send_text(f"{event.stage.value}: {event.message}".rstrip(": "), force=True)
+                self._send_text(_stage_text(event.stage, event.message), force=True)
         if fraction is not None:
             # One bar message per percent: each is a websocket message in ComfyUI.
             step = round(fraction * 100)
@@ -106,7 +128,10 @@ class ComfyGlue:
     def finish(self, response: str, reasoning: str) -> None:
         """Fill the bar and show the final, parsed channels."""
         self._bar.update_absolute(_BAR_STEPS, _BAR_STEPS)
-        text = f"Reasoning:\n{reasoning}\n\nAnswer:\n{response}" if reasoning else response
+        if reasoning:
+            text = f"Reasoning:\n{_tail(reasoning)}\n\nAnswer:\n{_tail(response)}"
+        else:
+            text = _tail(response)
         self._send_text(text, force=True)
 
     # -- helpers ------------------------------------------------------------

@@ -1,0 +1,63 @@
+"""ComfyUI glue: what reaches ComfyUI's bar, live text and interrupt hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from comfy_llm_profiles import ProgressEvent, ProgressStage
+
+
+def _generate(text: str, value: int, maximum: int = 100) -> ProgressEvent:
+    return ProgressEvent(
+        stage=ProgressStage.GENERATE, value=value, maximum=maximum, unit="tokens", text=text
+    )
+
+
+def test_stage_text_does_not_repeat_the_stage(comfyui: Path) -> None:
+    from comfy_llm._comfy_glue import ComfyGlue
+    from server import PromptServer
+
+    glue = ComfyGlue("5", reasoning_enabled=True)
+    glue.progress(ProgressEvent(stage=ProgressStage.LOAD, message="Loading model"))
+    glue.progress(ProgressEvent(stage=ProgressStage.DONE, message="Done: 5 tokens"))
+    assert [text for _, text in PromptServer.instance.progress_texts] == [
+        "load: Loading model",
+        "Done: 5 tokens",
+    ]
+
+
+def test_bar_moves_once_per_percent(comfyui: Path) -> None:
+    import comfy.utils
+    from comfy_llm._comfy_glue import ComfyGlue
+
+    glue = ComfyGlue("5", reasoning_enabled=False, text_interval=3600)
+    for token in range(1, 1001):
+        glue.progress(_generate("x", token, 1000))
+    values = [value for node, value, _ in comfy.utils.updates if node == "5"]
+    assert len(values) <= 102  # reset + one per percent
+    assert values[-1] == 1000
+
+
+def test_live_text_shows_the_tail_of_each_channel(comfyui: Path) -> None:
+    from comfy_llm._comfy_glue import LIVE_TEXT_MAX_CHARS, ComfyGlue
+    from server import PromptServer
+
+    glue = ComfyGlue("5", reasoning_enabled=True)
+    long_reasoning = "r" * (LIVE_TEXT_MAX_CHARS * 3)
+    glue.progress(_generate(long_reasoning + "</think> the answer", 1))
+    text = PromptServer.instance.progress_texts[-1][1]
+    assert text.startswith("Reasoning:\n…")
+    assert text.endswith("Answer:\nthe answer")
+    assert len(text) < LIVE_TEXT_MAX_CHARS + 100
+
+
+def test_every_token_checks_for_cancel(comfyui: Path) -> None:
+    import comfy.model_management as mm
+    from comfy_llm._comfy_glue import ComfyGlue
+
+    glue = ComfyGlue("5", reasoning_enabled=False)
+    glue.on_token(1, "a")
+    mm.interrupt_current_processing()
+    with pytest.raises(mm.InterruptProcessingException):
+        glue.on_token(2, "a b")
