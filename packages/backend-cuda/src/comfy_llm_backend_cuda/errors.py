@@ -14,7 +14,7 @@ Errors survive pickling (the Modal dispatcher ships them across processes).
 
 from __future__ import annotations
 
-from typing import Any
+from comfy_llm_core import ComfyLLMError
 
 __all__ = [
     "BackendUnloadedError",
@@ -26,20 +26,8 @@ __all__ = [
 ]
 
 
-def _restore(cls: type[CudaBackendError], message: str, state: dict[str, Any]) -> CudaBackendError:
-    """Rebuild a pickled error without calling its ``__init__``."""
-    error = cls.__new__(cls, message)
-    BaseException.__init__(error, message)
-    error.__dict__.update(state)
-    return error
-
-
-class CudaBackendError(Exception):
+class CudaBackendError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_backend_cuda``."""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickle as (class, message, attributes): subclasses take other arguments."""
-        return (_restore, (type(self), str(self), dict(self.__dict__)))
 
 
 class UnsupportedBackendError(CudaBackendError, ValueError):

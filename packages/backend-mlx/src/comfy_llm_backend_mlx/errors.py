@@ -11,7 +11,7 @@ errors across processes).
 
 from __future__ import annotations
 
-from typing import Any
+from comfy_llm_core import ComfyLLMError
 
 __all__ = [
     "APPLE_EXTRA_HINT",
@@ -26,20 +26,8 @@ APPLE_EXTRA_HINT = 'pip install "comfy-llm[apple]"'
 """The install command that brings MLX-VLM (and MLX) in."""
 
 
-def _restore(cls: type[MlxBackendError], message: str, state: dict[str, Any]) -> MlxBackendError:
-    """Rebuild a pickled error without calling its ``__init__``."""
-    error = BaseException.__new__(cls, message)
-    BaseException.__init__(error, message)
-    error.__dict__.update(state)
-    return error
-
-
-class MlxBackendError(Exception):
+class MlxBackendError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_backend_mlx``."""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickle as (class, message, attributes): subclasses take other arguments."""
-        return (_restore, (type(self), str(self), dict(self.__dict__)))
 
 
 class BackendTargetError(MlxBackendError, ValueError):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from comfy_llm_core import ComfyLLMError as _CoreError
+
 __all__ = ["ComfyLLMError", "ComfyUIDirError", "TargetUnavailableError"]
 
 
-class ComfyLLMError(Exception):
+class ComfyLLMError(_CoreError):
     """Base class of every error raised by the ``comfy_llm`` package."""
 
 

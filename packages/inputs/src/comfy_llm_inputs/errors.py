@@ -8,6 +8,8 @@ that only care about "bad input" can catch one class.
 
 from __future__ import annotations
 
+from comfy_llm_core import ComfyLLMError, ErrorAction
+
 __all__ = [
     "FileInputError",
     "ImageInputError",
@@ -16,7 +18,7 @@ __all__ = [
 ]
 
 
-class InputError(ValueError):
+class InputError(ComfyLLMError, ValueError):
     """A request input was refused.
 
     Attributes:
@@ -24,6 +26,8 @@ class InputError(ValueError):
             count, a size), else ``None``.
         limit: The limit that ``value`` broke, else ``None``.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,

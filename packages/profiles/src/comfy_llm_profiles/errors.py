@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from comfy_llm_core import ComfyLLMError
+
 __all__ = [
     "ACCEPTED_REFERENCE_FORMS",
     "CuratedRegistryError",
@@ -53,7 +55,7 @@ def _gib(size: int) -> str:
     return f"{size / _GIB:.2f} GiB"
 
 
-class ProfileError(Exception):
+class ProfileError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_profiles``."""
 
 

@@ -8,7 +8,7 @@ built-in exception a caller would naturally catch (``ValueError``,
 
 from __future__ import annotations
 
-from typing import Any
+from comfy_llm_core import ComfyLLMError
 
 GIB = 1024**3
 """Bytes in one GiB; every size in a message is given in GiB."""
@@ -26,24 +26,12 @@ def format_gib(num_bytes: int | float) -> str:
     return f"{num_bytes / GIB:.2f} GiB"
 
 
-def _restore(cls: type[ResidencyError], message: str, state: dict[str, Any]) -> ResidencyError:
-    """Rebuild a pickled residency error without calling its ``__init__``."""
-    error = BaseException.__new__(cls, message)
-    BaseException.__init__(error, message)
-    error.__dict__.update(state)
-    return error
-
-
-class ResidencyError(Exception):
+class ResidencyError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_residency``.
 
     Errors pickle with their attributes (the Modal RemoteEngine ships them to
     the local dispatcher).
     """
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickle as (class, message, attributes): subclasses take other arguments."""
-        return (_restore, (type(self), str(self), dict(self.__dict__)))
 
 
 class ConfigurationError(ResidencyError, ValueError):

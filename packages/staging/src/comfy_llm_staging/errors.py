@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from comfy_llm_core import ComfyLLMError
+
 __all__ = [
     "StagingError",
     "InvalidRepositoryError",
@@ -32,20 +34,8 @@ __all__ = [
 _GIB = 1024**3
 
 
-def _restore(cls: type[StagingError], message: str, state: dict[str, Any]) -> StagingError:
-    """Rebuild a pickled staging error without calling its ``__init__``."""
-    error = cls.__new__(cls, message)
-    BaseException.__init__(error, message)
-    error.__dict__.update(state)
-    return error
-
-
-class StagingError(Exception):
+class StagingError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_staging``."""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickle as (class, message, attributes): subclasses take other arguments."""
-        return (_restore, (type(self), str(self), dict(self.__dict__)))
 
 
 class InvalidRepositoryError(StagingError, ValueError):

@@ -1,0 +1,34 @@
+"""comfy-llm's cross-cutting plumbing, one home each.
+
+* :class:`ComfyLLMError` and :class:`ErrorAction`: the base every package's
+  base error derives from (pickling, what the caller should do).
+* ``env_*`` and :class:`InvalidSettingError`: environment variables read one way.
+* :func:`render_error`, :func:`redact`, :func:`check_token`: tokens never reach output.
+"""
+
+from comfy_llm_core._env import InvalidSettingError, env_choice, env_float, env_int, env_str
+from comfy_llm_core._errors import ComfyLLMError, ErrorAction
+from comfy_llm_core._secrets import (
+    REDACTED,
+    TOKEN_ENVS,
+    InvalidTokenError,
+    check_token,
+    redact,
+    render_error,
+)
+
+__all__ = [
+    "REDACTED",
+    "TOKEN_ENVS",
+    "ComfyLLMError",
+    "ErrorAction",
+    "InvalidSettingError",
+    "InvalidTokenError",
+    "check_token",
+    "env_choice",
+    "env_float",
+    "env_int",
+    "env_str",
+    "redact",
+    "render_error",
+]

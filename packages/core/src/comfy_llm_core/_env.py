@@ -1,0 +1,111 @@
+"""Environment variables, read one way for every package.
+
+Values are read at call time (never at import) so tests and long-lived
+ComfyUI processes see the current environment. A bad value raises
+:class:`InvalidSettingError` naming the variable, the value and what is
+expected; an empty or unset variable means "use the default".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Collection
+
+from comfy_llm_core._errors import ComfyLLMError, ErrorAction
+
+__all__ = ["InvalidSettingError", "env_choice", "env_float", "env_int", "env_str"]
+
+
+class InvalidSettingError(ComfyLLMError, ValueError):
+    """An environment variable (or an argument standing in for one) is invalid.
+
+    Attributes:
+        name: The variable or argument.
+        value: The value given.
+        expected: What would be accepted.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, name: str, value: object, expected: str) -> None:
+        self.name = name
+        self.value = value
+        self.expected = expected
+        super().__init__(f"{name}={value!r} is invalid: expected {expected}.")
+
+
+def env_str(name: str, default: str | None = None) -> str | None:
+    """The stripped value of ``name``, or ``default`` when unset or blank."""
+    raw = os.environ.get(name, "").strip()
+    return raw or default
+
+
+def env_float(
+    name: str,
+    default: float,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive_minimum: bool = False,
+) -> float:
+    """A finite number from ``name`` within the bounds, else ``default`` when unset."""
+    raw = env_str(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not _in_range(value, minimum, maximum, exclusive_minimum):
+        raise InvalidSettingError(
+            name, raw, _describe("a number", minimum, maximum, exclusive_minimum)
+        )
+    return value
+
+
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """A whole number from ``name`` within the bounds, else ``default`` when unset."""
+    raw = env_str(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidSettingError(
+            name, raw, _describe("a whole number", minimum, maximum)
+        ) from None
+    if not _in_range(value, minimum, maximum, False):
+        raise InvalidSettingError(name, raw, _describe("a whole number", minimum, maximum))
+    return value
+
+
+def env_choice(name: str, default: str, choices: Collection[str]) -> str:
+    """One of ``choices`` (case-insensitive) from ``name``, else ``default``."""
+    raw = env_str(name)
+    if raw is None:
+        return default
+    value = raw.lower()
+    if value not in choices:
+        raise InvalidSettingError(name, raw, "one of " + ", ".join(sorted(choices)))
+    return value
+
+
+def _in_range(value: float, low: float | None, high: float | None, exclusive_low: bool) -> bool:
+    if not math.isfinite(value):
+        return False
+    if low is not None and (value < low or (exclusive_low and value == low)):
+        return False
+    return high is None or value <= high
+
+
+def _describe(kind: str, low: float | None, high: float | None, exclusive_low: bool = False) -> str:
+    if low is not None and high is not None:
+        return f"{kind} from {low:g} to {high:g}"
+    if low is not None:
+        return f"{kind} {'above' if exclusive_low else 'of at least'} {low:g}"
+    if high is not None:
+        return f"{kind} of at most {high:g}"
+    return kind

@@ -1,0 +1,57 @@
+"""The error base every comfy-llm package derives its own base from.
+
+Two things are decided here, once, for every package:
+
+* **Pickling.** Errors cross process boundaries (the Modal dispatcher ships
+  them back from a worker). Subclasses take their own ``__init__`` arguments,
+  so the default ``BaseException`` pickling breaks; this base pickles as
+  (class, message, attributes) and restores without calling ``__init__``.
+* **What the caller should do.** ``action`` says whether the user must fix an
+  input, a retry may succeed (transient), or this worker should give up
+  (fatal). The CLI and the dispatcher read it instead of parsing messages.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar
+
+__all__ = ["ComfyLLMError", "ErrorAction"]
+
+_HEAPTYPE = 1 << 9
+
+
+class ErrorAction(enum.StrEnum):
+    """What a caller should do about an error."""
+
+    FIX_INPUT = "fix_input"
+    """The request, a setting or the model choice is wrong: change it."""
+    RETRY = "retry"
+    """Transient (network, a busy lease, memory another job holds): try again."""
+    FATAL = "fatal"
+    """This worker or installation cannot serve the request: give up on it."""
+
+
+def _restore(cls: type[ComfyLLMError], message: str, state: dict[str, Any]) -> ComfyLLMError:
+    # Allocate through the builtin that lays the instance out (OSError, MemoryError, ...):
+    # the first non-heap class on the __base__ chain, as CPython's own safety check wants.
+    layout: type = cls
+    while layout.__flags__ & _HEAPTYPE:
+        layout = layout.__base__  # type: ignore[assignment]
+    error: ComfyLLMError = layout.__new__(cls, message)  # type: ignore[call-overload]
+    BaseException.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
+
+class ComfyLLMError(Exception):
+    """Base of every package's base error.
+
+    Subclasses set ``action`` as a class attribute where it differs from the
+    base's; an instance may override it when only the raise site knows.
+    """
+
+    action: ClassVar[ErrorAction] = ErrorAction.FATAL
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore, (type(self), str(self), dict(self.__dict__)))
