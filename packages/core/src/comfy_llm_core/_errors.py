@@ -35,10 +35,10 @@ class ErrorAction(enum.StrEnum):
 def _restore(cls: type[ComfyLLMError], message: str, state: dict[str, Any]) -> ComfyLLMError:
     # Allocate through the builtin that lays the instance out (OSError, MemoryError, ...):
     # the first non-heap class on the __base__ chain, as CPython's own safety check wants.
-    layout: type = cls
+    layout: Any = cls
     while layout.__flags__ & _HEAPTYPE:
-        layout = layout.__base__  # type: ignore[assignment]
-    error: ComfyLLMError = layout.__new__(cls, message)  # type: ignore[call-overload]
+        layout = layout.__base__
+    error: ComfyLLMError = layout.__new__(cls, message)
     BaseException.__init__(error, message)
     error.__dict__.update(state)
     return error
