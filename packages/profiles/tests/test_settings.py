@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from comfy_llm_profiles import SettingsError, read_settings
+from comfy_llm_core import InvalidSettingError
+from comfy_llm_profiles import read_settings
 
 GIB = 1024**3
 
@@ -47,13 +48,13 @@ def test_arguments_win(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("value", ["lots", "0", "-1", "nan", "inf"])
 def test_bad_download_limit(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("COMFY_MODAL_LLM_MAX_DOWNLOAD_GB", value)
-    with pytest.raises(SettingsError) as caught:
+    with pytest.raises(InvalidSettingError) as caught:
         read_settings()
     assert caught.value.name == "COMFY_MODAL_LLM_MAX_DOWNLOAD_GB"
-    assert repr(value) in str(caught.value) and "positive number" in str(caught.value)
+    assert repr(value) in str(caught.value) and "a number above 0" in str(caught.value)
 
 
 def test_bad_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_ENDPOINT", "huggingface.co")
-    with pytest.raises(SettingsError, match="http"):
+    with pytest.raises(InvalidSettingError, match="http"):
         read_settings()

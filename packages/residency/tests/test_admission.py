@@ -203,9 +203,9 @@ def test_reserve_defaults_from_environment(world, fake, monkeypatch):
 
 
 def test_invalid_reserve_is_refused(world, fake):
-    from comfy_llm_residency import ConfigurationError
+    from comfy_llm_core import InvalidSettingError
 
-    with pytest.raises(ConfigurationError, match="local_reserve_free_memory_gb"):
+    with pytest.raises(InvalidSettingError, match="local_reserve_free_memory_gb"):
         run(world, world.manager(), fake.make_profile(), fake, reserve_gb=-1)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pickle
 
+from comfy_llm_core import InvalidSettingError
 from comfy_llm_residency import (
-    ConfigurationError,
     GenerationSettings,
     TargetMismatchError,
     get_manager,
@@ -40,5 +40,5 @@ def test_errors_pickle_with_attributes():
     copy = pickle.loads(pickle.dumps(mismatch))
     assert str(copy) == str(mismatch)
     assert copy.manager_target == "local_cpu"
-    config = pickle.loads(pickle.dumps(ConfigurationError("X", "bad X")))
+    config = pickle.loads(pickle.dumps(InvalidSettingError("X", "bad", "a number")))
     assert config.name == "X"

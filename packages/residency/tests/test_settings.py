@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from comfy_llm_core import InvalidSettingError
 from comfy_llm_residency import (
-    ConfigurationError,
     GenerationSettings,
-    InvalidSettingsError,
+    GenerationSettingsError,
     ResidentModelManager,
     default_reserve_gb,
     max_resident_models,
@@ -56,7 +56,7 @@ def test_generation_settings_defaults():
     ],
 )
 def test_generation_settings_rejects(field, value):
-    with pytest.raises(InvalidSettingsError) as caught:
+    with pytest.raises(GenerationSettingsError) as caught:
         GenerationSettings(**{field: value})
     assert caught.value.field == field
     assert field in str(caught.value)
@@ -100,7 +100,7 @@ def test_empty_variable_counts_as_unset(monkeypatch):
 @pytest.mark.parametrize("value", ["abc", "0", "-1", "1.5"])
 def test_invalid_max_resident_names_the_variable(monkeypatch, value):
     monkeypatch.setenv("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", value)
-    with pytest.raises(ConfigurationError) as caught:
+    with pytest.raises(InvalidSettingError) as caught:
         max_resident_models("modal")
     assert caught.value.name == "COMFY_MODAL_LLM_MAX_RESIDENT_MODELS"
     assert "COMFY_MODAL_LLM_MAX_RESIDENT_MODELS" in str(caught.value)
@@ -119,7 +119,7 @@ def test_reserve_defaults(monkeypatch):
 @pytest.mark.parametrize("value", ["lots", "-1", "nan", "inf"])
 def test_invalid_reserve_names_the_variable(monkeypatch, value):
     monkeypatch.setenv("COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB", value)
-    with pytest.raises(ConfigurationError, match="COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB"):
+    with pytest.raises(InvalidSettingError, match="COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB"):
         default_reserve_gb("local_cpu")
 
 
@@ -128,7 +128,9 @@ def test_recovery_timeout(monkeypatch):
     monkeypatch.setenv("COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS", "2.5")
     assert memory_recovery_timeout_seconds() == 2.5
     monkeypatch.setenv("COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS", "-3")
-    with pytest.raises(ConfigurationError, match="COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS"):
+    with pytest.raises(
+        InvalidSettingError, match="COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS"
+    ):
         memory_recovery_timeout_seconds()
 
 
@@ -144,7 +146,7 @@ def test_manager_reads_environment(monkeypatch, fake):
 
 def test_manager_rejects_invalid_environment(monkeypatch, fake):
     monkeypatch.setenv("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", "two")
-    with pytest.raises(ConfigurationError, match="COMFY_MODAL_LLM_MAX_RESIDENT_MODELS"):
+    with pytest.raises(InvalidSettingError, match="COMFY_MODAL_LLM_MAX_RESIDENT_MODELS"):
         ResidentModelManager(
             "modal", backend_factory=lambda *a: None, memory_probe=fake.FakeProbe()
         )
@@ -159,7 +161,7 @@ def test_manager_rejects_invalid_environment(monkeypatch, fake):
     ],
 )
 def test_manager_rejects_invalid_arguments(fake, kwargs, name):
-    with pytest.raises(ConfigurationError) as caught:
+    with pytest.raises(InvalidSettingError) as caught:
         ResidentModelManager(
             "local_cpu", backend_factory=lambda *a: None, memory_probe=fake.FakeProbe(), **kwargs
         )
@@ -167,5 +169,5 @@ def test_manager_rejects_invalid_arguments(fake, kwargs, name):
 
 
 def test_unknown_target_is_refused(fake):
-    with pytest.raises(ConfigurationError, match="local_cpu"):
+    with pytest.raises(InvalidSettingError, match="local_cpu"):
         ResidentModelManager("mars", backend_factory=lambda *a: None, memory_probe=fake.FakeProbe())

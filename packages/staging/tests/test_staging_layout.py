@@ -9,13 +9,13 @@ from pathlib import Path
 
 import comfy_llm_staging as staging
 import pytest
+from comfy_llm_core import InvalidSettingError
 from comfy_llm_staging import (
     ALLOW_PATTERNS,
     IGNORE_PATTERNS,
     InsufficientDiskSpaceError,
     InvalidRepositoryError,
     InvalidRevisionError,
-    InvalidSettingError,
     SnapshotVerificationError,
     StagingError,
     StagingLeaseTimeoutError,

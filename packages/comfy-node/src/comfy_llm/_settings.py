@@ -7,7 +7,7 @@ and the lease timeout; residency: the resident-model limits and reserves).
 
 from __future__ import annotations
 
-import os
+from comfy_llm_core import env_str
 
 __all__ = ["TARGET_ENV", "forced_target"]
 
@@ -18,5 +18,4 @@ TARGET_ENV = "COMFY_LLM_EXECUTION_TARGET"
 
 def forced_target() -> str | None:
     """Return the target forced through ``COMFY_LLM_EXECUTION_TARGET``, if any."""
-    value = os.environ.get(TARGET_ENV, "").strip()
-    return value or None
+    return env_str(TARGET_ENV)

@@ -79,7 +79,6 @@ from comfy_llm_profiles.errors import (
     ProfileValidationError,
     RemoteCodeError,
     SecurityScanError,
-    SettingsError,
     UnsafeWeightsError,
     UnsupportedArchitectureError,
     UnsupportedQuantizationError,
@@ -143,7 +142,6 @@ __all__ = [
     "ignore_progress",
     # errors
     "ProfileError",
-    "SettingsError",
     "InvalidModelReferenceError",
     "CuratedRegistryError",
     "ProfileValidationError",

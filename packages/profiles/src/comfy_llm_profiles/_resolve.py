@@ -79,7 +79,7 @@ def resolve_profile(
         ValueError: ``target`` is not an execution target.
         InvalidModelReferenceError: ``reference`` is not an accepted form.
         CuratedRegistryError: A curated id not reviewed for ``target``.
-        SettingsError: A malformed environment variable.
+        InvalidSettingError: A malformed environment variable (comfy_llm_core).
         HubAccessError: Gated, missing repository or revision, or Hub unreachable
             (subclasses: GatedModelError, ModelNotFoundError,
             ModelRevisionNotFoundError, HubUnavailableError).

@@ -8,11 +8,9 @@ The names are the seed system's, so users keep their settings.
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass
 
-from comfy_llm_profiles.errors import SettingsError
+from comfy_llm_core import InvalidSettingError, env_float, env_str
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -49,32 +47,26 @@ class ProfileSettings:
 
 
 def _max_download_bytes() -> int:
-    raw = os.environ.get(MAX_DOWNLOAD_ENV, "").strip()
-    if not raw:
-        return int(DEFAULT_MAX_DOWNLOAD_GB * _GIB)
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise SettingsError(MAX_DOWNLOAD_ENV, raw, "a positive number of GiB, e.g. 96")
-    return int(value * _GIB)
+    gib = env_float(MAX_DOWNLOAD_ENV, DEFAULT_MAX_DOWNLOAD_GB, minimum=0, exclusive_minimum=True)
+    return int(gib * _GIB)
 
 
 def _token() -> str | None:
     for name in TOKEN_ENVS:
-        value = os.environ.get(name, "").strip()
+        value = env_str(name)
         if value:
             return value
     return None
 
 
 def _endpoint() -> str:
-    raw = os.environ.get(ENDPOINT_ENV, "").strip()
-    if not raw:
+    raw = env_str(ENDPOINT_ENV)
+    if raw is None:
         return DEFAULT_ENDPOINT
     if not raw.startswith(("http://", "https://")):
-        raise SettingsError(ENDPOINT_ENV, raw, "an http(s) URL such as https://huggingface.co")
+        raise InvalidSettingError(
+            ENDPOINT_ENV, raw, "an http(s) URL such as https://huggingface.co"
+        )
     return raw.rstrip("/")
 
 
@@ -89,7 +81,7 @@ def read_settings(*, token: str | None = None, endpoint: str | None = None) -> P
         The settings for one resolution.
 
     Raises:
-        SettingsError: COMFY_MODAL_LLM_MAX_DOWNLOAD_GB is not a positive number,
+        InvalidSettingError: COMFY_MODAL_LLM_MAX_DOWNLOAD_GB is not a positive number,
             or HF_ENDPOINT is not an http(s) URL.
     """
     return ProfileSettings(

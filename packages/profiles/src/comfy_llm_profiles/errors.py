@@ -35,7 +35,6 @@ __all__ = [
     "ProfileValidationError",
     "RemoteCodeError",
     "SecurityScanError",
-    "SettingsError",
     "UnsafeWeightsError",
     "UnsupportedArchitectureError",
     "UnsupportedQuantizationError",
@@ -57,22 +56,6 @@ def _gib(size: int) -> str:
 
 class ProfileError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_profiles``."""
-
-
-class SettingsError(ProfileError, ValueError):
-    """An environment variable this package reads holds an unusable value.
-
-    Attributes:
-        name: The variable's name.
-        value: The value found.
-    """
-
-    def __init__(self, name: str, value: str, expected: str) -> None:
-        self.name = name
-        self.value = value
-        super().__init__(
-            f"{name}={value!r} is not valid: expected {expected}. Fix or unset {name}."
-        )
 
 
 class InvalidModelReferenceError(ProfileError, ValueError):

@@ -80,7 +80,7 @@ class ResidentModelManager:
             sleep: Sleep function used while polling (tests inject a fake one).
 
         Raises:
-            ConfigurationError: When the target, an argument or an environment
+            InvalidSettingError: When the target, an argument or an environment
                 variable is invalid.
         """
         self.target: ExecutionTarget = _settings.coerce_target(target)
@@ -238,7 +238,7 @@ class ResidentModelManager:
 
         Raises:
             TargetMismatchError: When the profile was resolved for another target.
-            ConfigurationError: When ``reserve_gb`` or an environment variable is invalid.
+            InvalidSettingError: When ``reserve_gb`` or an environment variable is invalid.
             comfy_llm_staging.IncompleteSnapshotError: When a cold load's snapshot
                 is not complete.
             InsufficientMemoryError: When estimate + reserve does not fit.

@@ -159,7 +159,7 @@ def probe_for_target(target: ExecutionTarget | str) -> MemoryProbe:
         (device ``cpu``); CUDA for ``local_cuda`` and ``modal``.
 
     Raises:
-        ConfigurationError: When ``target`` is unknown.
+        InvalidSettingError: When ``target`` is unknown.
     """
     resolved = coerce_target(target)
     if uses_host_memory(resolved):

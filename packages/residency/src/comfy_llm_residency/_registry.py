@@ -33,7 +33,7 @@ def get_manager(
         The manager for ``target``.
 
     Raises:
-        ConfigurationError: When the target, an argument or an environment
+        InvalidSettingError: When the target, an argument or an environment
             variable is invalid.
     """
     resolved = coerce_target(target)

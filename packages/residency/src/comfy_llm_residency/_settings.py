@@ -1,19 +1,15 @@
 """Every environment variable the residency package reads, in one place.
 
 The names are the seed system's, so users moving over keep their settings.
-An empty value counts as unset; an invalid one raises
-:class:`~comfy_llm_residency.errors.ConfigurationError` naming the variable.
+They are read through ``comfy_llm_core.env_*``: an empty value counts as
+unset; an invalid one raises :class:`comfy_llm_core.InvalidSettingError`
+naming the variable.
 """
 
 from __future__ import annotations
 
-import math
-import os
-from collections.abc import Mapping
-
+from comfy_llm_core import InvalidSettingError, env_float, env_int
 from comfy_llm_profiles import ExecutionTarget
-
-from .errors import ConfigurationError
 
 LOCAL_MAX_RESIDENT_ENV = "COMFY_MODAL_LOCAL_LLM_MAX_RESIDENT_MODELS"
 """LRU limit for ``local_apple`` and ``local_cpu`` (default 1)."""
@@ -51,15 +47,13 @@ def coerce_target(target: ExecutionTarget | str) -> ExecutionTarget:
         The execution target.
 
     Raises:
-        ConfigurationError: When ``target`` names no known target.
+        InvalidSettingError: When ``target`` names no known target.
     """
     try:
         return ExecutionTarget(target)
     except ValueError:
         known = ", ".join(t.value for t in ExecutionTarget)
-        raise ConfigurationError(
-            "target", f"Unknown execution target {target!r}; expected one of: {known}."
-        ) from None
+        raise InvalidSettingError("target", target, f"one of {known}") from None
 
 
 def uses_host_memory(target: ExecutionTarget) -> bool:
@@ -98,81 +92,7 @@ def reserve_input_name(target: ExecutionTarget) -> str:
     return "local_reserve_free_memory_gb" if uses_host_memory(target) else "reserve_free_vram_gb"
 
 
-def _raw(name: str, environ: Mapping[str, str] | None) -> str | None:
-    env = os.environ if environ is None else environ
-    value = env.get(name)
-    if value is None or not value.strip():
-        return None
-    return value.strip()
-
-
-def read_int(
-    name: str, default: int, *, minimum: int, environ: Mapping[str, str] | None = None
-) -> int:
-    """Read an integer environment variable.
-
-    Args:
-        name: The variable name.
-        default: The value when the variable is unset or empty.
-        minimum: The smallest accepted value.
-        environ: The environment to read; ``os.environ`` when omitted.
-
-    Returns:
-        The parsed value.
-
-    Raises:
-        ConfigurationError: When the value is not an integer or below ``minimum``.
-    """
-    raw = _raw(name, environ)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigurationError(
-            name, f"{name}={raw!r} is not an integer; set a whole number >= {minimum} or unset it."
-        ) from None
-    if value < minimum:
-        raise ConfigurationError(
-            name, f"{name}={value} is below the minimum {minimum}; set a value >= {minimum}."
-        )
-    return value
-
-
-def read_float(
-    name: str, default: float, *, minimum: float, environ: Mapping[str, str] | None = None
-) -> float:
-    """Read a finite float environment variable.
-
-    Args:
-        name: The variable name.
-        default: The value when the variable is unset or empty.
-        minimum: The smallest accepted value.
-        environ: The environment to read; ``os.environ`` when omitted.
-
-    Returns:
-        The parsed value.
-
-    Raises:
-        ConfigurationError: When the value is not a finite number or below ``minimum``.
-    """
-    raw = _raw(name, environ)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(
-            name, f"{name}={raw!r} is not a number; set a number >= {minimum} or unset it."
-        ) from None
-    if not math.isfinite(value) or value < minimum:
-        raise ConfigurationError(
-            name, f"{name}={raw} is out of range; set a finite number >= {minimum}."
-        )
-    return value
-
-
-def max_resident_models(target: ExecutionTarget, environ: Mapping[str, str] | None = None) -> int:
+def max_resident_models(target: ExecutionTarget) -> int:
     """The LRU limit for ``target`` from the environment.
 
     ``local_apple``/``local_cpu`` read ``COMFY_MODAL_LOCAL_LLM_MAX_RESIDENT_MODELS``
@@ -181,22 +101,19 @@ def max_resident_models(target: ExecutionTarget, environ: Mapping[str, str] | No
 
     Args:
         target: The execution target.
-        environ: The environment to read; ``os.environ`` when omitted.
 
     Returns:
         The limit, at least 1.
 
     Raises:
-        ConfigurationError: When the variable is not an integer >= 1.
+        InvalidSettingError: When the variable is not an integer >= 1.
     """
     if uses_host_memory(target):
-        return read_int(
-            LOCAL_MAX_RESIDENT_ENV, DEFAULT_LOCAL_MAX_RESIDENT, minimum=1, environ=environ
-        )
-    return read_int(MAX_RESIDENT_ENV, DEFAULT_MAX_RESIDENT, minimum=1, environ=environ)
+        return env_int(LOCAL_MAX_RESIDENT_ENV, DEFAULT_LOCAL_MAX_RESIDENT, minimum=1)
+    return env_int(MAX_RESIDENT_ENV, DEFAULT_MAX_RESIDENT, minimum=1)
 
 
-def default_reserve_gb(target: ExecutionTarget, environ: Mapping[str, str] | None = None) -> float:
+def default_reserve_gb(target: ExecutionTarget) -> float:
     """The reserve (GiB) used when a call omits one.
 
     ``local_apple``/``local_cpu``: ``COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB``
@@ -204,31 +121,25 @@ def default_reserve_gb(target: ExecutionTarget, environ: Mapping[str, str] | Non
 
     Args:
         target: The execution target.
-        environ: The environment to read; ``os.environ`` when omitted.
 
     Returns:
         The reserve in GiB, at least 0.
 
     Raises:
-        ConfigurationError: When the variable is not a finite number >= 0.
+        InvalidSettingError: When the variable is not a finite number >= 0.
     """
     if uses_host_memory(target):
-        return read_float(LOCAL_RESERVE_ENV, DEFAULT_LOCAL_RESERVE_GB, minimum=0.0, environ=environ)
+        return env_float(LOCAL_RESERVE_ENV, DEFAULT_LOCAL_RESERVE_GB, minimum=0.0)
     return DEFAULT_VRAM_RESERVE_GB
 
 
-def memory_recovery_timeout_seconds(environ: Mapping[str, str] | None = None) -> float:
+def memory_recovery_timeout_seconds() -> float:
     """How long admission polls for memory to come back (seconds).
-
-    Args:
-        environ: The environment to read; ``os.environ`` when omitted.
 
     Returns:
         ``COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS``, default 15.
 
     Raises:
-        ConfigurationError: When the variable is not a finite number >= 0.
+        InvalidSettingError: When the variable is not a finite number >= 0.
     """
-    return read_float(
-        RECOVERY_TIMEOUT_ENV, DEFAULT_RECOVERY_TIMEOUT_SECONDS, minimum=0.0, environ=environ
-    )
+    return env_float(RECOVERY_TIMEOUT_ENV, DEFAULT_RECOVERY_TIMEOUT_SECONDS, minimum=0.0)

@@ -7,8 +7,9 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from comfy_llm_core import InvalidSettingError
+
 from ._types import Backend
-from .errors import ConfigurationError
 
 if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile
@@ -64,7 +65,7 @@ class ManagerState:
 
 def positive_int(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(name, f"{name} must be a whole number >= 1, got {value!r}.")
+        raise InvalidSettingError(name, value, "a whole number of at least 1")
     return value
 
 
@@ -72,6 +73,6 @@ def non_negative(name: str, value: float, *, strict: bool = False) -> float:
     valid = isinstance(value, int | float) and not isinstance(value, bool)
     valid = valid and math.isfinite(value) and (value > 0 if strict else value >= 0)
     if not valid:
-        bound = "> 0" if strict else ">= 0"
-        raise ConfigurationError(name, f"{name} must be a finite number {bound}, got {value!r}.")
+        bound = "above 0" if strict else "of at least 0"
+        raise InvalidSettingError(name, value, f"a finite number {bound}")
     return float(value)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .errors import InvalidSettingsError
+from .errors import GenerationSettingsError
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
@@ -60,10 +60,10 @@ class GenerationSettings:
         """Validate every field.
 
         Raises:
-            InvalidSettingsError: When a field has the wrong type or is out of range.
+            GenerationSettingsError: When a field has the wrong type or is out of range.
         """
         if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
-            raise InvalidSettingsError(
+            raise GenerationSettingsError(
                 "max_new_tokens",
                 f"max_new_tokens must be a whole number >= 1, got {self.max_new_tokens!r}.",
             )
@@ -72,20 +72,20 @@ class GenerationSettings:
             or not math.isfinite(self.temperature)
             or self.temperature < 0
         ):
-            raise InvalidSettingsError(
+            raise GenerationSettingsError(
                 "temperature",
                 f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}.",
             )
         if not _is_number(self.top_p) or not (0 < self.top_p <= 1):
-            raise InvalidSettingsError(
+            raise GenerationSettingsError(
                 "top_p", f"top_p must be greater than 0 and at most 1, got {self.top_p!r}."
             )
         if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
-            raise InvalidSettingsError(
+            raise GenerationSettingsError(
                 "seed", f"seed must be a whole number >= 0 or None, got {self.seed!r}."
             )
         if not isinstance(self.enable_reasoning, bool):
-            raise InvalidSettingsError(
+            raise GenerationSettingsError(
                 "enable_reasoning",
                 f"enable_reasoning must be True or False, got {self.enable_reasoning!r}.",
             )
@@ -105,7 +105,7 @@ class GenerationSettings:
             The validated settings.
 
         Raises:
-            InvalidSettingsError: When a value is out of range.
+            GenerationSettingsError: When a value is out of range.
         """
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})

@@ -34,20 +34,11 @@ class ResidencyError(ComfyLLMError):
     """
 
 
-class ConfigurationError(ResidencyError, ValueError):
-    """An environment variable or a manager argument has an invalid value.
-
-    Attributes:
-        name: The environment variable or argument that is wrong.
-    """
-
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(message)
-        self.name = name
-
-
-class InvalidSettingsError(ResidencyError, ValueError):
+class GenerationSettingsError(ResidencyError, ValueError):
     """A :class:`~comfy_llm_residency.GenerationSettings` field is out of range.
+
+    A request setting, not an environment variable (those raise
+    :class:`comfy_llm_core.InvalidSettingError`).
 
     Attributes:
         field: The name of the offending field (e.g. ``"top_p"``).

@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import InvalidSettingError
+from comfy_llm_core import InvalidSettingError, env_float, env_str
 
 STORAGE_ROOT_ENV = "COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT"
 LEASE_TIMEOUT_ENV = "COMFY_MODAL_LLM_STAGE_LEASE_TIMEOUT_SECONDS"
@@ -45,7 +45,7 @@ def storage_root_override() -> Path | None:
     Returns:
         The expanded path, or None when the variable is unset or blank.
     """
-    value = os.environ.get(STORAGE_ROOT_ENV, "").strip()
+    value = env_str(STORAGE_ROOT_ENV)
     return Path(value).expanduser() if value else None
 
 
@@ -61,21 +61,15 @@ def lease_timeout_seconds(explicit: float | None = None) -> float:
     Raises:
         InvalidSettingError: The value is not a positive finite number.
     """
-    if explicit is not None:
-        value = str(explicit)
-        name = "lease_timeout_seconds"
-    else:
-        raw = os.environ.get(LEASE_TIMEOUT_ENV, "").strip()
-        if not raw:
-            return DEFAULT_LEASE_TIMEOUT_SECONDS
-        value, name = raw, LEASE_TIMEOUT_ENV
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidSettingError(name, value, "a positive number of seconds, e.g. 3600")
-    return seconds
+    if explicit is None:
+        return env_float(
+            LEASE_TIMEOUT_ENV, DEFAULT_LEASE_TIMEOUT_SECONDS, minimum=0, exclusive_minimum=True
+        )
+    if not (math.isfinite(explicit) and explicit > 0):
+        raise InvalidSettingError(
+            "lease_timeout_seconds", explicit, "a positive number of seconds, e.g. 3600"
+        )
+    return float(explicit)
 
 
 def hub_endpoint(explicit: str | None = None) -> str:
@@ -87,8 +81,8 @@ def hub_endpoint(explicit: str | None = None) -> str:
     Returns:
         The endpoint URL without a trailing slash.
     """
-    value = (explicit or os.environ.get(HF_ENDPOINT_ENV, "") or DEFAULT_HUB_ENDPOINT).strip()
-    return value.rstrip("/")
+    value = (explicit or "").strip() or env_str(HF_ENDPOINT_ENV, DEFAULT_HUB_ENDPOINT)
+    return str(value).rstrip("/")
 
 
 def user_cache_dir() -> Path:
@@ -99,9 +93,9 @@ def user_cache_dir() -> Path:
         Unixes, ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows.
     """
     if sys.platform == "win32":
-        local = os.environ.get("LOCALAPPDATA", "").strip()
+        local = env_str("LOCALAPPDATA")
         return Path(local) if local else Path.home() / "AppData" / "Local"
     if sys.platform == "darwin":
         return Path.home() / "Library" / "Caches"
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    xdg = env_str("XDG_CACHE_HOME")
     return Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"

@@ -28,7 +28,6 @@ __all__ = [
     "IncompleteSnapshotError",
     "StagingLeaseTimeoutError",
     "StagingLeaseLostError",
-    "InvalidSettingError",
 ]
 
 _GIB = 1024**3
@@ -269,17 +268,3 @@ class StagingLeaseLostError(StagingError):
             f"Lost the staging lease {lease_path} to another stager (this one stopped "
             "heartbeating for too long). Stage again: the other stager's result is reused."
         )
-
-
-class InvalidSettingError(StagingError, ValueError):
-    """An environment variable staging reads holds an unusable value.
-
-    Attributes:
-        name: The variable.
-        value: Its value.
-    """
-
-    def __init__(self, name: str, value: str, expected: str) -> None:
-        self.name = name
-        self.value = value
-        super().__init__(f"{name}={value!r} is not valid: expected {expected}. Fix or unset it.")
