@@ -8,8 +8,10 @@ The steps, in order (each re-checks the probe):
 3. Ask the host (ComfyUI) to free memory for estimate + reserve.
 4. Evict least-recently-used LLMs one at a time, asking the host again after
    each eviction.
-5. Poll the probe every ``poll_interval`` seconds for at most ``timeout``
-   seconds for released memory to show up (drivers and the OS may lag).
+5. Only when a model was evicted: poll the probe every ``poll_interval``
+   seconds for at most ``timeout`` seconds for its memory to show up (drivers
+   and the OS may lag). With nothing evicted there is nothing to wait for, so
+   the refusal comes at once (as in the seed).
 6. Still short: refuse with the numbers.
 """
 
@@ -171,7 +173,7 @@ class Admission:
             snapshot = self.probe.snapshot()
 
         waited = 0.0
-        if snapshot.available_bytes < required and (self._evicted or self._freed):
+        if snapshot.available_bytes < required and self._evicted:
             snapshot, waited = self._wait_for_memory(required, snapshot)
         if snapshot.available_bytes < required:
             raise self._refuse(request, snapshot, waited, timed_out=bool(self._evicted))
