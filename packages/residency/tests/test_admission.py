@@ -55,6 +55,27 @@ def test_cuda_refusal_names_the_vram_reserve(world, fake):
         run(world, manager, profile, fake, reserve_gb=2)
 
 
+def test_modal_keeps_the_seed_reserve_and_two_residents(world, fake, monkeypatch):
+    monkeypatch.delenv("COMFY_MODAL_LLM_RESERVE_FREE_GB", raising=False)
+    monkeypatch.delenv("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", raising=False)
+    world.probe.total = 80 * fake.GIB
+    manager = world.manager("modal")
+    a = fake.make_profile("model-a", target="modal", estimated_gb=8)
+    b = fake.make_profile("model-b", target="modal", estimated_gb=8)
+
+    result = run(world, manager, a, fake)
+    run(world, manager, b, fake)
+
+    assert result.metadata["reserve_bytes"] == 24 * fake.GIB
+    assert manager.max_resident == 2
+    assert manager.state().resident_profiles == (a.profile_id, b.profile_id)
+    monkeypatch.setenv("COMFY_MODAL_LLM_RESERVE_FREE_GB", "75")  # 8 + 75 > 80 total
+    c = fake.make_profile("model-c", target="modal", estimated_gb=8)
+    with pytest.raises(InsufficientMemoryError, match="reserve_free_vram_gb") as caught:
+        run(world, manager, c, fake)
+    assert caught.value.reserve_bytes == 75 * fake.GIB
+
+
 def test_larger_than_total_refuses_without_evicting(world, fake):
     world.probe.total = 16 * fake.GIB
     manager = world.manager(max_resident=1)

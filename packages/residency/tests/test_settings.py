@@ -17,6 +17,7 @@ ENV_NAMES = (
     "COMFY_MODAL_LOCAL_LLM_MAX_RESIDENT_MODELS",
     "COMFY_MODAL_LLM_MAX_RESIDENT_MODELS",
     "COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB",
+    "COMFY_MODAL_LLM_RESERVE_FREE_GB",
     "COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS",
 )
 
@@ -109,11 +110,21 @@ def test_invalid_max_resident_names_the_variable(monkeypatch, value):
 def test_reserve_defaults(monkeypatch):
     assert default_reserve_gb("local_apple") == 4.0
     assert default_reserve_gb("local_cpu") == 4.0
-    assert default_reserve_gb("local_cuda") == 2.0
-    assert default_reserve_gb("modal") == 2.0
+    assert default_reserve_gb("local_cuda") == 4.0
+    assert default_reserve_gb("modal") == 24.0
     monkeypatch.setenv("COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB", "0")
     assert default_reserve_gb("local_apple") == 0.0
-    assert default_reserve_gb("modal") == 2.0
+    assert default_reserve_gb("local_cuda") == 0.0
+    assert default_reserve_gb("modal") == 24.0
+
+
+def test_modal_reserve_reads_the_seed_variable(monkeypatch):
+    monkeypatch.setenv("COMFY_MODAL_LLM_RESERVE_FREE_GB", "12.5")
+    assert default_reserve_gb("modal") == 12.5
+    assert default_reserve_gb("local_cuda") == 4.0
+    monkeypatch.setenv("COMFY_MODAL_LLM_RESERVE_FREE_GB", "-1")
+    with pytest.raises(InvalidSettingError, match="COMFY_MODAL_LLM_RESERVE_FREE_GB"):
+        default_reserve_gb("modal")
 
 
 @pytest.mark.parametrize("value", ["lots", "-1", "nan", "inf"])

@@ -10,6 +10,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from comfy_llm_core import defaults
+
 __all__ = ["add_run_parser", "cmd_run", "default_model"]
 
 
@@ -25,12 +27,17 @@ def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], Non
     run.add_argument("--system", help="a system prompt")
     run.add_argument("--image", action="append", default=[], help="an image file (repeatable)")
     run.add_argument("--video", help="a video file")
-    run.add_argument("--video-frames", type=int, default=8, help="frames sampled from --video")
+    run.add_argument(
+        "--video-frames",
+        type=int,
+        default=defaults.VIDEO_FRAMES,
+        help="frames sampled from --video",
+    )
     run.add_argument("--file", action="append", default=[], help="a text or PDF file (repeatable)")
-    run.add_argument("--max-new-tokens", type=int, default=512)
+    run.add_argument("--max-new-tokens", type=int, default=defaults.MAX_NEW_TOKENS)
     run.add_argument("--no-reasoning", action="store_true", help="disable the reasoning channel")
-    run.add_argument("--temperature", type=float, default=0.7)
-    run.add_argument("--top-p", type=float, default=0.95)
+    run.add_argument("--temperature", type=float, default=defaults.TEMPERATURE)
+    run.add_argument("--top-p", type=float, default=defaults.TOP_P)
     run.add_argument("--seed", type=int)
     add_common(run)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from comfy_api.latest import ComfyExtension, io
+from comfy_llm_core import defaults
 
 __all__ = ["NODE_ID", "ComfyLLMExtension", "ModalLLMNode", "build_extension"]
 
@@ -45,20 +46,43 @@ class ModalLLMNode(io.ComfyNode):
                 io.Video.Input("video", optional=True),
                 io.Custom("OPENAI_INPUT_FILES").Input("files", optional=True),
                 io.String.Input("system_prompt", multiline=True, default="", optional=True),
-                io.Int.Input("max_new_tokens", default=512, min=1, max=32768, optional=True),
+                io.Int.Input(
+                    "max_new_tokens",
+                    default=defaults.MAX_NEW_TOKENS,
+                    min=1,
+                    max=32768,
+                    optional=True,
+                ),
                 io.Boolean.Input("enable_reasoning", default=True, optional=True),
                 io.Float.Input(
-                    "temperature", default=0.7, min=0.0, max=2.0, step=0.05, optional=True
+                    "temperature",
+                    default=defaults.TEMPERATURE,
+                    min=0.0,
+                    max=2.0,
+                    step=0.05,
+                    optional=True,
                 ),
-                io.Float.Input("top_p", default=0.95, min=0.01, max=1.0, step=0.01, optional=True),
-                io.Int.Input("seed", default=0, min=0, max=2**32 - 1, optional=True),
-                io.Int.Input("video_frames", default=8, min=1, max=256, optional=True),
                 io.Float.Input(
-                    "reserve_free_vram_gb", default=4.0, min=0.0, max=512.0, optional=True
+                    "top_p", default=defaults.TOP_P, min=0.01, max=1.0, step=0.01, optional=True
+                ),
+                io.Int.Input("seed", default=0, min=0, max=2**32 - 1, optional=True),
+                io.Int.Input(
+                    "video_frames", default=defaults.VIDEO_FRAMES, min=1, max=256, optional=True
+                ),
+                io.Float.Input(
+                    "reserve_free_vram_gb",
+                    default=defaults.RESERVE_GB["local_cuda"],
+                    min=0.0,
+                    max=512.0,
+                    optional=True,
                 ),
                 io.Boolean.Input("keep_model_loaded", default=True, optional=True),
                 io.Float.Input(
-                    "local_reserve_free_memory_gb", default=4.0, min=0.0, max=512.0, optional=True
+                    "local_reserve_free_memory_gb",
+                    default=defaults.RESERVE_GB["local_apple"],
+                    min=0.0,
+                    max=512.0,
+                    optional=True,
                 ),
                 io.Boolean.Input("run_on_modal", default=False, optional=True),
                 io.Combo.Input(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from comfy_llm_core import defaults
 from comfy_llm_residency import GenerationSettings
 
 from comfy_llm._comfy_glue import ComfyGlue, executing_prompt_id
@@ -28,15 +29,15 @@ def run_node(
     video: Any = None,
     files: Any = None,
     system_prompt: str | None = "",
-    max_new_tokens: int = 512,
+    max_new_tokens: int = defaults.MAX_NEW_TOKENS,
     enable_reasoning: bool = True,
-    temperature: float = 0.7,
-    top_p: float = 0.95,
+    temperature: float = defaults.TEMPERATURE,
+    top_p: float = defaults.TOP_P,
     seed: int | None = 0,
-    video_frames: int = 8,
-    reserve_free_vram_gb: float = 4.0,
+    video_frames: int = defaults.VIDEO_FRAMES,
+    reserve_free_vram_gb: float = defaults.RESERVE_GB["local_cuda"],
     keep_model_loaded: bool = True,
-    local_reserve_free_memory_gb: float = 4.0,
+    local_reserve_free_memory_gb: float = defaults.RESERVE_GB["local_apple"],
     run_on_modal: bool = False,
     modal_gpu: str | None = None,
 ) -> tuple[str, str, str]:

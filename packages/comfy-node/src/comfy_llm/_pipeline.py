@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_core import defaults
 from comfy_llm_profiles import (
     ExecutionTarget,
     ModelProfile,
@@ -60,7 +61,7 @@ class LLMRequest:
     system_prompt: str | None = None
     images: Any = None
     video: Any = None
-    video_frames: int = 8
+    video_frames: int = defaults.VIDEO_FRAMES
     files: Any = None
     settings: GenerationSettings = dataclasses.field(default_factory=GenerationSettings)
     target: str | None = None

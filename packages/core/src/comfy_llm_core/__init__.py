@@ -4,8 +4,10 @@
   base error derives from (pickling, what the caller should do).
 * ``env_*`` and :class:`InvalidSettingError`: environment variables read one way.
 * :func:`render_error`, :func:`redact`, :func:`check_token`: tokens never reach output.
+* :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
 """
 
+from comfy_llm_core import defaults
 from comfy_llm_core._env import InvalidSettingError, env_choice, env_float, env_int, env_str
 from comfy_llm_core._errors import ComfyLLMError, ErrorAction
 from comfy_llm_core._secrets import (
@@ -25,6 +27,7 @@ __all__ = [
     "InvalidSettingError",
     "InvalidTokenError",
     "check_token",
+    "defaults",
     "env_choice",
     "env_float",
     "env_int",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from comfy_llm_core import defaults
+
 from ._files import read_input_files
 from ._images import images_from_comfy
 from ._limits import InputLimits, ProgressCallback
@@ -28,7 +30,7 @@ def prepare_inputs(
     system_prompt: str | None = None,
     images: Any = None,
     video: Any = None,
-    video_frames: int = 8,
+    video_frames: int = defaults.VIDEO_FRAMES,
     files: Any = None,
     limits: InputLimits | None = None,
     progress: ProgressCallback | None = None,

@@ -8,31 +8,23 @@ naming the variable.
 
 from __future__ import annotations
 
-from comfy_llm_core import InvalidSettingError, env_float, env_int
+from comfy_llm_core import InvalidSettingError, defaults, env_float, env_int
 from comfy_llm_profiles import ExecutionTarget
 
 LOCAL_MAX_RESIDENT_ENV = "COMFY_MODAL_LOCAL_LLM_MAX_RESIDENT_MODELS"
-"""LRU limit for ``local_apple`` and ``local_cpu`` (default 1)."""
+"""LRU limit for ``local_apple`` and ``local_cpu``."""
 
 MAX_RESIDENT_ENV = "COMFY_MODAL_LLM_MAX_RESIDENT_MODELS"
-"""LRU limit for ``local_cuda`` and ``modal`` (default 2)."""
+"""LRU limit for ``local_cuda`` and ``modal``."""
 
 LOCAL_RESERVE_ENV = "COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB"
-"""Default reserve (GiB) for ``local_apple``/``local_cpu`` calls that omit one (default 4)."""
+"""Reserve (GiB) for local calls (``local_apple``, ``local_cpu``, ``local_cuda``) that omit one."""
+
+MODAL_RESERVE_ENV = "COMFY_MODAL_LLM_RESERVE_FREE_GB"
+"""Reserve (GiB) for ``modal`` calls that omit one."""
 
 RECOVERY_TIMEOUT_ENV = "COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS"
-"""How long admission polls for memory to come back after freeing (default 15)."""
-
-DEFAULT_LOCAL_MAX_RESIDENT = 1
-DEFAULT_MAX_RESIDENT = 2
-DEFAULT_LOCAL_RESERVE_GB = 4.0
-DEFAULT_VRAM_RESERVE_GB = 2.0
-"""Default ``reserve_free_vram_gb`` for ``local_cuda``/``modal`` calls that omit one.
-
-The seed has no environment variable for it; the node passes its own input.
-Two GiB leaves room for activations of a following image/video node.
-"""
-DEFAULT_RECOVERY_TIMEOUT_SECONDS = 15.0
+"""How long admission polls for an evicted model's memory to come back."""
 
 _UNIFIED_MEMORY_TARGETS = frozenset({ExecutionTarget("local_apple"), ExecutionTarget("local_cpu")})
 
@@ -92,12 +84,12 @@ def reserve_input_name(target: ExecutionTarget) -> str:
     return "local_reserve_free_memory_gb" if uses_host_memory(target) else "reserve_free_vram_gb"
 
 
-def max_resident_models(target: ExecutionTarget) -> int:
+def max_resident_models(target: ExecutionTarget | str) -> int:
     """The LRU limit for ``target`` from the environment.
 
-    ``local_apple``/``local_cpu`` read ``COMFY_MODAL_LOCAL_LLM_MAX_RESIDENT_MODELS``
-    (default 1); ``local_cuda``/``modal`` read ``COMFY_MODAL_LLM_MAX_RESIDENT_MODELS``
-    (default 2).
+    ``local_apple``/``local_cpu`` read ``COMFY_MODAL_LOCAL_LLM_MAX_RESIDENT_MODELS``;
+    ``local_cuda``/``modal`` read ``COMFY_MODAL_LLM_MAX_RESIDENT_MODELS``. The
+    defaults are ``comfy_llm_core.defaults.MAX_RESIDENT_MODELS``.
 
     Args:
         target: The execution target.
@@ -108,16 +100,29 @@ def max_resident_models(target: ExecutionTarget) -> int:
     Raises:
         InvalidSettingError: When the variable is not an integer >= 1.
     """
-    if uses_host_memory(target):
-        return env_int(LOCAL_MAX_RESIDENT_ENV, DEFAULT_LOCAL_MAX_RESIDENT, minimum=1)
-    return env_int(MAX_RESIDENT_ENV, DEFAULT_MAX_RESIDENT, minimum=1)
+    target = coerce_target(target)
+    default = defaults.MAX_RESIDENT_MODELS[target.value]
+    return env_int(max_resident_env_name(target), default, minimum=1)
 
 
-def default_reserve_gb(target: ExecutionTarget) -> float:
+def reserve_env_name(target: ExecutionTarget) -> str:
+    """The environment variable holding the default reserve for ``target``.
+
+    Args:
+        target: The execution target.
+
+    Returns:
+        ``COMFY_MODAL_LLM_RESERVE_FREE_GB`` for ``modal``, else
+        ``COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB``.
+    """
+    return MODAL_RESERVE_ENV if target == ExecutionTarget.MODAL else LOCAL_RESERVE_ENV
+
+
+def default_reserve_gb(target: ExecutionTarget | str) -> float:
     """The reserve (GiB) used when a call omits one.
 
-    ``local_apple``/``local_cpu``: ``COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB``
-    (default 4). ``local_cuda``/``modal``: :data:`DEFAULT_VRAM_RESERVE_GB`.
+    Read from :func:`reserve_env_name`'s variable; the defaults are
+    ``comfy_llm_core.defaults.RESERVE_GB`` (4 GiB locally, 24 GiB on Modal).
 
     Args:
         target: The execution target.
@@ -128,18 +133,19 @@ def default_reserve_gb(target: ExecutionTarget) -> float:
     Raises:
         InvalidSettingError: When the variable is not a finite number >= 0.
     """
-    if uses_host_memory(target):
-        return env_float(LOCAL_RESERVE_ENV, DEFAULT_LOCAL_RESERVE_GB, minimum=0.0)
-    return DEFAULT_VRAM_RESERVE_GB
+    target = coerce_target(target)
+    default = defaults.RESERVE_GB[target.value]
+    return env_float(reserve_env_name(target), default, minimum=0.0)
 
 
 def memory_recovery_timeout_seconds() -> float:
-    """How long admission polls for memory to come back (seconds).
+    """How long admission polls for an evicted model's memory to come back (seconds).
 
     Returns:
-        ``COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS``, default 15.
+        ``COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS``, else
+        ``comfy_llm_core.defaults.MEMORY_RECOVERY_TIMEOUT_SECONDS``.
 
     Raises:
         InvalidSettingError: When the variable is not a finite number >= 0.
     """
-    return env_float(RECOVERY_TIMEOUT_ENV, DEFAULT_RECOVERY_TIMEOUT_SECONDS, minimum=0.0)
+    return env_float(RECOVERY_TIMEOUT_ENV, defaults.MEMORY_RECOVERY_TIMEOUT_SECONDS, minimum=0.0)

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from comfy_llm_core import defaults
+
 from .errors import GenerationSettingsError
 
 if TYPE_CHECKING:
@@ -50,9 +52,9 @@ class GenerationSettings:
             out; when False a direct-response parser is used.
     """
 
-    max_new_tokens: int = 512
-    temperature: float = 0.7
-    top_p: float = 0.95
+    max_new_tokens: int = defaults.MAX_NEW_TOKENS
+    temperature: float = defaults.TEMPERATURE
+    top_p: float = defaults.TOP_P
     seed: int | None = None
     enable_reasoning: bool = True
 

@@ -1,0 +1,59 @@
+"""Defaults shared by the node, the CLI and the resident model manager, defined once.
+
+The node's input defaults, the CLI's option defaults and what the manager
+uses when a programmatic call omits a value all read these names, so the
+three never disagree. Values follow the seed system where it has one.
+
+Per-target tables are keyed by the execution target's string value
+(``local_apple``, ``local_cpu``, ``local_cuda``, ``modal``): core sits below
+the package that defines :class:`ExecutionTarget`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+__all__ = [
+    "MAX_NEW_TOKENS",
+    "MAX_RESIDENT_MODELS",
+    "MEMORY_RECOVERY_TIMEOUT_SECONDS",
+    "RESERVE_GB",
+    "TEMPERATURE",
+    "TOP_P",
+    "VIDEO_FRAMES",
+]
+
+MAX_NEW_TOKENS = 512
+"""Generated tokens per request, reasoning included."""
+
+TEMPERATURE = 0.7
+"""Sampling temperature (0 = greedy)."""
+
+TOP_P = 0.95
+"""Nucleus sampling mass."""
+
+VIDEO_FRAMES = 8
+"""Frames sampled uniformly from a VIDEO input."""
+
+RESERVE_GB: Mapping[str, float] = MappingProxyType(
+    {
+        # Unified/host memory: the seed's local_reserve_free_memory_gb default.
+        "local_apple": 4.0,
+        "local_cpu": 4.0,
+        # A desktop GPU shared with ComfyUI's image models: the node's VRAM default.
+        "local_cuda": 4.0,
+        # A dedicated Modal GPU: the seed's COMFY_MODAL_LLM_RESERVE_FREE_GB default,
+        # headroom for the image/video nodes that run on the same worker after the LLM.
+        "modal": 24.0,
+    }
+)
+"""GiB kept free after a cold load, per target, when the caller gives none."""
+
+MAX_RESIDENT_MODELS: Mapping[str, int] = MappingProxyType(
+    {"local_apple": 1, "local_cpu": 1, "local_cuda": 2, "modal": 2}
+)
+"""Models kept loaded at once (LRU), per target."""
+
+MEMORY_RECOVERY_TIMEOUT_SECONDS = 15.0
+"""Longest wait for an evicted model's memory to show up before refusing."""
