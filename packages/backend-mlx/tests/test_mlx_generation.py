@@ -389,3 +389,66 @@ def test_live_text_falls_back_to_full_decoding_when_the_detokenizer_fails() -> N
         "1",
         "1|2",
     ]
+
+
+# --- constrained JSON decoding (mask applied with mx.where: mlx-vlm's own needs Metal) ---
+
+_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "color": {"enum": ["red", "green", "blue"]},
+        "count": {"type": "integer", "minimum": 0, "maximum": 9},
+    },
+    "required": ["color", "count"],
+    "additionalProperties": False,
+}
+
+
+def _schema_settings(**changes: Any) -> GenerationSettings:
+    import json
+
+    values: dict[str, Any] = {
+        "max_new_tokens": 48,
+        "temperature": 0.0,
+        "enable_reasoning": False,
+        "response_schema": json.dumps(_SCHEMA),
+    }
+    values.update(changes)
+    return GenerationSettings(**values)
+
+
+@pytest.mark.parametrize(
+    "fixture, changes",
+    [
+        ("qwen_random", {}),
+        ("smolvlm_random", {}),
+        ("qwen_random", {"temperature": 1.0, "top_p": 0.9, "seed": 7}),
+    ],
+)
+def test_random_weights_answer_valid_json(request, fixture: str, changes: dict) -> None:
+    import json
+
+    import jsonschema
+
+    loaded = request.getfixturevalue(fixture)
+    free, _ = _run(
+        loaded, Inputs(prompt="Describe it as JSON."), _schema_settings(response_schema=None)
+    )
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(free.text)
+    result, _ = _run(loaded, Inputs(prompt="Describe it as JSON."), _schema_settings(**changes))
+    assert result.constrained is True
+    assert result.finish_reason == "stop"
+    jsonschema.validate(json.loads(result.text), _SCHEMA)
+
+
+def test_constrained_answer_keeps_reasoning_free(qwen_scripted) -> None:
+    import json
+
+    import jsonschema
+
+    settings = _schema_settings(enable_reasoning=True, max_new_tokens=64)
+    result, _ = _run(qwen_scripted, Inputs(prompt="Describe it as JSON."), settings)
+    parsed = _parse(qwen_scripted, result, enable_reasoning=True)
+    assert parsed.reasoning == SCRIPTED_REASONING
+    jsonschema.validate(json.loads(parsed.response), _SCHEMA)

@@ -301,6 +301,7 @@ class World:
 
     def manager(self, target: str = "local_cpu", **kwargs: Any) -> ResidentModelManager:
         options: dict[str, Any] = {
+            "backend_factory": self.factory,
             "memory_probe": self.probe,
             "free_host_memory": self.free_host_memory,
             "clock": self.clock,
@@ -308,7 +309,7 @@ class World:
             "recovery_timeout_seconds": 15.0,
         }
         options.update(kwargs)
-        return ResidentModelManager(target, backend_factory=self.factory, **options)
+        return ResidentModelManager(target, **options)
 
     def snapshot(self, profile: ModelProfile) -> Path:
         return make_snapshot(self.tmp_path / "snapshots", profile)

@@ -9,12 +9,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
-from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs
+from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs, reasoning_end_id
 from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings, TokenCallback
 from comfy_llm_staging import require_completed_snapshot
+from comfy_llm_structured import JsonConstraint, llg_tokenizer
 
 from ._engine import DevicePlan, import_engine, plan_device
-from ._generate import run_generate
+from ._generate import eos_ids, run_generate
 from ._messages import encode_prompt
 from .errors import (
     BackendUnloadedError,
@@ -96,6 +97,7 @@ class TransformersBackend:
         tokenizer = getattr(processor, "tokenizer", processor)
         self._tokenizer: Any = tokenizer
         self._vocabulary: TokenVocabulary | None = TokenVocabulary.from_tokenizer(tokenizer)
+        self._llg_tokenizer: Any = None
 
     @classmethod
     def load(
@@ -184,6 +186,22 @@ class TransformersBackend:
     def _decode(self, ids: Any) -> str:
         return str(self._tokenizer.decode(list(ids), skip_special_tokens=True))
 
+    def _constraint(self, settings: GenerationSettings) -> JsonConstraint | None:
+        schema = settings.schema
+        if schema is None:
+            return None
+        width = int(self._model.config.get_text_config().vocab_size)
+        if self._llg_tokenizer is None:
+            ends = eos_ids(self._model.generation_config)
+            self._llg_tokenizer = llg_tokenizer(self._tokenizer, width, ends)
+        gate = reasoning_end_id(
+            self.profile.reasoning_parser,
+            self.profile.architecture,
+            enable_reasoning=settings.enable_reasoning,
+            vocabulary=self._vocabulary,
+        )
+        return JsonConstraint(schema, self._llg_tokenizer, width, gate_id=gate)
+
     def generate(
         self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
     ) -> BackendResult:
@@ -223,6 +241,7 @@ class TransformersBackend:
         if encoded.prompt_tokens >= context:
             raise PromptTooLongError(encoded.prompt_tokens, context)
         budget = min(settings.max_new_tokens, context - encoded.prompt_tokens)
+        constraint = self._constraint(settings)
         run = run_generate(
             self._torch,
             self._model,
@@ -232,6 +251,7 @@ class TransformersBackend:
             decode=self._decode,
             on_token=on_token,
             started=started,
+            constraint=constraint,
         )
         return BackendResult(
             token_ids=run.token_ids,
@@ -245,6 +265,7 @@ class TransformersBackend:
             ),
             prompt_opened_reasoning=encoded.opened_reasoning,
             finish_reason=run.finish_reason,
+            constrained=constraint is not None,
         )
 
     def unload(self) -> None:

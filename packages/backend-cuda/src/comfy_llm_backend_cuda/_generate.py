@@ -10,7 +10,9 @@ from types import ModuleType
 from typing import Any
 
 from comfy_llm_residency import GenerationSettings
+from comfy_llm_structured import JsonConstraint
 
+from ._constraint import constrained_processors
 from ._stream import TokenStreamer
 
 __all__ = ["GenerationRun", "build_generation_config", "eos_ids", "run_generate"]
@@ -104,6 +106,7 @@ def run_generate(
     decode: Callable[[Sequence[int]], str],
     on_token: Callable[[int, str], None],
     started: float | None = None,
+    constraint: JsonConstraint | None = None,
 ) -> GenerationRun:
     """Run ``model.generate`` with a streamer, seeding first when asked.
 
@@ -117,6 +120,7 @@ def run_generate(
         on_token: Per-token callback; may raise to stop.
         started: ``time.perf_counter()`` at the start of the request; the time
             to first token and ``generation_seconds`` count from it (None: now).
+        constraint: The response schema's token mask, or None for free text.
 
     Returns:
         The generated ids and timings.
@@ -133,11 +137,15 @@ def run_generate(
     if pixel_values is not None and pixel_values.is_floating_point():
         inputs["pixel_values"] = pixel_values.to(model.dtype)
     config = build_generation_config(model.generation_config, settings, max_new_tokens)
+    extra: dict[str, Any] = {}
+    if constraint is not None:
+        prompt_tokens = int(inputs["input_ids"].shape[-1])
+        extra["logits_processor"] = constrained_processors(torch, constraint, prompt_tokens, config)
     if settings.seed is not None:
         torch.manual_seed(settings.seed)  # seeds every CUDA device too
     streamer = TokenStreamer(decode, on_token, started=started)
     with torch.inference_mode():
-        model.generate(**inputs, generation_config=config, streamer=streamer)
+        model.generate(**inputs, generation_config=config, streamer=streamer, **extra)
     seconds = time.perf_counter() - streamer.started
     ids = tuple(streamer.token_ids)
     ends = eos_ids(config)

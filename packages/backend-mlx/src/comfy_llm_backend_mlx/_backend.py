@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from comfy_llm_profiles import ExecutionTarget, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_reasoning import reasoning_end_id
 from comfy_llm_staging import require_completed_snapshot
 
 from ._prompt import build_messages, collect_images, template_kwargs
@@ -104,6 +105,7 @@ class MlxVlmBackend:
         self._dtype = loaded.dtype
         self._lock = threading.Lock()
         self._last: dict[str, object] = {}
+        self._llg_tokenizers: dict[int, Any] = {}
 
     @classmethod
     def load(
@@ -224,6 +226,7 @@ class MlxVlmBackend:
                 settings=settings,
                 cap_thinking=cap_thinking,
                 on_token=on_token,
+                schema_mask=self._schema_mask(loaded, settings),
             )
             self._last = {
                 "thinking_budget_tokens": (
@@ -235,10 +238,25 @@ class MlxVlmBackend:
             }
             return result
 
+    def _schema_mask(self, loaded: Any, settings: GenerationSettings) -> Any:
+        schema = settings.schema
+        if schema is None:
+            return None
+        from ._constraint import SchemaMask
+
+        gate = reasoning_end_id(
+            self._profile.reasoning_parser,
+            self._profile.architecture,
+            enable_reasoning=settings.enable_reasoning,
+            vocabulary=loaded.vocabulary,
+        )
+        return SchemaMask(schema, loaded.tokenizer, loaded.stop_ids, gate, self._llg_tokenizers)
+
     def unload(self) -> None:
         """Drop the model and processor and clear MLX's cache; safe to call twice."""
         with self._lock:
             self._loaded = None
+            self._llg_tokenizers.clear()
             self._engine.clear_cache()
 
     def runtime_metadata(self) -> dict[str, object]:

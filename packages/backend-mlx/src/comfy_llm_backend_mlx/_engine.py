@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +195,7 @@ def generate(
     settings: GenerationSettings,
     cap_thinking: bool,
     on_token: TokenCallback,
+    schema_mask: Callable[[Any, Any], Any] | None = None,
 ) -> BackendResult:
     """Render the prompt, run the decode loop and return the generated ids.
 
@@ -207,6 +208,7 @@ def generate(
         cap_thinking: Cap reasoning at half of ``max_new_tokens``.
         on_token: Called with (token id, text so far) after every token; its
             exceptions propagate unchanged and stop generation.
+        schema_mask: The response schema's logits processor, or None.
 
     Returns:
         The generated ids (boundary and stop tokens kept), the decoded text,
@@ -260,6 +262,7 @@ def generate(
             top_p=float(settings.top_p),
             seed=settings.seed,
             thinking_budget_criteria=forced,
+            logits_processors=[schema_mask] if schema_mask is not None else None,
             **extra,
         )
         try:
@@ -287,6 +290,7 @@ def generate(
         timings=_timings(started, first_at, last_at, len(ids), int(input_ids.size)),
         prompt_opened_reasoning=opened,
         finish_reason=finish_reason,
+        constrained=schema_mask is not None,
     )
 
 

@@ -16,6 +16,7 @@ from ._select import (
     chat_template_kwargs,
     get_parser,
     parser_for_profile,
+    reasoning_end_id,
     resolve_parser_name,
 )
 from ._vocabulary import TokenVocabulary
@@ -34,5 +35,6 @@ __all__ = [
     "chat_template_kwargs",
     "get_parser",
     "parser_for_profile",
+    "reasoning_end_id",
     "resolve_parser_name",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._parsers import DirectResponseParser, PassthroughParser, Qwen3ReasoningParser
 from ._protocol import ReasoningParser
-from ._vocabulary import TokenVocabulary
+from ._vocabulary import THINK_CLOSE, TokenVocabulary
 from .errors import ReasoningError
 
 __all__ = [
@@ -139,3 +139,23 @@ def chat_template_kwargs(
     if resolve_parser_name(reasoning_parser, architecture) == Qwen3ReasoningParser.name:
         return {"enable_thinking": bool(enable_reasoning)}
     return {}
+
+
+def reasoning_end_id(
+    reasoning_parser: str | None,
+    architecture: str | None,
+    *,
+    enable_reasoning: bool,
+    vocabulary: TokenVocabulary | None,
+) -> int | None:
+    """The token id after which the answer starts, when the model reasons first.
+
+    Constrained decoding waits for it so reasoning stays free. None when the
+    request does not reason (the whole generation is the answer) or the
+    vocabulary has no single ``</think>`` id.
+    """
+    if not enable_reasoning or vocabulary is None:
+        return None
+    if resolve_parser_name(reasoning_parser, architecture) != Qwen3ReasoningParser.name:
+        return None
+    return vocabulary.id_of(THINK_CLOSE)

@@ -22,7 +22,8 @@ from comfy_llm_staging import require_completed_snapshot
 
 from . import _settings
 from ._admission import Admission, AdmissionOutcome, AdmissionRequest
-from ._generation import TokenRelay, parse_reasoning
+from ._answer import generate_answer
+from ._generation import TokenRelay
 from ._memory import MemoryProbe, MemorySnapshot, probe_for_target
 from ._metadata import RequestFacts, build_metadata
 from ._state import ManagerState, Resident, non_negative, positive_int
@@ -257,9 +258,9 @@ class ResidentModelManager:
                 )
                 backend = entry.backend
                 relay.start()
-                result = backend.generate(inputs, settings, relay)
+                answer = generate_answer(profile, backend, inputs, settings, relay)
+                result, parsed = answer.result, answer.parsed
                 measured_seconds = max(0.0, self._clock() - relay.started)
-                parsed = parse_reasoning(profile, backend, settings, result)
                 runtime = backend.runtime_metadata()
             finally:
                 if not keep_loaded and profile.profile_id in self._resident:
@@ -290,6 +291,7 @@ class ResidentModelManager:
                 runtime=runtime,
                 facts=facts,
             )
+            metadata.update(answer.metadata())
             self._served += 1
             progress(
                 ProgressEvent(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from comfy_llm_core import defaults
+from comfy_llm_structured import ResponseSchema, parse_response_schema
 
 from .errors import GenerationSettingsError
 
@@ -50,6 +51,9 @@ class GenerationSettings:
         seed: Random seed (>= 0) for reproducible sampling; None for unseeded.
         enable_reasoning: Ask the model to think first and parse its reasoning
             out; when False a direct-response parser is used.
+        response_schema: A JSON Schema (JSON text) the answer must satisfy, or
+            None for free text. Checked here, before any model loads, and kept
+            in canonical form; engines constrain decoding to it.
     """
 
     max_new_tokens: int = defaults.MAX_NEW_TOKENS
@@ -57,6 +61,7 @@ class GenerationSettings:
     top_p: float = defaults.TOP_P
     seed: int | None = None
     enable_reasoning: bool = True
+    response_schema: str | None = None
 
     def __post_init__(self) -> None:
         """Validate every field.
@@ -91,6 +96,16 @@ class GenerationSettings:
                 "enable_reasoning",
                 f"enable_reasoning must be True or False, got {self.enable_reasoning!r}.",
             )
+        if isinstance(self.response_schema, str) and not self.response_schema.strip():
+            object.__setattr__(self, "response_schema", None)
+        if self.response_schema is not None:
+            schema = parse_response_schema(self.response_schema)
+            object.__setattr__(self, "response_schema", schema.text)
+
+    @property
+    def schema(self) -> ResponseSchema | None:
+        """The checked response schema, or None for free text."""
+        return None if self.response_schema is None else ResponseSchema(self.response_schema)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (for the remote wire and metadata)."""
@@ -148,6 +163,8 @@ class BackendResult:
         prompt_opened_reasoning: True when the chat template already opened
             the reasoning block in the prompt (generation starts inside it).
         finish_reason: ``"stop"``, ``"length"``, ``"abort"``, ...
+        constrained: True when the engine constrained decoding to the
+            request's response schema.
     """
 
     token_ids: tuple[int, ...]
@@ -156,6 +173,7 @@ class BackendResult:
     timings: BackendTimings
     prompt_opened_reasoning: bool = False
     finish_reason: str = "stop"
+    constrained: bool = False
 
     def __post_init__(self) -> None:
         """Store ``token_ids`` as a tuple of ints whatever sequence was given."""
