@@ -276,6 +276,23 @@ def test_legacy_profile_directory_is_reused_without_requests(world) -> None:
     assert set(staged.files) == set(world.files)
 
 
+def test_seed_profile_revision_directory_is_reused_without_requests(world) -> None:
+    legacy = world.root / "llm_models" / "smolvlm-seed-profile" / world.revision
+    legacy.mkdir(parents=True)
+    for name, data in world.files.items():
+        (legacy / name).write_bytes(data)
+    marker = {"repository": world.repository, "revision": world.revision}
+    (legacy / LEGACY_MARKER_FILENAME).write_text(json.dumps(marker))
+
+    staged = stage_snapshot(world.repository, world.revision, storage_root=world.root)
+
+    assert world.hub.requests == []
+    assert staged.path == legacy
+    assert staged.downloaded is False
+    assert set(staged.files) == set(world.files)
+    assert not snapshot_path(world.root, world.repository, world.revision).exists()
+
+
 def test_repository_without_config_is_refused(hf_env, tmp_path: Path, make_files) -> None:
     files = make_files()
     del files["config.json"]

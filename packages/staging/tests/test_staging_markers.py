@@ -130,3 +130,57 @@ def test_canonical_wins_over_legacy(tmp_path: Path) -> None:
 @pytest.mark.parametrize("profile_id", ["../escape", "a/b", "..", ".hidden", ""])
 def test_unsafe_legacy_ids_are_ignored(tmp_path: Path, profile_id: str) -> None:
     assert find_completed_snapshot(tmp_path, REPO, SHA, legacy_profile_id=profile_id) is None
+
+
+def _seed_layout(root: Path, folder: str, *, repository: str = REPO, revision: str = SHA) -> Path:
+    """The seed's ``llm_models/<profile id>/<revision>/`` with its completion marker."""
+    directory = root / "llm_models" / folder / SHA
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_bytes(b"{}")
+    (directory / "model.safetensors").write_bytes(b"w" * 3)
+    marker = {"profile_id": folder, "repository": repository, "revision": revision}
+    (directory / LEGACY_MARKER_FILENAME).write_text(json.dumps(marker))
+    return directory
+
+
+def test_seed_profile_revision_directory_is_reused_in_place(tmp_path: Path) -> None:
+    legacy = _seed_layout(tmp_path, "qwen3.5-2b-seed-profile")
+    assert find_completed_snapshot(tmp_path, REPO, SHA) == legacy
+    assert require_completed_snapshot(legacy, repository=REPO, revision=SHA) == legacy
+
+
+def test_seed_layout_with_the_current_marker_is_reused(tmp_path: Path) -> None:
+    legacy = _complete(tmp_path / "llm_models" / "hf-0123" / SHA)
+    assert find_completed_snapshot(tmp_path, REPO, SHA) == legacy
+
+
+@pytest.mark.parametrize(("repository", "revision"), [("other/model", SHA), (REPO, OTHER_SHA)])
+def test_seed_layout_whose_marker_names_something_else_is_not_reused(
+    tmp_path: Path, repository: str, revision: str
+) -> None:
+    _seed_layout(tmp_path, "hf-seed", repository=repository, revision=revision)
+    assert find_completed_snapshot(tmp_path, REPO, SHA) is None
+
+
+def test_seed_layout_without_config_or_marker_is_not_reused(tmp_path: Path) -> None:
+    no_config = _seed_layout(tmp_path, "hf-a")
+    (no_config / "config.json").unlink()
+    no_marker = _seed_layout(tmp_path, "hf-b")
+    (no_marker / LEGACY_MARKER_FILENAME).unlink()
+    assert find_completed_snapshot(tmp_path, REPO, SHA) is None
+
+
+def test_seed_layout_is_ignored_while_the_canonical_directory_exists(tmp_path: Path) -> None:
+    _seed_layout(tmp_path, "hf-seed")
+    canonical = snapshot_path(tmp_path, REPO, SHA)
+    canonical.mkdir(parents=True)  # present but not complete: staging repairs it in place
+    assert find_completed_snapshot(tmp_path, REPO, SHA) is None
+    _complete(canonical)
+    assert find_completed_snapshot(tmp_path, REPO, SHA) == canonical
+
+
+def test_seed_layout_behind_a_symlink_is_not_reused(tmp_path: Path) -> None:
+    real = _seed_layout(tmp_path / "elsewhere", "hf-seed")
+    (tmp_path / "llm_models").mkdir()
+    (tmp_path / "llm_models" / "hf-link").symlink_to(real.parent, target_is_directory=True)
+    assert find_completed_snapshot(tmp_path, REPO, SHA) is None

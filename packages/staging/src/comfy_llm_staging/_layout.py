@@ -17,8 +17,12 @@ every profile of one repository revision shares one directory::
         │   │                                 to <revision>/ once verified
         │   ├── <revision>.lock               filelock guarding the lease file
         │   └── <revision>.lease.json         lease: pid, host, heartbeat of the stager
-        └── <legacy profile id>/              seed-era profile-keyed snapshot, reused
-            └── .comfy-modal-llm-complete.json  in place when its marker matches
+        ├── <legacy profile id>/              seed-era profile-keyed snapshot, reused
+        │   └── .comfy-modal-llm-complete.json  in place when its marker matches
+        └── <anything>/<revision>/            the seed's <profile id>/<revision>/: reused
+            ├── config.json                   in place when the canonical directory is
+            └── <a completion marker>         absent and the marker names the same
+                                              repository and revision (_legacy.py)
 
 The canonical ``<revision>/`` only ever appears by renaming a verified,
 marked ``.partial`` directory, so a reader never sees half a snapshot there.

@@ -20,6 +20,9 @@ stat, not a re-hash: cheap enough for every load).
 Seed-era profile-keyed snapshots carry ``.comfy-modal-llm-complete.json``
 (``profile_id``, ``repository``, ``revision``, ``completed_at_unix``); such a
 directory counts as complete when that marker matches and config.json exists.
+When the canonical directory is absent, ``llm_models/<anything>/<revision>/``
+directories (the seed's ``<profile id>/<revision>/``, see ``_legacy``) are
+reused in place when their marker matches.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from . import _layout
+from . import _layout, _legacy
 from .errors import IncompleteSnapshotError
 
 MARKER_FILENAME = ".comfy_llm_snapshot.json"
@@ -230,7 +233,10 @@ def find_completed_snapshot(
 
     Makes no network request. The canonical directory wins; otherwise a
     seed-era directory ``storage_root/llm_models/<legacy_profile_id>`` whose
-    valid marker names the same repository and revision is reused in place.
+    valid marker names the same repository and revision is reused in place;
+    otherwise, when the canonical directory does not exist at all, the first
+    ``storage_root/llm_models/<anything>/<revision>`` (in name order) holding
+    config.json and a valid marker naming the same repository and revision.
 
     Args:
         storage_root: The storage root.
@@ -256,6 +262,10 @@ def find_completed_snapshot(
                 marker.profile_id is None or not marker.legacy or marker.profile_id == legacy.name
             ):
                 return legacy
+    if not canonical.exists():
+        for candidate in _legacy.revision_candidates(storage_root, repository, revision):
+            if read_valid_marker(candidate, repository, revision) is not None:
+                return candidate
     return None
 
 
