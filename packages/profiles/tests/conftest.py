@@ -61,7 +61,48 @@ _MUSE: dict[str, Any] = {
     "text_config": {"max_position_embeddings": 131072},
 }
 
-_FAMILIES = {"qwen3_5": _QWEN3_5, "smolvlm": _SMOLVLM, "muse_glimmer": _MUSE}
+_IDEFICS3: dict[str, Any] = {
+    **_SMOLVLM,
+    "architectures": ["Idefics3ForConditionalGeneration"],
+    "model_type": "idefics3",
+}
+
+_QWEN3_VL: dict[str, Any] = {
+    "architectures": ["Qwen3VLForConditionalGeneration"],
+    "model_type": "qwen3_vl",
+    "image_token_id": 5,
+    "video_token_id": 6,
+    "text_config": {
+        "model_type": "qwen3_vl_text",
+        "dtype": "bfloat16",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "max_position_embeddings": 262144,
+        "vocab_size": 300,
+    },
+    "vision_config": {"model_type": "qwen3_vl", "depth": 2, "hidden_size": 32},
+}
+
+# Config builders by name; "smolvlm" is SmolVLM2's architecture, "idefics3" SmolVLM v1's.
+_FAMILIES = {
+    "qwen3_5": _QWEN3_5,
+    "qwen3_vl": _QWEN3_VL,
+    "smolvlm": _SMOLVLM,
+    "idefics3": _IDEFICS3,
+    "muse_glimmer": _MUSE,
+}
+
+# The config builder that matches each registry family (curated entries name families).
+CONFIG_FOR_FAMILY = {
+    "qwen3_5": "qwen3_5",
+    "qwen3_vl": "qwen3_vl",
+    "smolvlm2": "smolvlm",
+    "smolvlm": "idefics3",
+    "muse_glimmer": "muse_glimmer",
+}
 
 ConfigFactory = Callable[..., dict[str, Any]]
 
@@ -140,6 +181,8 @@ def build_profile(**overrides: Any) -> Any:
         "weight_bytes": 1000,
         "registry_version": "local_cpu/test",
         "display_name": "Owner Model",
+        "advertised_context_tokens": 8192,
+        "runtime_requirements": ("transformers==5.24.0",),
     }
     fields.update(overrides)
     return ModelProfile(**fields)

@@ -1,3 +1,5 @@
+"""The curated list: aliases of pinned commits, resolved like any reference, then offline."""
+
 from __future__ import annotations
 
 import copy
@@ -7,60 +9,224 @@ from typing import Any
 
 import pytest
 from comfy_llm_profiles import (
-    BACKENDS,
+    FAMILIES,
     CuratedRegistryError,
+    DownloadTooLargeError,
     ExecutionTarget,
-    is_commit,
     load_curated_registry,
     load_manifest,
     parse_curated_registry,
+    registry_for,
     resolve_profile,
 )
+from comfy_llm_testworld import FakeHub
+
+from .conftest import CONFIG_FOR_FAMILY, build_config, build_files  # type: ignore[import-not-found]
 
 SHIPPED = json.loads(
     (Path(__file__).parents[1] / "src" / "comfy_llm_profiles" / "curated_profiles.json").read_text()
 )
+MIB = 1024**2
+HEX = "0123456789abcdef"
+
+# The table the issue asks for: id -> (repository, commit, targets that default to it).
+EXPECTED = {
+    "smolvlm-256m-instruct": (
+        "HuggingFaceTB/SmolVLM-256M-Instruct",
+        "7e3e67edbbed1bf9888184d9df282b700a323964",
+        {"local_cpu", "local_cuda"},
+    ),
+    "smolvlm2-2.2b-instruct": (
+        "HuggingFaceTB/SmolVLM2-2.2B-Instruct",
+        "482adb537c021c86670beed01cd58990d01e72e4",
+        {"modal"},
+    ),
+    "smolvlm2-500m-video-instruct": (
+        "HuggingFaceTB/SmolVLM2-500M-Video-Instruct",
+        "7b375e1b73b11138ff12fe22c8f2822d8fe03467",
+        set(),
+    ),
+    "qwen3.5-0.8b": ("Qwen/Qwen3.5-0.8B", "2fc06364715b967f1860aea9cf38778875588b17", set()),
+    "qwen3.5-2b": ("Qwen/Qwen3.5-2B", "15852e8c16360a2fea060d615a32b45270f8a8fc", set()),
+    "qwen3-vl-2b-instruct": (
+        "Qwen/Qwen3-VL-2B-Instruct",
+        "89644892e4d85e24eaac8bacfd4f463576704203",
+        set(),
+    ),
+    "qwen3.5-2b-mlx-4bit": (
+        "mlx-community/Qwen3.5-2B-4bit",
+        "674aaa7240b91e8012fcad5d791b7dfe5ba90207",
+        {"local_apple"},
+    ),
+    "qwen3.5-0.8b-mlx-4bit": (
+        "mlx-community/Qwen3.5-0.8B-4bit",
+        "da28692b5f139cb0ec58a356b437486b7dac7462",
+        set(),
+    ),
+    "smolvlm2-2.2b-mlx": (
+        "mlx-community/SmolVLM2-2.2B-Instruct-mlx",
+        "844516024a1c4400d34489b89ee067d794e432ed",
+        set(),
+    ),
+}
 
 
-def test_shipped_list_is_valid_and_covers_every_target() -> None:
-    registry = load_curated_registry()
-    assert registry.version
-    assert registry.ids == tuple(sorted(e["id"] for e in SHIPPED["entries"]))
-    for target in ExecutionTarget:
-        assert registry.for_target(target), f"no curated entry for {target}"
-    for entry in registry.entries.values():
-        assert is_commit(entry.revision)
+def _serve(hub: FakeHub, entry: Any, **config_changes: Any) -> dict[str, bytes]:
+    """Serve ``entry.repository`` at its pinned commit (with a newer main beside it)."""
+    config = build_config(CONFIG_FOR_FAMILY[entry.family], **config_changes)
+    files = build_files(config, weights={"model.safetensors": b"w" * 4096})
+    hub.add_repo(entry.repository, files, sha=entry.revision)
+    moved = build_files(build_config("muse_glimmer"))
+    hub.add_commit(entry.repository, moved)  # upstream moved on: the pin must hold
+    return files
+
+
+def test_every_pin_is_a_commit_and_every_family_is_in_its_targets_registry() -> None:
+    for entry in load_curated_registry().entries.values():
+        assert len(entry.revision) == 40 and set(entry.revision) <= set(HEX), entry.id
+        assert entry.family in FAMILIES, entry.id
         for target in entry.targets:
-            profile = entry.profile(target, backends=frozenset(BACKENDS))
-            assert profile.revision == entry.revision
-            assert profile.display_name == entry.display_name
-    small = registry.get("smolvlm-256m-instruct")
-    assert small.repository == "HuggingFaceTB/SmolVLM-256M-Instruct"
-    assert not small.revision_verified  # a documented placeholder pin
+            families = {rule.family for rule in registry_for(target).rules}
+            assert entry.family in families, (entry.id, target)
 
 
-def test_curated_resolution_needs_no_network(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_shipped_table() -> None:
+    registry = load_curated_registry()
+    shipped = {
+        e.id: (
+            e.repository,
+            e.revision,
+            {t.value for t, d in registry.defaults.items() if d == e.id},
+        )
+        for e in registry.entries.values()
+    }
+    assert shipped == EXPECTED
+    for target in ExecutionTarget:
+        assert target in registry.default_for(target).targets
+    reviewed = registry.get("smolvlm2-2.2b-instruct").limits
+    assert reviewed == {
+        "context_tokens": 16384,
+        "max_images": 8,
+        "max_video_frames": 32,
+        "max_file_bytes": 32 * MIB,
+        "max_total_file_bytes": 32 * MIB,
+        "max_file_characters": 200_000,
+        "allow_mixed_image_video": False,
+    }
+
+
+def test_entries_carry_no_copied_model_data() -> None:
+    allowed = {"id", "display_name", "repository", "revision", "family", "targets", "limits"}
+    for raw in SHIPPED["entries"]:
+        assert set(raw) - {"notes"} <= allowed, raw["id"]
+
+
+def test_curated_id_resolves_through_the_pinned_commit_then_offline(
+    hf_env: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # An unreachable endpoint proves no request is made.
+    entry = load_curated_registry().get("smolvlm2-2.2b-instruct")
+    _serve(hf_env, entry, torch_dtype="float16")
+    first = resolve_profile(entry.id, "modal", storage_root=tmp_path, endpoint=hf_env.endpoint)
+    profile = first.profile
+    assert first.created
+    assert (profile.repository, profile.revision) == (entry.repository, entry.revision)
+    # Everything about the model comes from the served commit ...
+    assert profile.architecture == "SmolVLMForConditionalGeneration"
+    assert profile.dtype == "float16"
+    assert profile.weight_bytes == 4096
+    assert profile.advertised_context_tokens == 8192
+    # ... and the reviewed overrides from the entry (context never above the advertised one).
+    assert profile.display_name == entry.display_name
+    assert profile.limits.context_tokens == 8192
+    assert (profile.limits.max_images, profile.limits.max_video_frames) == (8, 32)
+    assert profile.limits.max_file_characters == 200_000
+    assert profile.limits.max_total_file_bytes == 32 * MIB
+    assert not profile.limits.allow_mixed_image_video
+    # One model-info request and config.json, both at the pinned commit.
+    api = [r for r in hf_env.requests if r.path.startswith("/api/models/")]
+    assert len(api) == 1 and entry.revision in api[0].path
+    assert hf_env.file_requests("GET") == ["config.json"]
+    assert all(r.revision == entry.revision for r in hf_env.requests if r.filename)
+    assert load_manifest(first.manifest_path) == profile
+
+    # Later runs: no Hub at all (an unreachable endpoint proves it).
+    hf_env.clear_requests()
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
-    events = []
-    resolved = resolve_profile(
-        "qwen3.5-2b-mlx-4bit",
-        ExecutionTarget.LOCAL_APPLE,
-        storage_root=tmp_path,
-        progress=events.append,
-    )
-    profile = resolved.profile
-    assert profile.repository == "mlx-community/Qwen3.5-2B-4bit"
-    assert profile.revision == "674aaa7240b91e8012fcad5d791b7dfe5ba90207"
-    assert (profile.backend, profile.quantization_method) == ("mlx_vlm", "mlx")
-    assert profile.reasoning_parser == "qwen3"
-    assert resolved.created
-    assert load_manifest(resolved.manifest_path) == profile
-    assert events and all(e.stage == "inspect" and e.indeterminate for e in events)
-    again = resolve_profile("qwen3.5-2b-mlx-4bit", "local_apple", storage_root=tmp_path)
+    again = resolve_profile(entry.id, "modal", storage_root=tmp_path)
     assert (again.profile, again.created) == (profile, False)
+    assert hf_env.requests == []
+
+
+def test_context_override_applies_when_the_checkpoint_allows_it(
+    hf_env: FakeHub, tmp_path: Path
+) -> None:
+    entry = load_curated_registry().get("smolvlm2-2.2b-instruct")
+    config = build_config("smolvlm")
+    config["text_config"]["max_position_embeddings"] = 16384
+    hf_env.add_repo(entry.repository, build_files(config), sha=entry.revision)
+    profile = resolve_profile(
+        entry.id, "local_cuda", storage_root=tmp_path, endpoint=hf_env.endpoint
+    ).profile
+    assert profile.limits.context_tokens == 16384
+    assert profile.identity["max_context_tokens"] == 16384
+
+
+@pytest.mark.parametrize("target", list(ExecutionTarget))
+def test_the_default_of_every_target_resolves_against_the_fake_hub(
+    hf_env: FakeHub, tmp_path: Path, target: ExecutionTarget
+) -> None:
+    entry = load_curated_registry().default_for(target)
+    _serve(hf_env, entry)
+    profile = resolve_profile(
+        entry.id, target, storage_root=tmp_path, endpoint=hf_env.endpoint
+    ).profile
+    assert (profile.repository, profile.revision) == (entry.repository, entry.revision)
+    assert profile.execution_target is target
+
+
+def test_every_entry_resolves_for_each_reviewed_target(hf_env: FakeHub, tmp_path: Path) -> None:
+    for entry in load_curated_registry().entries.values():
+        _serve(hf_env, entry)
+        for target in entry.targets:
+            profile = resolve_profile(
+                entry.id, target, storage_root=tmp_path, endpoint=hf_env.endpoint
+            ).profile
+            assert profile.modalities == FAMILIES[entry.family].modalities
+
+
+def test_a_pin_of_another_family_is_refused(hf_env: FakeHub, tmp_path: Path) -> None:
+    entry = load_curated_registry().get("qwen3-vl-2b-instruct")
+    hf_env.add_repo(entry.repository, build_files(build_config("qwen3_5")), sha=entry.revision)
+    with pytest.raises(CuratedRegistryError) as caught:
+        resolve_profile(entry.id, "modal", storage_root=tmp_path, endpoint=hf_env.endpoint)
+    assert caught.value.entry == entry.id
+    assert "'qwen3_vl'" in str(caught.value) and "Qwen3_5ForConditionalGeneration" in str(
+        caught.value
+    )
+
+
+def test_unusable_stored_facts_are_inspected_again(hf_env: FakeHub, tmp_path: Path) -> None:
+    entry = load_curated_registry().get("qwen3.5-0.8b")
+    _serve(hf_env, entry)
+    first = resolve_profile(entry.id, "local_cpu", storage_root=tmp_path, endpoint=hf_env.endpoint)
+    stored = tmp_path / "profiles" / "pinned" / "Qwen" / "Qwen3.5-0.8B" / f"{entry.revision}.json"
+    assert json.loads(stored.read_text())["config"]["model_type"] == "qwen3_5"
+    stored.write_text('{"format": 1, "repository": "Qwen/Other"}')
+    hf_env.clear_requests()
+    again = resolve_profile(entry.id, "local_cpu", storage_root=tmp_path, endpoint=hf_env.endpoint)
+    assert again.profile == first.profile
+    assert hf_env.file_requests("GET") == ["config.json"]
+
+
+def test_stored_facts_still_obey_the_download_limit(
+    hf_env: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = load_curated_registry().get("qwen3.5-0.8b")
+    _serve(hf_env, entry)
+    resolve_profile(entry.id, "local_cpu", storage_root=tmp_path, endpoint=hf_env.endpoint)
+    monkeypatch.setenv("COMFY_MODAL_LLM_MAX_DOWNLOAD_GB", "0.000001")
+    with pytest.raises(DownloadTooLargeError):
+        resolve_profile(entry.id, "local_cpu", storage_root=tmp_path, endpoint=hf_env.endpoint)
 
 
 def test_curated_id_for_an_unreviewed_target(tmp_path: Path) -> None:
@@ -87,61 +253,41 @@ def _entry(**changes: Any) -> dict[str, Any]:
     return entry
 
 
+def _list(*entries: dict[str, Any], **top: Any) -> dict[str, Any]:
+    return {"registry_version": "v", "entries": list(entries), **top}
+
+
 @pytest.mark.parametrize(
     ("data", "problem"),
     [
         ([], "'entries' list"),
         ({"entries": []}, "registry_version"),
-        ({"registry_version": "v", "entries": ["x"]}, "not an object"),
-        ({"registry_version": "v", "entries": [_entry(id="Bad Id")]}, "with id"),
-        ({"registry_version": "v", "entries": [_entry(repository=None)]}, "missing keys"),
-        ({"registry_version": "v", "entries": [_entry(surprise=1)]}, "unknown keys"),
+        (_list("x"), "not an object"),  # type: ignore[arg-type]
+        (_list(_entry(id="Bad Id")), "with id"),
+        (_list(_entry(repository=None)), "missing keys"),
+        (_list(_entry(family=None)), "missing keys"),
+        (_list(_entry(surprise=1)), "unknown keys"),
+        (_list(_entry(config={"model_type": "idefics3"})), "unknown keys"),
+        (_list(_entry(weight_bytes=1)), "unknown keys"),
+        (_list(_entry(repository="https://x/y")), "invalid repository"),
+        (_list(_entry(repository="a/b@main")), "plain owner/model"),
+        (_list(_entry(revision="main")), "40-character"),
+        (_list(_entry(revision="7E3E67EDBBED1BF9888184D9DF282B700A323964")), "40-character"),
+        (_list(_entry(targets=[])), "non-empty list"),
+        (_list(_entry(targets=["modal", "modal"])), "non-empty list"),
+        (_list(_entry(targets=["local_tpu"])), "known:"),
+        (_list(_entry(family="llama")), "has family"),
+        (_list(_entry(limits=[1])), "not an object"),
+        (_list(_entry(limits={"max_tokens": 1})), "unknown limits"),
+        (_list(_entry(limits={"max_images": 0})), "positive integer"),
+        (_list(_entry(limits={"allow_mixed_image_video": 1})), "true or false"),
+        (_list(_entry(limits={"max_video_frames": 8})), "takes no video"),
+        (_list(_entry(), _entry()), "appears twice"),
+        (_list(_entry(), defaults={"local_tpu": "smolvlm-256m-instruct"}), "unknown target"),
+        (_list(_entry(), defaults={"modal": "nope"}), "not an entry reviewed"),
         (
-            {"registry_version": "v", "entries": [_entry(repository="https://x/y")]},
-            "invalid repository",
-        ),
-        (
-            {"registry_version": "v", "entries": [_entry(repository="a/b@main")]},
-            "plain owner/model",
-        ),
-        ({"registry_version": "v", "entries": [_entry(revision="main")]}, "40-character"),
-        ({"registry_version": "v", "entries": [_entry(targets=[])]}, "non-empty list"),
-        (
-            {"registry_version": "v", "entries": [_entry(targets=["modal", "modal"])]},
-            "non-empty list",
-        ),
-        ({"registry_version": "v", "entries": [_entry(targets=["local_tpu"])]}, "known:"),
-        ({"registry_version": "v", "entries": [_entry(weight_bytes=0)]}, "weight_bytes"),
-        ({"registry_version": "v", "entries": [_entry(config=[1])]}, "config"),
-        ({"registry_version": "v", "entries": [_entry(), _entry()]}, "appears twice"),
-        # Re-checked against the compatibility registry of each target:
-        (
-            {
-                "registry_version": "v",
-                "entries": [
-                    _entry(
-                        config={**SHIPPED["entries"][0]["config"], "auto_map": {"AutoModel": "x.Y"}}
-                    )
-                ],
-            },
-            "is refused for target",
-        ),
-        (
-            {
-                "registry_version": "v",
-                "entries": [
-                    _entry(
-                        config={
-                            **SHIPPED["entries"][0]["config"],
-                            "quantization_config": {
-                                "quant_method": "fp8",
-                                "weight_block_size": [128, 128],
-                            },
-                        }
-                    )
-                ],
-            },
-            "is refused for target",
+            _list(_entry(targets=["local_cpu"]), defaults={"modal": "smolvlm-256m-instruct"}),
+            "not an entry reviewed",
         ),
     ],
 )

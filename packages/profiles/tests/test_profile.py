@@ -13,6 +13,7 @@ from comfy_llm_profiles import (
     ProfileLimits,
     ProfileValidationError,
     compute_profile_id,
+    estimated_vram_gb,
 )
 
 MakeProfile = Callable[..., ModelProfile]
@@ -20,39 +21,71 @@ MakeProfile = Callable[..., ModelProfile]
 # The id of conftest.build_profile(): pinned so that any change to the
 # identity's shape or canonical JSON (which would orphan every existing
 # manifest and Modal profile) fails loudly here.
-GOLDEN_LOCAL_CPU_ID = "hf-fed96e371366e8af6fa48730dfa824143197eb0f91abb648b151f3dc2bd6b415"
+GOLDEN_LOCAL_CPU_ID = "hf-68046a0f1510e166d87c8a7978566d49240516af30ec6af12d6322b813c20f4e"
 
 
-def _hash(identity: dict[str, Any]) -> str:
-    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return "hf-" + hashlib.sha256(canonical.encode()).hexdigest()
+def _seed_id(identity: dict[str, Any]) -> str:
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return "hf-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def test_profile_id_is_the_sha256_of_the_identity(make_profile: MakeProfile) -> None:
+def _seed_identity(**changes: Any) -> dict[str, Any]:
+    """The seed's identity of conftest.build_profile(), written out field by field."""
+    identity = {
+        "schema_version": 2,
+        "compatibility_policy_version": 1,
+        "repository": "owner/model",
+        "revision": "0123456789abcdef0123456789abcdef01234567",
+        "dtype": "bfloat16",
+        "modalities": ["file", "image", "text", "video"],
+        "backend": "transformers",
+        "architecture": "SmolVLMForConditionalGeneration",
+        "quantization_method": "none",
+        "artifact_bytes": 1000,
+        "advertised_context_tokens": 8192,
+        "max_context_tokens": 8192,
+        "estimated_vram_gb": 8.0,  # round(1000 B in GiB x 1.08 + 8, 1)
+        "reasoning_parser": "none",
+        "backend_options": {"device": "cpu", "torch_dtype": "float32"},
+        "runtime_requirements": ["transformers==5.24.0"],
+    }
+    identity.update(changes)
+    return identity
+
+
+def test_modal_id_is_the_seeds_field_for_field(make_profile: MakeProfile) -> None:
+    modal = make_profile(execution_target=ExecutionTarget.MODAL)
+    assert modal.identity == _seed_identity()
+    assert modal.profile_id == _seed_id(_seed_identity())
+    # The target is still recorded in the profile and its dict, just not hashed.
+    assert modal.to_dict()["execution_target"] == "modal"
+
+
+def test_other_targets_add_execution_target(make_profile: MakeProfile) -> None:
     profile = make_profile()
-    assert profile.profile_id.startswith("hf-")
-    assert len(profile.profile_id) == 3 + 64
-    identity = profile.to_dict()
-    for key in ("profile_id", "requested_revision", "display_name"):
-        del identity[key]
-    assert identity["execution_target"] == "local_cpu"
-    assert profile.identity == identity
-    assert profile.profile_id == _hash(identity)
+    expected = _seed_identity(execution_target="local_cpu")
+    assert profile.identity == expected
+    assert profile.profile_id == _seed_id(expected)
 
 
 def test_profile_id_is_stable(make_profile: MakeProfile) -> None:
     assert make_profile().profile_id == GOLDEN_LOCAL_CPU_ID
 
 
-def test_modal_identity_omits_the_target(make_profile: MakeProfile) -> None:
-    modal = make_profile(execution_target=ExecutionTarget.MODAL)
-    identity = modal.to_dict()
-    for key in ("profile_id", "requested_revision", "display_name", "execution_target"):
-        del identity[key]
-    assert "execution_target" not in modal.identity
-    assert modal.profile_id == _hash(identity)
-    # ... but the target is still recorded in the profile and its dict.
-    assert modal.to_dict()["execution_target"] == "modal"
+@pytest.mark.parametrize(
+    ("artifact_bytes", "method", "backend", "expected"),
+    [
+        (10 * 1024**3, "fp8", "vllm", 23.2),  # 10 x 1.12 + 12
+        (3 * 1024**3, "none", "vllm", 15.2),  # 3 x 1.08 + 12 = 15.24
+        (4 * 1024**3, "none", "transformers", 12.3),  # 4.32 + 8
+        (int(1.5 * 1024**3), "mlx", "mlx_vlm", 3.7),  # 1.68 + 2
+        (0, "none", "mlx_vlm", 2.0),
+    ],
+)
+def test_estimated_vram_gb_formula(
+    artifact_bytes: int, method: str, backend: str, expected: float
+) -> None:
+    assert estimated_vram_gb(artifact_bytes, method, backend) == expected
 
 
 def test_local_targets_are_part_of_the_identity(make_profile: MakeProfile) -> None:
@@ -66,6 +99,10 @@ def test_local_targets_are_part_of_the_identity(make_profile: MakeProfile) -> No
         ("requested_revision", None),
         ("requested_revision", "v2"),
         ("display_name", "Another label"),
+        # Recorded, but (as in the seed's identity) not hashed:
+        ("model_type", "idefics3"),
+        ("estimated_memory_bytes", 1),
+        ("registry_version", "local_cpu/other"),
     ],
 )
 def test_non_identity_fields_keep_the_id(
@@ -81,16 +118,17 @@ def test_non_identity_fields_keep_the_id(
         ("revision", "f" * 40),
         ("backend", "vllm"),
         ("architecture", "Idefics3ForConditionalGeneration"),
-        ("model_type", "idefics3"),
         ("dtype", "float16"),
         ("quantization_method", "fp8"),
         ("modalities", ("text", "image")),
         ("reasoning_parser", "qwen3"),
         ("reasoning_parser", None),
         ("backend_options", (("device", "cuda"),)),
-        ("estimated_memory_bytes", 1),
         ("weight_bytes", 1001),
-        ("registry_version", "local_cpu/other"),
+        ("weight_bytes", 2 * 1024**3),  # also moves estimated_vram_gb
+        ("advertised_context_tokens", 4096),
+        ("advertised_context_tokens", None),
+        ("runtime_requirements", ("transformers==5.19.0",)),
     ],
 )
 def test_identity_fields_change_the_id(
@@ -99,10 +137,13 @@ def test_identity_fields_change_the_id(
     assert make_profile(**{field: value}).profile_id != make_profile().profile_id
 
 
-def test_limits_are_identity(make_profile: MakeProfile) -> None:
+def test_only_the_context_limit_is_identity(make_profile: MakeProfile) -> None:
     base = make_profile()
-    other = make_profile(limits=dataclasses.replace(base.limits, max_images=5))
-    assert other.profile_id != base.profile_id
+    context = make_profile(limits=dataclasses.replace(base.limits, context_tokens=4096))
+    assert context.profile_id != base.profile_id
+    assert context.identity["max_context_tokens"] == 4096
+    bounds = make_profile(limits=dataclasses.replace(base.limits, max_images=5))
+    assert bounds.profile_id == base.profile_id
 
 
 def test_backend_options_are_sorted_and_hashable(make_profile: MakeProfile) -> None:

@@ -73,3 +73,29 @@ def test_description_of_mlx() -> None:
 
 def test_incomplete_mlx_block_is_not_mlx() -> None:
     assert detect_quantization({"quantization": {"bits": 4}}).method == "none"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"quantization_config": {}},
+        {"text_config": {"quantization_config": {}}},
+        {"quantization_config": {}, "text_config": {"quantization_config": {}}},
+    ],
+)
+def test_an_empty_quantization_config_is_unquantized(config: dict[str, Any]) -> None:
+    assert detect_quantization(config) == QuantizationInfo("none", "unquantized")
+
+
+def test_an_empty_top_level_config_does_not_hide_a_text_config_one() -> None:
+    config = {"quantization_config": {}, "text_config": {"quantization_config": BLOCK_FP8}}
+    assert detect_quantization(config).method == "fp8"
+
+
+def test_an_unquantized_checkpoint_with_an_empty_config_resolves(
+    make_config: Any,
+) -> None:
+    from comfy_llm_profiles import decide
+
+    decision = decide("local_cpu", make_config(quantization_config={}), weight_bytes=1)
+    assert (decision.backend, decision.quantization.method) == ("transformers", "none")

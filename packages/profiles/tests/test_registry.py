@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from comfy_llm_profiles import (
     BACKENDS,
+    FAMILIES,
     REGISTRY_VERSIONS,
     ExecutionTarget,
     InvalidConfigError,
@@ -76,7 +77,7 @@ def test_unquantized_decisions(
     decision = _decide(target, make_config(family))
     assert decision.backend == backend
     assert decision.reasoning_parser == parser
-    assert decision.modalities == ("text", "image", "video", "file")
+    assert decision.modalities == FAMILIES[decision.family].modalities
     assert decision.quantization.method == "none"
     assert decision.registry_version == REGISTRY_VERSIONS[target]
     assert decision.dtype == "bfloat16"
@@ -100,6 +101,8 @@ def test_idefics3_smolvlm_and_qwen_moe_are_known(make_config: ConfigFactory) -> 
     assert known_architectures() == {
         "Qwen3_5ForConditionalGeneration",
         "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
         "SmolVLMForConditionalGeneration",
         "Idefics3ForConditionalGeneration",
         "MuseGlimmerForConditionalGeneration",
@@ -353,3 +356,76 @@ def test_decision_depends_on_registry_version(make_config: ConfigFactory) -> Non
     # Same decision on two targets: different ids (target + registry version differ).
     assert a.backend == b.backend
     assert a.profile_id != b.profile_id
+
+
+# -- families, modalities, engines ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "backend", "requirement"),
+    [
+        (APPLE, "mlx_vlm", "mlx-vlm==0.7.10"),
+        (MODAL, "transformers", "transformers==5.24.0"),
+        (CUDA, "transformers", "transformers==5.24.0"),
+        (CPU, "transformers", "transformers==5.24.0"),
+    ],
+)
+def test_qwen3_vl_runs_on_transformers_and_mlx(
+    make_config: ConfigFactory, target: ExecutionTarget, backend: str, requirement: str
+) -> None:
+    decision = _decide(target, make_config("qwen3_vl"))
+    assert (decision.family, decision.backend) == ("qwen3_vl", backend)
+    assert decision.runtime_requirements == (requirement,)
+    assert decision.modalities == ("text", "image", "video", "file")
+    assert decision.reasoning_parser == "qwen3"
+    assert decision.advertised_context_tokens == 262144
+    profile = decision.to_profile("Qwen/Qwen3-VL-2B-Instruct", SHA)
+    assert profile.runtime_requirements == (requirement,)
+
+
+def test_qwen3_vl_moe_is_left_out_on_cpu(make_config: ConfigFactory) -> None:
+    moe = make_config(
+        "qwen3_vl", architectures=["Qwen3VLMoeForConditionalGeneration"], model_type="qwen3_vl_moe"
+    )
+    assert _decide(MODAL, moe).backend == "transformers"
+    with pytest.raises(UnsupportedArchitectureError):
+        _decide(CPU, moe)
+
+
+@pytest.mark.parametrize(
+    ("config_family", "family", "video"),
+    [
+        ("qwen3_5", "qwen3_5", True),
+        ("qwen3_vl", "qwen3_vl", True),
+        ("smolvlm", "smolvlm2", True),
+        ("idefics3", "smolvlm", False),
+        ("muse_glimmer", "muse_glimmer", False),
+    ],
+)
+def test_modalities_are_reviewed_per_family(
+    make_config: ConfigFactory, config_family: str, family: str, video: bool
+) -> None:
+    for target in ExecutionTarget:
+        decision = _decide(target, make_config(config_family))
+        assert decision.family == family
+        assert ("video" in decision.modalities) is video
+        assert (decision.limits.max_video_frames > 0) is video
+        rule = registry_for(target).rule_for(decision.architecture)
+        assert rule is not None
+        reason = rule.modality_reason
+        assert reason and "\n" not in reason and reason.endswith(".")
+
+
+def test_every_backend_pins_an_engine_that_the_lock_resolves() -> None:
+    import tomllib
+    from pathlib import Path
+
+    lock = tomllib.loads((Path(__file__).parents[3] / "uv.lock").read_text(encoding="utf-8"))
+    locked = {(p["name"], p["version"]) for p in lock["package"]}
+    for target in ExecutionTarget:
+        for rule in registry_for(target).rules:
+            for choice in rule.backends:
+                assert choice.requirements, (target, rule.family, choice.backend)
+                for requirement in choice.requirements:
+                    name, version = requirement.split("==")
+                    assert (name, version) in locked, requirement

@@ -128,12 +128,11 @@ def test_modal_profile_id_omits_the_target(
     cuda = _resolve(
         hf_env, REPO, ExecutionTarget.LOCAL_CUDA, tmp_path, backends={"vllm", "transformers"}
     ).profile
-    identity = modal.to_dict()
-    for key in ("profile_id", "requested_revision", "display_name", "execution_target"):
-        identity.pop(key)
+    identity = modal.identity
+    assert "execution_target" not in identity
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     assert modal.profile_id == "hf-" + hashlib.sha256(canonical.encode()).hexdigest()
-    assert "execution_target" in cuda.identity
+    assert cuda.identity == {**identity, "execution_target": "local_cuda"}
     assert cuda.profile_id != modal.profile_id
 
 

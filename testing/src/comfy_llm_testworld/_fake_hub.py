@@ -111,6 +111,7 @@ class FakeHub:
         card_data: dict[str, Any] | None = None,
         security_findings: list[str] | None = None,
         branch: str = "main",
+        sha: str | None = None,
     ) -> str:
         """Create a model repo whose first commit on ``branch`` holds ``files``.
 
@@ -123,6 +124,8 @@ class FakeHub:
             card_data: The model card's YAML metadata, returned as ``cardData``.
             security_findings: Paths the security scan flags as unsafe.
             branch: Branch that receives the first commit.
+            sha: The commit's id (e.g. a real repository's pinned commit);
+                default: derived from the content.
 
         Returns:
             The 40-hex sha of the new commit.
@@ -135,18 +138,26 @@ class FakeHub:
             if repo_id in self._repos:
                 raise ValueError(f"repo {repo_id!r} exists; use add_commit to change it")
             repo = Repo(repo_id, private, gate, card_data, list(security_findings or []))  # type: ignore[arg-type]
-            sha = repo.commit(files, branch, next(self._seq)).sha
+            commit = repo.commit(files, branch, next(self._seq), sha)
             self._repos[repo_id] = repo
-            return sha
+            return commit.sha
 
-    def add_commit(self, repo_id: str, files: Mapping[str, bytes], branch: str = "main") -> str:
+    def add_commit(
+        self,
+        repo_id: str,
+        files: Mapping[str, bytes],
+        branch: str = "main",
+        *,
+        sha: str | None = None,
+    ) -> str:
         """Make ``files`` the full new tree of ``branch`` (created if new); return the sha.
 
         Older commits stay reachable by sha, so a test can move a branch under a
-        pinned profile and check that the pin still holds.
+        pinned profile and check that the pin still holds. ``sha`` as in
+        :meth:`add_repo`.
         """
         with self._lock:
-            return self._repo(repo_id).commit(files, branch, next(self._seq)).sha
+            return self._repo(repo_id).commit(files, branch, next(self._seq), sha).sha
 
     def add_tag(self, repo_id: str, tag: str, revision: str) -> None:
         """Point ``tag`` at ``revision`` (a commit sha, branch or existing tag)."""

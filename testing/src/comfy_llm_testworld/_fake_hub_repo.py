@@ -128,10 +128,18 @@ class Repo:
     branches: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
 
-    def commit(self, files: Mapping[str, bytes], branch: str, seq: int) -> Commit:
-        """Record a new full tree as the head of ``branch`` and return the commit."""
+    def commit(
+        self, files: Mapping[str, bytes], branch: str, seq: int, sha: str | None = None
+    ) -> Commit:
+        """Record a new full tree as the head of ``branch`` and return the commit.
+
+        ``sha`` gives the commit a chosen id (a real repository's pinned commit,
+        so a test can serve ``owner/model@<that commit>``); default: derived.
+        """
         if not branch or branch.startswith("/") or ".." in branch:
             raise ValueError(f"invalid branch name {branch!r}")
+        if sha is not None and (not _HEX40.match(sha) or sha in self.commits):
+            raise ValueError(f"commit id {sha!r} is not 40 lowercase hex or already exists")
         blobs = {_validate_path(p): Blob.build(p, d) for p, d in sorted(files.items())}
         parent = self.branches.get(branch)
         digest = hashlib.sha1(usedforsecurity=False)
@@ -139,7 +147,7 @@ class Repo:
         for path, blob in blobs.items():
             digest.update(f"{path}\0{blob.oid}\n".encode())
         commit = Commit(
-            sha=digest.hexdigest(),
+            sha=sha or digest.hexdigest(),
             files=MappingProxyType(blobs),
             parent=parent,
             date=_EPOCH + timedelta(minutes=seq),

@@ -20,8 +20,9 @@ def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], Non
     run = sub.add_parser("run", help="answer a prompt with a model (the node's path)")
     run.add_argument(
         "--model",
-        help="owner/model[@revision] or a curated id (default: a small curated model for the "
-        "target: qwen3.5-2b-mlx-4bit on Apple Silicon, smolvlm-256m-instruct elsewhere)",
+        help="owner/model[@revision] or a curated id (default: the curated list's model for the "
+        "target: qwen3.5-2b-mlx-4bit on Apple Silicon, smolvlm2-2.2b-instruct on Modal, "
+        "smolvlm-256m-instruct elsewhere)",
     )
     run.add_argument("--prompt", required=True, help="the user prompt")
     run.add_argument("--system", help="a system prompt")
@@ -57,15 +58,13 @@ def _load_images(paths: list[str]) -> list[Any] | None:
     return images
 
 
-DEFAULT_MODELS = {"local_apple": "qwen3.5-2b-mlx-4bit"}
-FALLBACK_MODEL = "smolvlm-256m-instruct"
-
-
 def default_model(target: str | None) -> str:
-    """The curated model ``comfy-llm run`` uses when ``--model`` is omitted."""
+    """The curated model ``comfy-llm run`` uses when ``--model`` is omitted (the list's default)."""
+    from comfy_llm_profiles import load_curated_registry
+
     from comfy_llm._targets import detect_target
 
-    return DEFAULT_MODELS.get(detect_target(target).value, FALLBACK_MODEL)
+    return load_curated_registry().default_for(detect_target(target)).id
 
 
 def cmd_run(args: argparse.Namespace) -> dict[str, Any]:

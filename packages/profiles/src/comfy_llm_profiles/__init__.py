@@ -18,6 +18,7 @@ from comfy_llm_profiles._decide import (
     decide,
     estimate_memory_bytes,
 )
+from comfy_llm_profiles._families import FAMILIES, Family
 from comfy_llm_profiles._inspect import (
     PICKLE_SUFFIXES,
     RepositoryFile,
@@ -32,6 +33,7 @@ from comfy_llm_profiles._manifest import (
 )
 from comfy_llm_profiles._profile import (
     BACKENDS,
+    COMPATIBILITY_POLICY_VERSION,
     MODALITIES,
     QUANTIZATION_METHODS,
     REASONING_PARSERS,
@@ -40,6 +42,7 @@ from comfy_llm_profiles._profile import (
     ModelProfile,
     ProfileLimits,
     compute_profile_id,
+    estimated_vram_gb,
 )
 from comfy_llm_profiles._progress import (
     ProgressCallback,
@@ -96,6 +99,7 @@ __all__ = [
     "read_settings",
     # profiles
     "SCHEMA_VERSION",
+    "COMPATIBILITY_POLICY_VERSION",
     "BACKENDS",
     "MODALITIES",
     "QUANTIZATION_METHODS",
@@ -104,6 +108,7 @@ __all__ = [
     "ModelProfile",
     "ProfileLimits",
     "compute_profile_id",
+    "estimated_vram_gb",
     # resolution
     "ResolvedProfile",
     "resolve_profile",
@@ -113,6 +118,8 @@ __all__ = [
     "inspect_repository",
     # compatibility
     "REGISTRY_VERSIONS",
+    "FAMILIES",
+    "Family",
     "ArchitectureRule",
     "BackendChoice",
     "CompatibilityRegistry",

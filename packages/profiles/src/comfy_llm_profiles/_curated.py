@@ -1,18 +1,21 @@
-"""The curated registry: reviewed, commit-pinned models known by a short id.
+"""The curated registry: reviewed short ids that are aliases of pinned references.
 
-Curated entries resolve without a Hub request: each carries its pinned
-commit, weight size and the config.json fields the compatibility decision
-reads, so a curated profile is decided by exactly the same code as a
-resolved one (and, when those fields match the pinned commit, gets the same
-profile id as resolving ``owner/model@commit``). That keeps the defaults
-usable offline and keeps a curated id from meaning something new when the
-upstream repository changes. The file ships inside the package and is
+A curated entry names ``owner/model@<40-hex commit>`` and the reviewed
+overrides (display name, input limits, notes), and says which family it was
+reviewed as. Nothing about the model itself is copied here: the profile is
+decided from the repository's own config.json and file sizes at the pinned
+commit, inspected exactly like any other reference (the first resolution
+costs one model-info and one config.json request; ``_pins`` keeps those
+facts beside the manifests so every later run is offline). A curated id
+therefore never means something new when upstream moves, and never says
+anything the checkpoint does not. The file ships inside the package and is
 validated on load: a bad entry fails loudly at import of the list, never at
 some user's first request.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -23,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from comfy_llm_profiles._decide import decide
-from comfy_llm_profiles._profile import BACKENDS, ModelProfile
+from comfy_llm_profiles._families import FAMILIES
+from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
 from comfy_llm_profiles._reference import is_commit, parse_reference
+from comfy_llm_profiles._registry import registry_for
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import CuratedRegistryError, ProfileError
 
@@ -32,34 +37,24 @@ __all__ = ["CuratedEntry", "CuratedRegistry", "load_curated_registry"]
 
 _ID = re.compile(r"[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?")
 _ENTRY_KEYS = frozenset(
-    {
-        "id",
-        "display_name",
-        "repository",
-        "revision",
-        "revision_verified",
-        "targets",
-        "weight_bytes",
-        "config",
-        "notes",
-    }
+    {"id", "display_name", "repository", "revision", "family", "targets", "limits", "notes"}
 )
-_REQUIRED = _ENTRY_KEYS - {"notes", "revision_verified", "display_name"}
+_REQUIRED = _ENTRY_KEYS - {"notes", "display_name", "limits"}
+_LIMIT_FIELDS = {f.name: f for f in dataclasses.fields(ProfileLimits)}
 
 
 @dataclass(frozen=True, slots=True)
 class CuratedEntry:
-    """One reviewed model.
+    """One reviewed model: an alias of ``repository@revision`` plus reviewed overrides.
 
     Attributes:
         id: The curated id users type.
         display_name: Human label.
         repository: ``owner/model``.
         revision: The pinned 40-hex commit.
+        family: The registry family it was reviewed as (``_families``).
         targets: Targets the entry was reviewed for.
-        weight_bytes: Total safetensors bytes at that commit.
-        config: The config.json fields the decision reads.
-        revision_verified: False for a placeholder pin (see the JSON's notes).
+        limits: Reviewed :class:`ProfileLimits` values replacing the target's.
         notes: Free text.
     """
 
@@ -67,42 +62,71 @@ class CuratedEntry:
     display_name: str
     repository: str
     revision: str
+    family: str
     targets: tuple[ExecutionTarget, ...]
-    weight_bytes: int
-    config: Mapping[str, Any] = field(compare=False, hash=False)
-    revision_verified: bool = False
+    limits: Mapping[str, int | bool] = field(default_factory=dict, compare=False, hash=False)
     notes: str = ""
 
-    def profile(
-        self, target: ExecutionTarget | str, backends: frozenset[str] | None = None
-    ) -> ModelProfile:
-        """Build this entry's profile for ``target`` without any network access.
+    @property
+    def reference(self) -> str:
+        """``owner/model@commit``: what this id is an alias of."""
+        return f"{self.repository}@{self.revision}"
 
-        Args:
-            target: The execution target; must be one of :attr:`targets`.
-            backends: Backends usable here; None asks the installation.
+    def check_target(self, target: ExecutionTarget | str) -> ExecutionTarget:
+        """Return ``target`` if the entry was reviewed for it.
 
         Raises:
-            CuratedRegistryError: The entry was not reviewed for ``target``.
-            ModelRejectedError: The registry no longer accepts the entry here.
+            CuratedRegistryError: It was not.
         """
         target = ExecutionTarget(target)
         if target not in self.targets:
             reviewed = ", ".join(t.value for t in self.targets)
             raise CuratedRegistryError(
                 f"Curated id {self.id!r} is not reviewed for target {target.value!r} (reviewed "
-                f"for: {reviewed}). Resolve it as {self.repository}@{self.revision} instead, "
+                f"for: {reviewed}). Resolve it as {self.reference} instead, "
                 "or pick a curated id made for this target.",
                 entry=self.id,
             )
+        return target
+
+    def profile(
+        self,
+        target: ExecutionTarget | str,
+        config: Mapping[str, Any],
+        *,
+        weight_bytes: int,
+        backends: frozenset[str] | None = None,
+    ) -> ModelProfile:
+        """Decide this entry's profile from the pinned commit's own metadata.
+
+        Args:
+            target: The execution target; must be one of :attr:`targets`.
+            config: config.json at :attr:`revision`.
+            weight_bytes: Total safetensors bytes at :attr:`revision`.
+            backends: Backends usable here; None asks the installation.
+
+        Raises:
+            CuratedRegistryError: Not reviewed for ``target``, or the commit is
+                not of the reviewed family.
+            ModelRejectedError: The registry does not accept the checkpoint here.
+        """
+        target = self.check_target(target)
         decision = decide(
             target,
-            self.config,
-            weight_bytes=self.weight_bytes,
+            config,
+            weight_bytes=weight_bytes,
             repository=self.repository,
             revision=self.revision,
             backends=backends,
+            limit_overrides=self.limits,
         )
+        if decision.family != self.family:
+            raise CuratedRegistryError(
+                f"Curated id {self.id!r} was reviewed as family {self.family!r}, but "
+                f"{self.reference} declares {decision.architecture} ({decision.family!r}). "
+                "Resolve the repository directly, or fix curated_profiles.json.",
+                entry=self.id,
+            )
         return decision.to_profile(self.repository, self.revision, display_name=self.display_name)
 
 
@@ -113,10 +137,26 @@ class CuratedRegistry:
     Attributes:
         version: The list's version string.
         entries: Entries by id.
+        defaults: The default curated id per target.
     """
 
     version: str
     entries: Mapping[str, CuratedEntry] = field(compare=False, hash=False)
+    defaults: Mapping[ExecutionTarget, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def default_for(self, target: ExecutionTarget | str) -> CuratedEntry:
+        """The curated entry used when no model is named, for ``target``.
+
+        Raises:
+            CuratedRegistryError: The list names no default for ``target``.
+        """
+        target = ExecutionTarget(target)
+        if target not in self.defaults:
+            raise CuratedRegistryError(
+                f"The curated list names no default model for target {target.value!r}; "
+                "name a model explicitly.",
+            )
+        return self.entries[self.defaults[target]]
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -151,6 +191,37 @@ def _bad(entry: str | None, problem: str) -> CuratedRegistryError:
     )
 
 
+def _targets(name: str, targets: object) -> tuple[ExecutionTarget, ...]:
+    if not isinstance(targets, list) or not targets or len(set(targets)) != len(targets):
+        raise _bad(name, f"has targets {targets!r}; expected a non-empty list without repeats")
+    try:
+        return tuple(ExecutionTarget(t) for t in targets)
+    except ValueError:
+        raise _bad(
+            name, f"has targets {targets!r}; known: {', '.join(t.value for t in ExecutionTarget)}"
+        ) from None
+
+
+def _limits(name: str, family: str, raw: object) -> dict[str, int | bool]:
+    if not isinstance(raw, Mapping):
+        raise _bad(name, "has limits that are not an object")
+    unknown = sorted(set(raw) - set(_LIMIT_FIELDS))
+    if unknown:
+        raise _bad(name, f"has unknown limits {unknown} (known: {sorted(_LIMIT_FIELDS)})")
+    limits: dict[str, int | bool] = {}
+    for key, value in raw.items():
+        if key == "allow_mixed_image_video":
+            if not isinstance(value, bool):
+                raise _bad(name, f"has limits.{key} {value!r}; expected true or false")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _bad(name, f"has limits.{key} {value!r}; expected a positive integer")
+        limits[key] = value
+    modalities = FAMILIES[family].modalities
+    if limits.get("max_video_frames") and "video" not in modalities:
+        raise _bad(name, f"sets max_video_frames, but family {family!r} takes no video")
+    return limits
+
+
 def _entry(raw: object, index: int) -> CuratedEntry:
     if not isinstance(raw, Mapping):
         raise _bad(None, f"has entry #{index} that is not an object")
@@ -170,39 +241,47 @@ def _entry(raw: object, index: int) -> CuratedEntry:
         raise _bad(name, f"has repository {repository!r}; expected plain owner/model")
     if not is_commit(revision):
         raise _bad(name, f"has revision {revision!r}; expected a 40-character hex commit")
-    targets = raw["targets"]
-    if not isinstance(targets, list) or not targets or len(set(targets)) != len(targets):
-        raise _bad(name, f"has targets {targets!r}; expected a non-empty list without repeats")
-    try:
-        parsed_targets = tuple(ExecutionTarget(t) for t in targets)
-    except ValueError:
-        raise _bad(
-            name, f"has targets {targets!r}; known: {', '.join(t.value for t in ExecutionTarget)}"
-        ) from None
-    weight = raw["weight_bytes"]
-    if isinstance(weight, bool) or not isinstance(weight, int) or weight <= 0:
-        raise _bad(name, f"has weight_bytes {weight!r}; expected a positive integer")
-    if not isinstance(raw["config"], Mapping):
-        raise _bad(name, "has a config that is not an object")
+    family = raw["family"]
+    if family not in FAMILIES:
+        raise _bad(name, f"has family {family!r}; known: {', '.join(sorted(FAMILIES))}")
+    targets = _targets(name, raw["targets"])
+    for target in targets:
+        if not any(rule.family == family for rule in registry_for(target).rules):
+            raise _bad(name, f"is of family {family!r}, which target {target.value!r} lacks")
     return CuratedEntry(
         id=name,
         display_name=str(raw.get("display_name") or repository),
         repository=repository,
         revision=revision,
-        targets=parsed_targets,
-        weight_bytes=weight,
-        config=dict(raw["config"]),
-        revision_verified=bool(raw.get("revision_verified", False)),
+        family=family,
+        targets=targets,
+        limits=_limits(name, family, raw.get("limits", {})),
         notes=str(raw.get("notes", "")),
     )
 
 
+def _defaults(raw: object, entries: Mapping[str, CuratedEntry]) -> dict[ExecutionTarget, str]:
+    if not isinstance(raw, Mapping):
+        raise _bad(None, "has 'defaults' that is not an object of target -> curated id")
+    defaults: dict[ExecutionTarget, str] = {}
+    for key, name in raw.items():
+        try:
+            target = ExecutionTarget(key)
+        except ValueError:
+            raise _bad(None, f"names a default for unknown target {key!r}") from None
+        if name not in entries or target not in entries[name].targets:
+            raise _bad(None, f"has default {name!r} for {key!r}, not an entry reviewed for it")
+        defaults[target] = name
+    return defaults
+
+
 def parse_curated_registry(data: object) -> CuratedRegistry:
-    """Validate parsed curated-list JSON, re-checking each entry against the registries.
+    """Validate parsed curated-list JSON, checking each entry against the registries.
 
     Raises:
-        CuratedRegistryError: The structure is wrong, an id repeats, or a
-            compatibility registry refuses an entry for one of its targets.
+        CuratedRegistryError: The structure is wrong, an id repeats, a family
+            is unknown or missing from one of the entry's targets, or a
+            default names an entry not reviewed for its target.
     """
     if not isinstance(data, Mapping) or not isinstance(data.get("entries"), list):
         raise _bad(None, "is not an object with an 'entries' list")
@@ -214,13 +293,9 @@ def parse_curated_registry(data: object) -> CuratedRegistry:
         entry = _entry(raw, index)
         if entry.id in entries:
             raise _bad(entry.id, "appears twice")
-        for target in entry.targets:
-            try:
-                entry.profile(target, backends=frozenset(BACKENDS))
-            except ProfileError as error:
-                raise _bad(entry.id, f"is refused for target {target.value!r}: {error}") from None
         entries[entry.id] = entry
-    return CuratedRegistry(version=version, entries=entries)
+    defaults = _defaults(data.get("defaults", {}), entries)
+    return CuratedRegistry(version=version, entries=entries, defaults=defaults)
 
 
 @lru_cache(maxsize=1)

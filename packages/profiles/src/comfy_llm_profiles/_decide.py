@@ -23,6 +23,7 @@ target's :class:`TargetPolicy`.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 from collections.abc import Collection, Mapping
@@ -68,6 +69,9 @@ class CompatibilityDecision:
         backend_options: Options for the backend.
         estimated_memory_bytes: See the module docstring for the formula.
         weight_bytes: Total safetensors bytes.
+        family: The registry family that accepted the architecture.
+        advertised_context_tokens: ``max_position_embeddings``, None if undeclared.
+        runtime_requirements: The chosen backend's pinned engine requirements.
     """
 
     target: ExecutionTarget
@@ -83,6 +87,9 @@ class CompatibilityDecision:
     backend_options: tuple[tuple[str, str | int | float | bool], ...]
     estimated_memory_bytes: int
     weight_bytes: int
+    family: str = ""
+    advertised_context_tokens: int | None = None
+    runtime_requirements: tuple[str, ...] = ()
 
     def to_profile(
         self,
@@ -115,6 +122,8 @@ class CompatibilityDecision:
             weight_bytes=self.weight_bytes,
             registry_version=self.registry_version,
             display_name=display_name or repository,
+            advertised_context_tokens=self.advertised_context_tokens,
+            runtime_requirements=self.runtime_requirements,
         )
 
 
@@ -233,11 +242,21 @@ def estimate_memory_bytes(
 
 
 def _limits(
-    config: Mapping[str, Any], registry: CompatibilityRegistry, rule: ArchitectureRule
+    config: Mapping[str, Any],
+    registry: CompatibilityRegistry,
+    rule: ArchitectureRule,
+    overrides: Mapping[str, int | bool] | None,
 ) -> ProfileLimits:
     policy = registry.policy
     declared = _positive_int(config, "max_position_embeddings")
     context = min(declared or policy.default_context, policy.context_cap)
+    if overrides:
+        # Reviewed limits (curated entries) replace the policy's, but a context is never
+        # configured beyond what the checkpoint itself advertises.
+        reviewed: dict[str, Any] = dict(overrides)
+        if declared and "context_tokens" in reviewed:
+            reviewed["context_tokens"] = min(int(reviewed["context_tokens"]), declared)
+        return dataclasses.replace(_limits(config, registry, rule, None), **reviewed)
     return ProfileLimits(
         context_tokens=context,
         max_images=policy.max_images if "image" in rule.modalities else 0,
@@ -281,6 +300,7 @@ def decide(
     repository: str = "",
     revision: str | None = None,
     backends: Collection[str] | None = None,
+    limit_overrides: Mapping[str, int | bool] | None = None,
 ) -> CompatibilityDecision:
     """Judge a config.json against the target's registry.
 
@@ -291,6 +311,9 @@ def decide(
         repository: For error messages.
         revision: For error messages.
         backends: Backends usable here; None asks :func:`available_backends`.
+        limit_overrides: Reviewed :class:`ProfileLimits` values (a curated
+            entry's) that replace the policy's; the context stays within the
+            checkpoint's advertised one.
 
     Returns:
         The decision.
@@ -350,7 +373,7 @@ def decide(
             *where, quantization=label, allowed=allowed, advice=registry.quantization_advice
         )
     dtype = _dtype(config)
-    limits = _limits(config, registry, rule)
+    limits = _limits(config, registry, rule, limit_overrides)
     return CompatibilityDecision(
         target=target,
         registry_version=registry.version,
@@ -367,4 +390,7 @@ def decide(
             config, weight_bytes, limits.context_tokens, registry, dtype
         ),
         weight_bytes=weight_bytes,
+        family=rule.family,
+        advertised_context_tokens=_positive_int(config, "max_position_embeddings"),
+        runtime_requirements=choice.requirements,
     )

@@ -2,16 +2,23 @@
 
 A profile is everything a stager, a resident manager and a backend need to
 agree on, pinned to one 40-hex commit. Its id is ``hf-`` plus the sha256 of
-the canonical JSON of its identity fields, so two processes (the local node,
-the Modal stager, the GPU worker) that resolve the same thing name it the
-same way, and any change to what would run yields a new id.
+the canonical JSON (``sort_keys=True``, separators ``(",", ":")``, UTF-8)
+of the seed system's identity shape, field for field::
 
-Identity is every field except ``profile_id`` itself, ``requested_revision``
-(what the user typed: ``main`` and the commit it pointed at are the same
-model) and ``display_name`` (cosmetic). For target ``modal`` the
-``execution_target`` is left out of the hashed identity so ids equal those
-of the seed system's generated Modal profiles; local targets include it, so
-a local profile never collides with a Modal one.
+    schema_version (2), compatibility_policy_version (1), repository,
+    revision (40 hex), dtype, modalities (sorted), backend, architecture,
+    quantization_method, artifact_bytes (sum of .safetensors sizes),
+    advertised_context_tokens, max_context_tokens, estimated_vram_gb,
+    reasoning_parser, backend_options (object), runtime_requirements (list)
+
+plus ``execution_target`` for every target except ``modal`` (the seed's
+Modal ids never hashed their target; a local profile never collides with a
+Modal one). ``estimated_vram_gb`` is the seed's coarse figure,
+``round(artifact GiB x (1.12 if quantized else 1.08) + overhead, 1)`` with
+overhead 12 (vllm), 8 (transformers), 2 (mlx_vlm); residency admits loads by
+the finer ``estimated_memory_bytes`` instead, which, like the input limits
+other than the context, the model type, the registry version, the display
+name and the requested revision, is recorded but not hashed.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from comfy_llm_profiles.errors import ProfileValidationError
 __all__ = [
     "BACKENDS",
     "MODALITIES",
+    "COMPATIBILITY_POLICY_VERSION",
     "PROFILE_ID_PREFIX",
     "QUANTIZATION_METHODS",
     "REASONING_PARSERS",
@@ -38,9 +46,11 @@ __all__ = [
     "ModelProfile",
     "ProfileLimits",
     "compute_profile_id",
+    "estimated_vram_gb",
 ]
 
 SCHEMA_VERSION: Final = 2
+COMPATIBILITY_POLICY_VERSION: Final = 1
 PROFILE_ID_PREFIX: Final = "hf-"
 BACKENDS: Final = ("mlx_vlm", "transformers", "vllm")
 QUANTIZATION_METHODS: Final = ("none", "mlx", "fp8", "modelopt_fp4")
@@ -50,7 +60,8 @@ REASONING_PARSERS: Final = ("qwen3", "none")
 BackendOptionValue = str | int | float | bool
 """Backend option values are JSON scalars so profiles stay hashable and portable."""
 
-_NON_IDENTITY = frozenset({"profile_id", "requested_revision", "display_name"})
+_GIB = 1024**3
+_VRAM_OVERHEAD_GB: Final = {"vllm": 12, "transformers": 8, "mlx_vlm": 2}
 
 
 def _fail(field: str, value: object, expected: str) -> ProfileValidationError:
@@ -125,21 +136,54 @@ class ProfileLimits:
 
 
 def _canonical(data: Mapping[str, Any]) -> bytes:
-    return json.dumps(
-        data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    ).encode("ascii")
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def estimated_vram_gb(artifact_bytes: int, quantization_method: str, backend: str) -> float:
+    """The seed's identity figure: ``round(GiB x (1.12 if quantized else 1.08) + overhead, 1)``.
+
+    Args:
+        artifact_bytes: Total safetensors bytes.
+        quantization_method: ``none`` or a quantization method.
+        backend: ``vllm`` (overhead 12), ``transformers`` (8) or ``mlx_vlm`` (2).
+
+    Raises:
+        KeyError: ``backend`` is not one of those.
+    """
+    factor = 1.08 if quantization_method == "none" else 1.12
+    return round(artifact_bytes / _GIB * factor + _VRAM_OVERHEAD_GB[backend], 1)
 
 
 def _identity(fields: Mapping[str, Any]) -> dict[str, Any]:
-    identity = {k: v for k, v in fields.items() if k not in _NON_IDENTITY}
-    if identity.get("execution_target") == ExecutionTarget.MODAL.value:
-        # The seed system's Modal profiles never hashed their target; keep their ids.
-        del identity["execution_target"]
+    limits = fields["limits"]
+    identity = {
+        "schema_version": fields["schema_version"],
+        "compatibility_policy_version": COMPATIBILITY_POLICY_VERSION,
+        "repository": fields["repository"],
+        "revision": fields["revision"],
+        "dtype": fields["dtype"],
+        "modalities": sorted(fields["modalities"]),
+        "backend": fields["backend"],
+        "architecture": fields["architecture"],
+        "quantization_method": fields["quantization_method"],
+        "artifact_bytes": fields["weight_bytes"],
+        "advertised_context_tokens": fields["advertised_context_tokens"],
+        "max_context_tokens": limits["context_tokens"],
+        "estimated_vram_gb": estimated_vram_gb(
+            fields["weight_bytes"], fields["quantization_method"], fields["backend"]
+        ),
+        "reasoning_parser": fields["reasoning_parser"],
+        "backend_options": dict(fields["backend_options"]),
+        "runtime_requirements": list(fields["runtime_requirements"]),
+    }
+    if fields["execution_target"] != ExecutionTarget.MODAL.value:
+        # The seed's Modal ids never hashed their target; every other target does.
+        identity["execution_target"] = fields["execution_target"]
     return identity
 
 
 def compute_profile_id(profile_dict: Mapping[str, Any]) -> str:
-    """Return ``hf-<sha256>`` of the identity fields of a profile dict.
+    """Return ``hf-<sha256>`` of the identity of a profile dict (module docstring).
 
     Args:
         profile_dict: A dict shaped like :meth:`ModelProfile.to_dict` output;
@@ -147,6 +191,9 @@ def compute_profile_id(profile_dict: Mapping[str, Any]) -> str:
 
     Returns:
         The content-addressed profile id.
+
+    Raises:
+        KeyError: An identity key is missing or the backend is unknown.
     """
     return PROFILE_ID_PREFIX + hashlib.sha256(_canonical(_identity(profile_dict))).hexdigest()
 
@@ -176,9 +223,12 @@ class ModelProfile:
             reasoning package falls back on the architecture).
         backend_options: Sorted ``(key, value)`` pairs passed to the backend.
         estimated_memory_bytes: Memory the loaded model is expected to need.
-        weight_bytes: Total size of the safetensors files.
+        weight_bytes: Total size of the safetensors files (``artifact_bytes``).
         registry_version: The compatibility registry version that decided it.
         display_name: A human label; not part of the identity.
+        advertised_context_tokens: ``max_position_embeddings`` of config.json,
+            None when it declares none.
+        runtime_requirements: Pinned engine requirements, e.g. ``mlx-vlm==0.7.10``.
     """
 
     profile_id: str = ""
@@ -200,6 +250,8 @@ class ModelProfile:
     weight_bytes: int
     registry_version: str
     display_name: str = ""
+    advertised_context_tokens: int | None = None
+    runtime_requirements: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self._validate()
@@ -248,6 +300,16 @@ class ModelProfile:
             raise _fail("requested_revision", self.requested_revision, "a string or null")
         if not isinstance(self.display_name, str):
             raise _fail("display_name", self.display_name, "a string")
+        if self.advertised_context_tokens is not None:
+            _non_negative_int(
+                "advertised_context_tokens", self.advertised_context_tokens, positive=True
+            )
+        requirements = self.runtime_requirements
+        if isinstance(requirements, str) or not all(
+            isinstance(r, str) and r for r in (requirements or ())
+        ):
+            raise _fail("runtime_requirements", requirements, "a list of non-empty strings")
+        object.__setattr__(self, "runtime_requirements", tuple(requirements))
 
     @staticmethod
     def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
@@ -286,6 +348,8 @@ class ModelProfile:
             "weight_bytes": self.weight_bytes,
             "registry_version": self.registry_version,
             "display_name": self.display_name,
+            "advertised_context_tokens": self.advertised_context_tokens,
+            "runtime_requirements": list(self.runtime_requirements),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -329,6 +393,9 @@ class ModelProfile:
         if not isinstance(options, Mapping):
             raise _fail("backend_options", options, "an object of scalar values")
         values["backend_options"] = tuple(options.items())
+        if not isinstance(data["runtime_requirements"], list | tuple):
+            raise _fail("runtime_requirements", data["runtime_requirements"], "a list")
+        values["runtime_requirements"] = tuple(data["runtime_requirements"])
         return cls(**values)
 
 

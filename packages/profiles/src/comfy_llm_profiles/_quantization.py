@@ -53,6 +53,13 @@ def _modelopt_algo(qconfig: Mapping[str, Any]) -> str:
     return str(algo or "").upper()
 
 
+def _declared(qconfig: object) -> object:
+    """``quantization_config``, with an empty object (an unquantized checkpoint) as None."""
+    if isinstance(qconfig, Mapping) and not qconfig:
+        return None
+    return qconfig
+
+
 def detect_quantization(config: Mapping[str, Any]) -> QuantizationInfo:
     """Classify the quantization declared by a config.json.
 
@@ -66,11 +73,11 @@ def detect_quantization(config: Mapping[str, Any]) -> QuantizationInfo:
     mlx = _mlx(config)
     if mlx is not None:
         return mlx
-    qconfig = config.get("quantization_config")
+    qconfig = _declared(config.get("quantization_config"))
     if qconfig is None:
         text_config = config.get("text_config")
         if isinstance(text_config, Mapping):
-            qconfig = text_config.get("quantization_config")
+            qconfig = _declared(text_config.get("quantization_config"))
     if qconfig is None:
         return QuantizationInfo("none", "unquantized")
     if not isinstance(qconfig, Mapping):

@@ -14,10 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from comfy_llm_profiles._families import FAMILIES
 from comfy_llm_profiles._targets import ExecutionTarget
 
 __all__ = [
+    "MLX_VLM",
     "REGISTRY_VERSIONS",
+    "TRANSFORMERS",
+    "VLLM",
     "ArchitectureRule",
     "BackendChoice",
     "CompatibilityRegistry",
@@ -28,7 +32,6 @@ __all__ = [
 
 _MIB = 1024**2
 _GIB = 1024**3
-ALL_MODALITIES: Final = ("text", "image", "video", "file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +41,13 @@ class BackendChoice:
     Attributes:
         backend: ``mlx_vlm``, ``transformers`` or ``vllm``.
         quantizations: Accepted quantization methods.
+        requirements: The pinned engine requirements a profile on this
+            backend runs with (part of the profile identity).
     """
 
     backend: str
     quantizations: tuple[str, ...]
+    requirements: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +55,13 @@ class ArchitectureRule:
     """How one model family runs on one target.
 
     Attributes:
-        family: A short name (``qwen3_5``, ``smolvlm``, ``muse_glimmer``).
+        family: A short name (``qwen3_5``, ``qwen3_vl``, ``smolvlm2``, ...).
         architectures: ``architectures[0]`` values of config.json, each
             mapped to the ``model_type`` it must come with.
         backends: Backends in order of preference; the first one available
             that accepts the checkpoint's format wins.
         modalities: Inputs the family accepts.
+        modality_reason: One line saying why (what was reviewed).
         reasoning_parser: ``qwen3`` or ``none``.
         allow_mixed_image_video: Whether images and video may share a request.
         extra_options: Family-specific backend options, per backend.
@@ -64,6 +71,7 @@ class ArchitectureRule:
     architectures: tuple[tuple[str, str], ...]
     backends: tuple[BackendChoice, ...]
     modalities: tuple[str, ...]
+    modality_reason: str
     reasoning_parser: str
     allow_mixed_image_video: bool
     extra_options: tuple[tuple[str, tuple[tuple[str, str | int | float | bool], ...]], ...] = ()
@@ -145,59 +153,68 @@ class CompatibilityRegistry:
         return None
 
 
-_QWEN3_5_ARCHS = (
-    ("Qwen3_5ForConditionalGeneration", "qwen3_5"),
-    ("Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe"),
-)
-_SMOLVLM_ARCHS = (
-    ("SmolVLMForConditionalGeneration", "smolvlm"),
-    ("Idefics3ForConditionalGeneration", "idefics3"),
-)
-_MUSE_ARCHS = (("MuseGlimmerForConditionalGeneration", "muse_glimmer"),)
+_Options = tuple[tuple[str, tuple[tuple[str, str | int | float | bool], ...]], ...]
+
+# The pinned engines a profile runs with (what the lock resolves for each backend).
+MLX_VLM: Final = BackendChoice("mlx_vlm", ("none", "mlx"), ("mlx-vlm==0.7.10",))
+TRANSFORMERS: Final = BackendChoice("transformers", ("none",), ("transformers==5.24.0",))
+VLLM: Final = BackendChoice("vllm", ("none", "fp8", "modelopt_fp4"), ("vllm==0.32.0",))
 
 
 def _rules(
-    qwen: tuple[BackendChoice, ...],
-    others: tuple[BackendChoice, ...],
+    table: tuple[tuple[str, tuple[BackendChoice, ...]], ...],
     *,
-    moe: bool = True,
-    qwen_extra: tuple[tuple[str, tuple[tuple[str, str | int | float | bool], ...]], ...] = (),
+    dense_only: bool = False,
+    extra_options: dict[str, _Options] | None = None,
 ) -> tuple[ArchitectureRule, ...]:
-    return (
-        ArchitectureRule(
-            family="qwen3_5",
-            architectures=_QWEN3_5_ARCHS if moe else _QWEN3_5_ARCHS[:1],
-            backends=qwen,
-            modalities=ALL_MODALITIES,
-            reasoning_parser="qwen3",
-            allow_mixed_image_video=True,
-            extra_options=qwen_extra,
-        ),
-        ArchitectureRule(
-            family="smolvlm",
-            architectures=_SMOLVLM_ARCHS,
-            backends=others,
-            modalities=ALL_MODALITIES,
-            reasoning_parser="none",
-            allow_mixed_image_video=False,
-        ),
-        ArchitectureRule(
-            family="muse_glimmer",
-            architectures=_MUSE_ARCHS,
-            backends=others,
-            modalities=ALL_MODALITIES,
-            reasoning_parser="none",
-            allow_mixed_image_video=False,
-        ),
-    )
+    """One rule per ``(family name, backends in order of preference)`` row."""
+    rules = []
+    for name, backends in table:
+        family = FAMILIES[name]
+        rules.append(
+            ArchitectureRule(
+                family=family.name,
+                architectures=tuple(
+                    pair
+                    for pair in family.architectures
+                    if not (dense_only and pair[0] in family.moe_architectures)
+                ),
+                backends=backends,
+                modalities=family.modalities,
+                modality_reason=family.modality_reason,
+                reasoning_parser=family.reasoning_parser,
+                allow_mixed_image_video=family.allow_mixed_image_video,
+                extra_options=(extra_options or {}).get(name, ()),
+            )
+        )
+    return tuple(rules)
 
 
-_UNQUANTIZED = ("none",)
-_CUDA_QWEN = (
-    BackendChoice("vllm", ("none", "fp8", "modelopt_fp4")),
-    # Where vLLM is not installed (local_cuda without the vllm extra).
-    BackendChoice("transformers", ("none",)),
+# Which backend runs each family, per target: data, one row per family (adding a
+# backend to a family is one edit of its row, plus a version bump).
+_APPLE_TABLE = (
+    ("qwen3_5", (MLX_VLM,)),
+    ("qwen3_vl", (MLX_VLM,)),
+    ("smolvlm2", (MLX_VLM,)),
+    ("smolvlm", (MLX_VLM,)),
+    ("muse_glimmer", (MLX_VLM,)),
 )
+_CUDA_TABLE = (
+    # Qwen3.5 falls back on Transformers where vLLM is not installed (local_cuda).
+    ("qwen3_5", (VLLM, TRANSFORMERS)),
+    ("qwen3_vl", (TRANSFORMERS,)),
+    ("smolvlm2", (TRANSFORMERS,)),
+    ("smolvlm", (TRANSFORMERS,)),
+    ("muse_glimmer", (TRANSFORMERS,)),
+)
+_CPU_TABLE = (
+    ("qwen3_5", (TRANSFORMERS,)),
+    ("qwen3_vl", (TRANSFORMERS,)),
+    ("smolvlm2", (TRANSFORMERS,)),
+    ("smolvlm", (TRANSFORMERS,)),
+    ("muse_glimmer", (TRANSFORMERS,)),
+)
+
 _GPU_POLICY = TargetPolicy(
     context_cap=32768,
     default_context=4096,
@@ -217,12 +234,11 @@ _GPU_POLICY = TargetPolicy(
 _REGISTRIES: Final = {
     ExecutionTarget.LOCAL_APPLE: CompatibilityRegistry(
         target=ExecutionTarget.LOCAL_APPLE,
-        version="local_apple/2026.11.1",
+        version="local_apple/2026.12.1",
         rules=_rules(
-            (BackendChoice("mlx_vlm", ("none", "mlx")),),
-            (BackendChoice("mlx_vlm", ("none", "mlx")),),
+            _APPLE_TABLE,
             # The seed hands MLX a thinking budget of half of max_new_tokens.
-            qwen_extra=(("mlx_vlm", (("thinking_budget_fraction", 0.5),)),),
+            extra_options={"qwen3_5": (("mlx_vlm", (("thinking_budget_fraction", 0.5),)),)},
         ),
         policy=TargetPolicy(
             context_cap=32768,
@@ -246,8 +262,8 @@ _REGISTRIES: Final = {
     ),
     ExecutionTarget.LOCAL_CUDA: CompatibilityRegistry(
         target=ExecutionTarget.LOCAL_CUDA,
-        version="local_cuda/2026.11.1",
-        rules=_rules(_CUDA_QWEN, (BackendChoice("transformers", _UNQUANTIZED),)),
+        version="local_cuda/2026.12.1",
+        rules=_rules(_CUDA_TABLE),
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
@@ -257,8 +273,8 @@ _REGISTRIES: Final = {
     ),
     ExecutionTarget.MODAL: CompatibilityRegistry(
         target=ExecutionTarget.MODAL,
-        version="modal/2026.11.1",
-        rules=_rules(_CUDA_QWEN, (BackendChoice("transformers", _UNQUANTIZED),)),
+        version="modal/2026.12.1",
+        rules=_rules(_CUDA_TABLE),
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
@@ -267,12 +283,8 @@ _REGISTRIES: Final = {
     ),
     ExecutionTarget.LOCAL_CPU: CompatibilityRegistry(
         target=ExecutionTarget.LOCAL_CPU,
-        version="local_cpu/2026.11.1",
-        rules=_rules(
-            (BackendChoice("transformers", _UNQUANTIZED),),
-            (BackendChoice("transformers", _UNQUANTIZED),),
-            moe=False,
-        ),
+        version="local_cpu/2026.12.1",
+        rules=_rules(_CPU_TABLE, dense_only=True),
         policy=TargetPolicy(
             context_cap=8192,
             default_context=4096,

@@ -2,7 +2,9 @@
 
 The one entry point the node, the CLI and the Modal stager share. It never
 downloads a weight byte: Hub references cost one model-info request and
-config.json; curated ids cost nothing (see ``_curated``).
+config.json; a curated id is an alias of its pinned commit, inspected the
+same way the first time and decided from the stored facts (``_pins``)
+offline afterwards.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from comfy_llm_profiles._curated import load_curated_registry
+from comfy_llm_profiles._curated import CuratedEntry, load_curated_registry
 from comfy_llm_profiles._decide import decide
 from comfy_llm_profiles._inspect import inspect_repository
 from comfy_llm_profiles._manifest import write_manifest
+from comfy_llm_profiles._pins import PinnedFacts, load_pinned_facts, save_pinned_facts
 from comfy_llm_profiles._profile import ModelProfile
 from comfy_llm_profiles._progress import (
     ProgressCallback,
@@ -24,8 +27,9 @@ from comfy_llm_profiles._progress import (
     ignore_progress,
 )
 from comfy_llm_profiles._reference import parse_reference
-from comfy_llm_profiles._settings import read_settings
+from comfy_llm_profiles._settings import ProfileSettings, read_settings
 from comfy_llm_profiles._targets import ExecutionTarget
+from comfy_llm_profiles.errors import DownloadTooLargeError, HubUnavailableError
 
 __all__ = ["ResolvedProfile", "resolve_profile"]
 
@@ -106,8 +110,14 @@ def resolve_profile(
     ref = parse_reference(reference, curated_ids=curated.ids)
     usable = frozenset(backends) if backends is not None else None
     if ref.curated_id is not None:
-        report(f"Using curated profile {ref.curated_id}")
-        profile = curated.get(ref.curated_id).profile(target, backends=usable)
+        entry = curated.get(ref.curated_id)
+        entry.check_target(target)
+        settings = read_settings(token=token, endpoint=endpoint)
+        report(f"Using curated profile {entry.id} ({entry.reference})")
+        facts = _pinned_facts(entry, target, Path(storage_root), settings, cache_dir)
+        profile = entry.profile(
+            target, facts.config, weight_bytes=facts.weight_bytes, backends=usable
+        )
     else:
         settings = read_settings(token=token, endpoint=endpoint)
         repository = str(ref.repository)
@@ -130,3 +140,42 @@ def resolve_profile(
     path, created = write_manifest(Path(storage_root), profile)
     report(f"Profile {profile.profile_id} ({profile.backend}, {profile.quantization_method})")
     return ResolvedProfile(profile=profile, manifest_path=path, created=created)
+
+
+def _pinned_facts(
+    entry: CuratedEntry,
+    target: ExecutionTarget,
+    storage_root: Path,
+    settings: ProfileSettings,
+    cache_dir: Path | None,
+) -> PinnedFacts:
+    """The pinned commit's facts: from disk when stored, else inspected once and stored."""
+    facts = load_pinned_facts(storage_root, entry.repository, entry.revision)
+    if facts is None:
+        inspection = inspect_repository(
+            entry.repository,
+            revision=entry.revision,
+            target=target,
+            settings=settings,
+            cache_dir=cache_dir,
+        )
+        if inspection.revision != entry.revision:
+            raise HubUnavailableError(
+                entry.repository,
+                entry.revision,
+                settings.endpoint,
+                f"the Hub answered commit {inspection.revision} for pinned {entry.revision}",
+            )
+        facts = PinnedFacts(
+            entry.repository, entry.revision, inspection.weight_bytes, inspection.config
+        )
+        save_pinned_facts(storage_root, facts)
+    elif facts.weight_bytes > settings.max_download_bytes:
+        raise DownloadTooLargeError(
+            entry.repository,
+            entry.revision,
+            target.value,
+            facts.weight_bytes,
+            settings.max_download_bytes,
+        )
+    return facts

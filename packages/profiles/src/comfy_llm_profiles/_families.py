@@ -1,0 +1,127 @@
+"""The reviewed model families: architectures, modalities (with why) and parsers.
+
+A family is what the registries of every target share about a model line;
+which backend runs it is per target (``_registry``). Modalities are a review
+claim, each written down with its reason: a family gets ``video`` only where
+the model was trained for it and its processor takes it, so a request with a
+video is refused up front rather than fed to a model that never saw one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["FAMILIES", "Family", "family_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One reviewed model line.
+
+    Attributes:
+        name: Short name (``qwen3_5``, ``qwen3_vl``, ``smolvlm2``, ``smolvlm``,
+            ``muse_glimmer``); curated entries name it.
+        architectures: ``(architectures[0], model_type)`` pairs of config.json.
+        moe_architectures: The mixture-of-experts members (left out on CPU).
+        modalities: Inputs the family accepts.
+        modality_reason: One line: why these modalities.
+        reasoning_parser: ``qwen3`` or ``none``.
+        allow_mixed_image_video: Whether images and video may share a request.
+    """
+
+    name: str
+    architectures: tuple[tuple[str, str], ...]
+    moe_architectures: frozenset[str]
+    modalities: tuple[str, ...]
+    modality_reason: str
+    reasoning_parser: str
+    allow_mixed_image_video: bool
+
+
+_WITH_VIDEO = ("text", "image", "video", "file")
+_NO_VIDEO = ("text", "image", "file")
+
+FAMILIES: Final = {
+    family.name: family
+    for family in (
+        Family(
+            name="qwen3_5",
+            architectures=(
+                ("Qwen3_5ForConditionalGeneration", "qwen3_5"),
+                ("Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe"),
+            ),
+            moe_architectures=frozenset({"Qwen3_5MoeForConditionalGeneration"}),
+            modalities=_WITH_VIDEO,
+            modality_reason=(
+                "Qwen3.5 is natively multimodal: one vision encoder for images and video "
+                "(config.json carries video_token_id; the processor has a video processor)."
+            ),
+            reasoning_parser="qwen3",
+            allow_mixed_image_video=True,
+        ),
+        Family(
+            name="qwen3_vl",
+            architectures=(
+                ("Qwen3VLForConditionalGeneration", "qwen3_vl"),
+                ("Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe"),
+            ),
+            moe_architectures=frozenset({"Qwen3VLMoeForConditionalGeneration"}),
+            modalities=_WITH_VIDEO,
+            modality_reason=(
+                "Qwen3-VL is trained for video understanding with text-timestamp alignment "
+                "(model card); config.json carries video_token_id, the processor takes video."
+            ),
+            # Instruct checkpoints emit no <think> (all response); Thinking ones share the
+            # architecture and do.
+            reasoning_parser="qwen3",
+            allow_mixed_image_video=True,
+        ),
+        Family(
+            name="smolvlm2",
+            architectures=(("SmolVLMForConditionalGeneration", "smolvlm"),),
+            moe_architectures=frozenset(),
+            modalities=_WITH_VIDEO,
+            modality_reason=(
+                "SmolVLM2 added video to SmolVLM's training mix (its model cards report "
+                "Video-MME scores) and SmolVLMProcessor takes video."
+            ),
+            reasoning_parser="none",
+            # The seed's reviewed SmolVLM2 limits: one kind of visual input per request.
+            allow_mixed_image_video=False,
+        ),
+        Family(
+            name="smolvlm",
+            architectures=(("Idefics3ForConditionalGeneration", "idefics3"),),
+            moe_architectures=frozenset(),
+            modalities=_NO_VIDEO,
+            modality_reason=(
+                "SmolVLM (v1, Idefics3 architecture) was trained on image-text data only: its "
+                "model cards claim no video and Idefics3Processor has no video input."
+            ),
+            reasoning_parser="none",
+            allow_mixed_image_video=False,
+        ),
+        Family(
+            name="muse_glimmer",
+            architectures=(("MuseGlimmerForConditionalGeneration", "muse_glimmer"),),
+            moe_architectures=frozenset(),
+            modalities=_NO_VIDEO,
+            modality_reason=(
+                "Video is not reviewed: no model card or processor of this family was "
+                "available to check, so it takes images and files (as the seed ran it) only."
+            ),
+            reasoning_parser="none",
+            allow_mixed_image_video=False,
+        ),
+    )
+}
+"""Every reviewed family by name."""
+
+
+def family_of(architecture: str) -> Family | None:
+    """The family whose architectures include ``architecture``, or None."""
+    for family in FAMILIES.values():
+        if any(name == architecture for name, _ in family.architectures):
+            return family
+    return None
