@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -210,3 +213,35 @@ def test_run_defaults_to_a_small_curated_model_per_target(monkeypatch: pytest.Mo
         model = default_model(target)
         assert model in curated.ids
         assert target in [t.value for t in curated.get(model).targets]
+
+
+def _fresh_python(code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "COMFY_LLM_EXECUTION_TARGET"}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_target_detection_does_not_import_torch() -> None:
+    # Importing torch costs seconds on every CLI call, a missing image included.
+    result = _fresh_python(
+        "import sys\n"
+        "from comfy_llm._targets import detect_target\n"
+        "print(detect_target().value, 'torch' in sys.modules)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["local_cpu", "False"]  # this CI machine has no GPU
+
+
+def test_run_with_a_missing_image_fails_before_loading_any_engine(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.png"
+    result = _fresh_python(
+        "import sys\n"
+        "from comfy_llm._cli import main\n"
+        f"code = main(['run', '--prompt', 'hi', '--image', {str(missing)!r}])\n"
+        "print(code, sorted(m for m in ('torch', 'transformers', 'huggingface_hub') "
+        "if m in sys.modules))\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1 []", result.stdout
+    assert "missing.png" in result.stderr and "could not be read" in result.stderr

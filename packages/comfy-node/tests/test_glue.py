@@ -34,9 +34,45 @@ def test_bar_moves_once_per_percent(comfyui: Path) -> None:
     glue = ComfyGlue("5", reasoning_enabled=False, text_interval=3600)
     for token in range(1, 1001):
         glue.progress(_generate("x", token, 1000))
-    values = [value for node, value, _ in comfy.utils.updates if node == "5"]
-    assert len(values) <= 102  # reset + one per percent
+    glue.finish("x", "")
+    values = [value for node, value, _ in comfy.utils.calls if node == "5"]
+    assert len(values) <= 101  # one per percent
     assert values[-1] == 1000
+
+
+def _one_cold_request(glue: object) -> None:
+    """The stages of a cold request, as the pipeline reports them."""
+    from comfy_llm._comfy_glue import ComfyGlue
+
+    assert isinstance(glue, ComfyGlue)
+    glue.progress(ProgressEvent(stage=ProgressStage.INSPECT, message="Inspect", indeterminate=True))
+    for done in range(0, 11):
+        glue.progress(
+            ProgressEvent(stage=ProgressStage.DOWNLOAD, value=done, maximum=10, unit="bytes")
+        )
+    glue.progress(ProgressEvent(stage=ProgressStage.PREPARE_INPUTS, value=1, maximum=1))
+    glue.progress(ProgressEvent(stage=ProgressStage.LOAD, message="Loading", indeterminate=True))
+    for token in range(1, 41):
+        glue.progress(_generate("x" * token, token, 40))
+    glue.progress(ProgressEvent(stage=ProgressStage.DONE, value=40, maximum=40))
+    glue.finish("answer", "")
+
+
+def test_bar_moves_forward_through_every_stage_and_fills_once_on_comfyui_033(
+    comfyui: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ComfyUI 0.33 drops backward moves and always sends a final value: a bar
+    # reset per stage left it at 100 % from the end of the download on.
+    import comfy.utils
+    from comfy_llm._comfy_glue import ComfyGlue
+
+    monkeypatch.setattr(comfy.utils, "PROGRESS_THROTTLE_MIN_INTERVAL", 0.0)
+    _one_cold_request(ComfyGlue("5", reasoning_enabled=False, text_interval=3600))
+    sent = [value for node, value, _ in comfy.utils.updates if node == "5"]
+    assert sent == sorted(set(sent)), sent  # strictly forward
+    assert sent.count(1000) == 1 and sent[-1] == 1000
+    generating = [value for value in sent if 600 <= value < 1000]
+    assert len(generating) >= 10, sent  # the generation stage is seen moving
 
 
 def test_live_text_shows_the_tail_of_each_channel(comfyui: Path) -> None:

@@ -9,8 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 
-class InterruptProcessingException(Exception):
-    """Raised by throw_exception_if_processing_interrupted once interrupted."""
+class InterruptProcessingException(BaseException):
+    """Raised by throw_exception_if_processing_interrupted once interrupted.
+
+    A ``BaseException`` as in ComfyUI 0.33 (PR #13523): ``except Exception``
+    cleanup does not see it.
+    """
 
 
 interrupt_processing = False

@@ -1,7 +1,7 @@
 """Put the ComfyUI stand-in on ``sys.path`` for a test, then take it off.
 
 The stand-in (``testing/comfyui_standin``) holds the few ComfyUI modules the
-node touches, spelled as ComfyUI 0.8 spells them. It is never installed into
+node touches, spelled as ComfyUI 0.33 spells them. It is never installed into
 the environment, so nothing outside the node's tests can import ``comfy``.
 """
 

@@ -73,6 +73,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         ValueError: An argument is out of range or a file cannot be read.
     """
+    images = _load_images(args.image)  # a bad path fails before the heavy imports
     from comfy_llm_residency import GenerationSettings
 
     from comfy_llm._console import ConsoleProgress
@@ -89,7 +90,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         model=args.model or default_model(args.target),
         prompt=args.prompt,
         system_prompt=args.system,
-        images=_load_images(args.image),
+        images=images,
         video=args.video,
         video_frames=args.video_frames,
         files=list(args.file) or None,

@@ -1,7 +1,10 @@
 """Everything that touches ComfyUI at run time, in one place.
 
-* progress: typed :class:`ProgressEvent` stages drive ``comfy.utils.ProgressBar``
-  (stages without a real fraction only update the live text);
+* progress: typed :class:`ProgressEvent` stages drive one forward-only
+  ``comfy.utils.ProgressBar`` per request: each stage with a real fraction
+  fills the bar from where it stands to that stage's mark, the bar never moves
+  back (ComfyUI >= 0.9 drops backward moves) and reaches 100 % once, in
+  :meth:`ComfyGlue.finish` (stages without a fraction only update the live text);
 * interruption: ``throw_exception_if_processing_interrupted()`` on every
   token and every progress event, so Cancel stops generation within a token;
 * live text: the text generated so far goes to the node through
@@ -25,6 +28,20 @@ __all__ = ["ComfyGlue", "executing_prompt_id"]
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 _BAR_STEPS = 1000
+_STAGE_ENDS = {
+    ProgressStage.INSPECT: 0.02,
+    ProgressStage.DOWNLOAD: 0.50,
+    ProgressStage.PREPARE_INPUTS: 0.55,
+    ProgressStage.ADMISSION: 0.56,
+    ProgressStage.LOAD: 0.60,
+    ProgressStage.GENERATE: 0.99,
+    ProgressStage.DONE: 0.99,
+}
+"""Where the bar stands when each stage ends. A stage with a fraction fills the
+bar from its position at the stage's start to the stage's mark, so a skipped
+stage (a warm model downloads nothing) leaves its share to the next one. Only
+``finish`` fills the last percent: ComfyUI always sends a final value, so a
+stage reaching 100 % early would show "done" while the model still works."""
 LIVE_TEXT_MAX_CHARS = 4000
 """The live preview shows the tail of a long generation: every message is a
 websocket frame, and resending a whole book per update would flood it."""
@@ -82,7 +99,9 @@ class ComfyGlue:
         self._text_interval = text_interval
         self._last_text = 0.0
         self._last_stage: ProgressStage | None = None
-        self._last_step = -1
+        self._stage_from = 0.0  # bar position (0..1) when the current stage began
+        self._bar_percent = -1  # last percent handed to the bar; only ever grows
+        self._finished = False
 
     # -- hooks handed to the pipeline -------------------------------------
     def progress(self, event: ProgressEvent) -> None:
@@ -92,16 +111,14 @@ class ComfyGlue:
         first_of_stage = event.stage is not self._last_stage
         if first_of_stage:
             self._last_stage = event.stage
-            self._last_step = -1
-            self._bar.update_absolute(0, _BAR_STEPS)
+            self._stage_from = max(0.0, self._bar_percent / 100)
+            if self._bar_percent < 0:
+                self._move_bar(0.0)  # the bar appears at once, empty
             if event.stage is not ProgressStage.GENERATE:
                 self._send_text(_stage_text(event.stage, event.message), force=True)
         if fraction is not None:
-            # One bar message per percent: each is a websocket message in ComfyUI.
-            step = round(fraction * 100)
-            if step != self._last_step:
-                self._last_step = step
-                self._bar.update_absolute(step * _BAR_STEPS // 100, _BAR_STEPS)
+            end = max(self._stage_from, _STAGE_ENDS.get(event.stage, self._stage_from))
+            self._move_bar(self._stage_from + fraction * (end - self._stage_from))
         # Build the labelled text only when it will be sent: it grows with the answer.
         generating = event.stage is ProgressStage.GENERATE and event.text is not None
         if generating and (first_of_stage or self._text_due()):
@@ -126,8 +143,11 @@ class ComfyGlue:
         return names
 
     def finish(self, response: str, reasoning: str) -> None:
-        """Fill the bar and show the final, parsed channels."""
-        self._bar.update_absolute(_BAR_STEPS, _BAR_STEPS)
+        """Fill the bar (once) and show the final, parsed channels."""
+        if not self._finished:
+            self._finished = True
+            self._bar_percent = 100
+            self._bar.update_absolute(_BAR_STEPS, _BAR_STEPS)
         if reasoning:
             text = f"Reasoning:\n{_tail(reasoning)}\n\nAnswer:\n{_tail(response)}"
         else:
@@ -135,6 +155,17 @@ class ComfyGlue:
         self._send_text(text, force=True)
 
     # -- helpers ------------------------------------------------------------
+    def _move_bar(self, position: float) -> None:
+        """Move the bar forward to ``position`` (0..1), at most one call per percent.
+
+        Below 100 %: the final value belongs to :meth:`finish`.
+        """
+        percent = min(99, int(position * 100))
+        if percent <= self._bar_percent or self._finished:
+            return
+        self._bar_percent = percent
+        self._bar.update_absolute(percent * _BAR_STEPS // 100, _BAR_STEPS)
+
     def _text_due(self) -> bool:
         return time.monotonic() - self._last_text >= self._text_interval
 
