@@ -50,7 +50,7 @@ def _torch_cuda_build() -> bool:
         except OSError:
             continue
         match = re.search(r"^cuda\s*(?::[^=]*)?=\s*(.+)$", text, re.MULTILINE)
-        return bool(match) and match.group(1).strip() not in {"None", "''", '""'}
+        return match is not None and match.group(1).strip() not in {"None", "''", '""'}
     return False
 
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Build the virtual environment the real-ComfyUI test tier runs ComfyUI in.
+#
+# Usage: scripts/build-comfyui-env.sh [COMFYUI_SOURCE]
+#   COMFYUI_SOURCE: a ComfyUI source tree (default: $COMFYUI_DIR, else ../shared/comfyui);
+#   it is only read. The venv goes to $COMFYUI_VENV (default .venv-comfyui).
+#
+# ComfyUI's own requirements.txt, with torch/torchvision pinned to the same
+# PyPI builds as the workspace (2.13.0 / 0.28.0, they run on the CPU) so uv's
+# cache serves them; the node itself is installed by the tests, the README's
+# way 1 (its requirements.txt into this interpreter).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SOURCE="${1:-${COMFYUI_DIR:-../shared/comfyui}}"
+VENV="${COMFYUI_VENV:-.venv-comfyui}"
+if [ ! -f "$SOURCE/main.py" ] || [ ! -f "$SOURCE/requirements.txt" ]; then
+  echo "build-comfyui-env: no ComfyUI source tree at $SOURCE" >&2
+  exit 2
+fi
+overrides="$(mktemp)"
+trap 'rm -f "$overrides"' EXIT
+printf 'torch==2.13.0\ntorchvision==0.28.0\n' > "$overrides"
+
+uv venv --quiet --python 3.11 --allow-existing "$VENV"
+uv pip install --quiet --python "$VENV/bin/python" --override "$overrides" \
+  -r "$SOURCE/requirements.txt"
+"$VENV/bin/python" - <<'PY'
+import importlib.metadata as md
+print("comfyui venv: torch", md.version("torch"), "transformers", md.version("transformers"))
+PY
