@@ -220,3 +220,40 @@ def test_oracle_agrees_on_gop8(clips, oracle_seconds) -> None:
     expected = oracle_seconds(clips["gop8"])
     frames = sample_video_frames(clips["gop8"], 40, limits=InputLimits(max_video_frames=40))
     assert [frame.timestamp_seconds for frame in frames] == pytest.approx(expected)
+
+
+class VideoFromFile:
+    """A trimmed ComfyUI 0.33 ``VideoFromFile`` as the Video Slice node makes it:
+    the stream source is the whole file; the trim window says which part is the video."""
+
+    def __init__(self, file: str, *, start_time: float = 0, duration: float = 0) -> None:
+        self._file, self._window = file, (start_time, duration)
+
+    def get_stream_source(self) -> str:
+        return self._file
+
+    def get_active_trim_window(self) -> tuple[float, float]:
+        return self._window
+
+
+def test_trimmed_video_is_sampled_inside_its_window_only(make_video) -> None:
+    path = str(make_video(frames=90, gop=10))  # 3 s at 30 fps
+    stats = FileSamplerStats()
+    frames = sample_video_frames(VideoFromFile(path, start_time=1.0, duration=1.0), 4, stats=stats)
+    # the clip is frames 30..59 (ComfyUI keeps start <= t < start + duration); the
+    # instants 0, 1/3, 2/3 and 1 s of the window, the last one inside it
+    assert [_red(frame) for frame in frames] == [n % 32 for n in (30, 40, 50, 59)]
+    assert _times(frames) == [0.0, round(10 / 30, 4), round(20 / 30, 4), round(29 / 30, 4)]
+    assert stats.frames_decoded < 60  # the part before the window is skipped by seeking
+
+
+def test_trim_window_without_duration_runs_to_the_end(make_video) -> None:
+    path = str(make_video(frames=60))
+    frames = sample_video_frames(VideoFromFile(path, start_time=1.5), 2)
+    assert [_red(frame) for frame in frames] == [n % 32 for n in (45, 59)]
+
+
+def test_trim_window_past_the_end_is_refused(make_video) -> None:
+    path = str(make_video(frames=30))
+    with pytest.raises(VideoInputError, match="trim window"):
+        sample_video_frames(VideoFromFile(path, start_time=5.0, duration=1.0), 2)

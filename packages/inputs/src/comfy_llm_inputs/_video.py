@@ -3,7 +3,9 @@
 ComfyUI's VIDEO objects are duck-typed (``comfy_api`` is never imported):
 
 * ``VideoFromFile``: ``get_stream_source()`` returns a path or a seekable
-  stream; it is sampled by seeking with PyAV (see :mod:`._video_file`).
+  stream; it is sampled by seeking with PyAV (see :mod:`._video_file`),
+  within ``get_active_trim_window()`` where the object has one (ComfyUI
+  >= 0.33: the stream source is always the whole, untrimmed file).
   ``get_components()`` is never called on it, since it decodes every frame.
 * ``VideoFromComponents`` (and any object with ``get_components()`` but no
   stream source, or a bare components object with ``images`` and
@@ -115,6 +117,31 @@ def _classify(video: Any) -> tuple[str, Any]:
     )
 
 
+def _trim_window(video: Any) -> tuple[float, float] | None:
+    """``(start, duration)`` seconds of a trimmed ``VideoFromFile``; None when untrimmed.
+
+    Raises:
+        VideoInputError: The window is not two finite numbers >= 0.
+    """
+    get_window = getattr(video, "get_active_trim_window", None)
+    if not callable(get_window):
+        return None
+    window = get_window()
+    try:
+        start, duration = (float(part) for part in window)
+    except (TypeError, ValueError):
+        start = duration = float("nan")
+    if not (0 <= start < float("inf") and 0 <= duration < float("inf")):
+        raise VideoInputError(
+            f"VIDEO trim window {window!r} is not (start >= 0, duration >= 0) seconds; "
+            "set the Video Slice start_time and duration to real numbers",
+            source=type(video).__name__,
+        )
+    if start == 0 and duration == 0:
+        return None
+    return start, duration
+
+
 def _frames_from_components(
     components: Any, count: int, progress: ProgressCallback | None
 ) -> tuple[VideoFrame, ...]:
@@ -170,7 +197,7 @@ def sample_video_frames(
     progress: ProgressCallback | None = None,
     stats: FileSamplerStats | None = None,
 ) -> tuple[VideoFrame, ...]:
-    """Sample ``count`` frames uniformly over the whole video.
+    """Sample ``count`` frames uniformly over the whole video (or its trim window).
 
     The first and the last frame are included (for ``count >= 2``); the
     frames between are the ones on screen at evenly spaced instants, so
@@ -208,6 +235,7 @@ def sample_video_frames(
         name=_source_name(payload),
         progress=progress,
         stats=stats,
+        window=_trim_window(video),
     )
     return tuple(
         VideoFrame(image=image, timestamp_seconds=seconds, index=position)

@@ -17,6 +17,10 @@ Cost is bounded by what the sampled frames need, not by the video's length:
 * A seek that lands after the target (or on no keyframe) is retried from
   further back, down to a fresh read from the start; streams that cannot
   seek are read forward once.
+* A trim window (ComfyUI's ``VideoFromFile.get_active_trim_window()``, set by
+  core's Video Slice node) limits the frames to ``start <= pts < end`` as
+  ComfyUI's own decoder does; targets are spread over the window, seeking to
+  its start, so a short clip of a long file costs little.
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ class _Sampler:
         self.keyframes: list[int] = []
         self.indexed = 0
         self.index_trusted: bool | None = None
+        self.low = -_LAST  # the trim window: frames with low <= pts < high
+        self.high: int | None = None
+        self.window_last: Any = None  # the last frame seen inside the window
 
     # -- runs: one forward pass from a keyframe (or from the start) --------
     def _begin(self, seek_to: int | None) -> None:
@@ -146,7 +153,7 @@ class _Sampler:
     def _serve(self, target: int) -> Any:
         """Return the frame nearest ``target`` (ties: the later), or ``None`` to retry."""
         self.target = target
-        lowest = self.key_pts if self.key_pts is not None else -_LAST
+        lowest = max(self.key_pts if self.key_pts is not None else -_LAST, self.low)
         candidate = None  # the latest frame at or before the target
         while True:
             frame = self.carry if self.carry is not None else next(self.frames, None)
@@ -155,6 +162,10 @@ class _Sampler:
                 return candidate
             if frame.pts is None or frame.pts < lowest:
                 continue
+            if self.high is not None and frame.pts >= self.high:
+                self.carry = frame  # past the window: the window's last frame is the answer
+                return candidate if candidate is not None else self.window_last
+            self.window_last = frame
             if frame.pts > target:
                 self.carry = frame  # the first frame after the target; never skipped
                 break
@@ -212,11 +223,35 @@ class _Sampler:
             self.container.close()
 
 
-def _plan(timeline: Timeline, count: int) -> list[int]:
+def _plan(timeline: Timeline, count: int, last: int = _LAST) -> list[int]:
     if count == 1 or not timeline.span:
         return [timeline.start]
     step = Fraction(timeline.span, count - 1)
-    return [timeline.start + int(k * step) for k in range(count - 1)] + [_LAST]
+    return [timeline.start + int(k * step) for k in range(count - 1)] + [last]
+
+
+def _trim(
+    timeline: Timeline, window: tuple[float, float], time_base: Fraction, name: str
+) -> tuple[Timeline, int]:
+    """The part of ``timeline`` inside ``window`` and its exclusive end (pts).
+
+    Raises:
+        VideoInputError: No frame lies inside the window.
+    """
+    start_seconds, duration_seconds = window
+    end = timeline.start + (timeline.span or 0)
+    low = max(timeline.start, int(Fraction(start_seconds) / time_base))
+    high = end + 1
+    if duration_seconds > 0:
+        high = min(high, int(Fraction(start_seconds + duration_seconds) / time_base))
+    if low >= high or low > end:
+        raise fail(
+            name,
+            f"has no frames in its trim window (start {start_seconds:g} s, duration "
+            f"{duration_seconds:g} s)",
+            "set the Video Slice start_time inside the video",
+        )
+    return Timeline(low, high - 1 - low), high
 
 
 def sample_file_frames(
@@ -226,6 +261,7 @@ def sample_file_frames(
     name: str,
     progress: ProgressCallback | None = None,
     stats: FileSamplerStats | None = None,
+    window: tuple[float, float] | None = None,
 ) -> list[tuple[float, Image.Image]]:
     """Sample up to ``count`` frames of a file-backed video by seeking.
 
@@ -236,13 +272,16 @@ def sample_file_frames(
         name: How to name the video in messages (no directories).
         progress: Optional ``progress(message, done, total)`` callback.
         stats: Optional counters to fill.
+        window: ``(start seconds, duration seconds)`` to sample within
+            (duration 0: to the end), from ``get_active_trim_window()``.
 
     Returns:
-        ``(seconds from start, RGB image)`` pairs in time order, unique.
+        ``(seconds from the start of the video or of the window, RGB image)``
+        pairs in time order, unique.
 
     Raises:
         VideoInputError: Missing, empty, corrupt or undecodable file, no
-            video stream, zero frames.
+            video stream, zero frames, no frame inside the window.
     """
     stats = stats if stats is not None else FileSamplerStats()
     reader = Source(source, name)
@@ -264,10 +303,16 @@ def sample_file_frames(
             stats=stats,
         )
     sampler = _Sampler(reader, timeline.start, stats)
+    last = _LAST
+    if window is not None:
+        timeline, sampler.high = _trim(timeline, window, time_base, name)
+        sampler.low = timeline.start
+        last = timeline.start + (timeline.span or 0)
+    assert timeline.span is not None
     sampler.end = timeline.start + timeline.span
     gap = max(1, int(Fraction(2) / time_base))
     results: dict[int, Image.Image] = {}
-    targets = _plan(timeline, count)
+    targets = _plan(timeline, count, last)
     try:
         for done, target in enumerate(targets, start=1):
             frame = sampler.frame_at(target, gap)
