@@ -55,9 +55,11 @@ def _build_parser() -> argparse.ArgumentParser:
     link.add_argument("--force", action="store_true", help="replace a foreign comfy_llm_link")
     link.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
+    from comfy_llm._cli_caption import add_caption_parser
     from comfy_llm._cli_run import add_run_parser
 
     add_run_parser(sub, _add_common)
+    add_caption_parser(sub, _add_common)
     return parser
 
 
@@ -154,9 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stage": _cmd_stage,
         "comfyui-link": _cmd_link,
     }
+    from comfy_llm._cli_caption import cmd_caption
     from comfy_llm._cli_run import cmd_run
 
     commands["run"] = cmd_run
+    commands["caption"] = cmd_caption
     try:
         result = commands[args.command](args)
     except KeyboardInterrupt:
@@ -171,6 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(result, sort_keys=True))
     elif args.command == "run":
         print(result["response"])
+    elif args.command == "caption":
+        for record, caption in zip(
+            result["metadata"]["per_image"], result["captions"], strict=True
+        ):
+            print(f"{record['name']}\t{caption}")
     else:
         _print_human(result)
     return 0

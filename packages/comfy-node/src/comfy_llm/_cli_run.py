@@ -12,7 +12,7 @@ from typing import Any
 
 from comfy_llm_core import defaults
 
-__all__ = ["add_run_parser", "cmd_run", "default_model"]
+__all__ = ["add_run_parser", "cmd_run", "default_model", "load_image_files"]
 
 
 def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -40,10 +40,11 @@ def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], Non
     run.add_argument("--temperature", type=float, default=defaults.TEMPERATURE)
     run.add_argument("--top-p", type=float, default=defaults.TOP_P)
     run.add_argument("--seed", type=int)
+    run.add_argument("--schema", help="a JSON Schema file the answer must satisfy (JSON output)")
     add_common(run)
 
 
-def _load_images(paths: list[str]) -> list[Any] | None:
+def load_image_files(paths: list[str]) -> list[Any] | None:
     if not paths:
         return None
     from PIL import Image, UnidentifiedImageError
@@ -73,9 +74,10 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         ValueError: An argument is out of range or a file cannot be read.
     """
-    images = _load_images(args.image)  # a bad path fails before the heavy imports
+    images = load_image_files(args.image)  # a bad path fails before the heavy imports
     from comfy_llm_residency import GenerationSettings
 
+    from comfy_llm._cli_caption import read_schema_file
     from comfy_llm._console import ConsoleProgress
     from comfy_llm._pipeline import LLMRequest, run_request
 
@@ -85,6 +87,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         top_p=args.top_p,
         seed=args.seed,
         enable_reasoning=not args.no_reasoning,
+        response_schema=read_schema_file(args.schema),
     )
     request = LLMRequest(
         model=args.model or default_model(args.target),

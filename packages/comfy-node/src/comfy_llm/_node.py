@@ -88,6 +88,17 @@ class ModalLLMNode(io.ComfyNode):
                 io.Combo.Input(
                     "modal_gpu", options=list(MODAL_GPUS), default="L40S", optional=True
                 ),
+                # New inputs go last: saved workflows keep their widget order.
+                io.String.Input(
+                    "response_schema",
+                    multiline=True,
+                    default="",
+                    optional=True,
+                    tooltip=(
+                        "Optional JSON Schema: the answer is constrained to JSON that satisfies "
+                        "it and validated (one retry). Empty = free text."
+                    ),
+                ),
             ],
             outputs=[
                 io.String.Output("response", display_name="response"),
@@ -115,7 +126,9 @@ class ComfyLLMExtension(ComfyExtension):
 
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         """List the nodes this package provides."""
-        return [ModalLLMNode]
+        from comfy_llm._caption_node import CaptionImagesNode
+
+        return [ModalLLMNode, CaptionImagesNode]
 
 
 def build_extension() -> ComfyLLMExtension:

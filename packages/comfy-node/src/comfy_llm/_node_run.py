@@ -40,6 +40,7 @@ def run_node(
     local_reserve_free_memory_gb: float = defaults.RESERVE_GB["local_apple"],
     run_on_modal: bool = False,
     modal_gpu: str | None = None,
+    response_schema: str = "",
 ) -> tuple[str, str, str]:
     """Run the node once; returns (response, metadata_json, reasoning).
 
@@ -56,6 +57,7 @@ def run_node(
         top_p=top_p,
         seed=seed,
         enable_reasoning=enable_reasoning,
+        response_schema=response_schema or None,
     )
     from comfy_llm._targets import detect_target
 

@@ -33,7 +33,13 @@ from comfy_llm._storage import storage_root
 from comfy_llm._targets import detect_target
 from comfy_llm.errors import TargetUnavailableError
 
-__all__ = ["LLMRequest", "forget_resolved_profiles", "resolve_and_stage", "run_request"]
+__all__ = [
+    "LLMRequest",
+    "forget_resolved_profiles",
+    "prepare_request_inputs",
+    "resolve_and_stage",
+    "run_request",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +131,10 @@ def _input_limits(profile: ModelProfile) -> Any:
     return InputLimits(**values)
 
 
-def _prepare(request: LLMRequest, profile: ModelProfile, progress: ProgressCallback) -> Any:
+def prepare_request_inputs(
+    request: LLMRequest, profile: ModelProfile, progress: ProgressCallback
+) -> Any:
+    """Prepare one request's inputs within the profile's limits (reports PREPARE_INPUTS)."""
     from comfy_llm_inputs import prepare_inputs
 
     started = time.monotonic()
@@ -219,7 +228,7 @@ def run_request(
     root = storage_root(request.storage_root)
     resolved, snapshot = resolve_and_stage(request.model, target, root, progress)
     profile = resolved.profile
-    prepared = _prepare(request, profile, progress)
+    prepared = prepare_request_inputs(request, profile, progress)
     manager = get_manager(target, backend_factory=create_backend, free_host_memory=free_host_memory)
     result = manager.run(
         profile,

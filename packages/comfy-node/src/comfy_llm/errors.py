@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from comfy_llm_core import ComfyLLMError as _CoreError
+from comfy_llm_core import ErrorAction
 
-__all__ = ["ComfyLLMError", "ComfyUIDirError", "TargetUnavailableError"]
+__all__ = ["CaptionFolderError", "ComfyLLMError", "ComfyUIDirError", "TargetUnavailableError"]
 
 
 class ComfyLLMError(_CoreError):
@@ -43,4 +44,23 @@ class ComfyUIDirError(ComfyLLMError, ValueError):
         super().__init__(
             f"{str(path)!r} {problem}. Pass the ComfyUI folder that holds main.py and "
             "custom_nodes/, e.g. `comfy-llm comfyui-link ~/ComfyUI`."
+        )
+
+
+class CaptionFolderError(ComfyLLMError, ValueError):
+    """The caption batch's folder (or image input) cannot be used.
+
+    Attributes:
+        folder: The folder that was given.
+        problem: What is wrong with it.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, folder: str, problem: str) -> None:
+        self.folder = folder
+        self.problem = problem
+        super().__init__(
+            f"Caption folder {folder!r} {problem}. Give a folder of images (png, jpg, webp, "
+            "...) directly inside it, or connect an IMAGE batch."
         )

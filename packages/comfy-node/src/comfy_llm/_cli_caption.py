@@ -1,0 +1,83 @@
+"""``comfy-llm caption FOLDER``: caption a folder of images (the caption node's path)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_caption_parser", "cmd_caption", "read_schema_file"]
+
+
+def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Register the ``caption`` subcommand on the CLI's subparsers."""
+    caption = sub.add_parser("caption", help="caption every image in a folder (LoRA datasets)")
+    caption.add_argument("folder", help="a folder of images (png, jpg, webp, ...)")
+    caption.add_argument("--model", help="owner/model[@revision] or a curated id")
+    caption.add_argument(
+        "--prompt",
+        default="Describe this image in one detailed sentence, as a caption for training.",
+        help="the instruction given with every image",
+    )
+    caption.add_argument("--system", help="a system prompt")
+    caption.add_argument(
+        "--prefix", default="", help="text put before every caption (trigger word)"
+    )
+    caption.add_argument("--write", action="store_true", help="write <name>.txt next to each image")
+    caption.add_argument(
+        "--redo", action="store_true", help="caption images that already have a caption file"
+    )
+    caption.add_argument("--overwrite", action="store_true", help="replace existing caption files")
+    caption.add_argument("--max-new-tokens", type=int, default=128)
+    caption.add_argument("--temperature", type=float, default=0.0)
+    caption.add_argument("--seed", type=int, default=0)
+    caption.add_argument("--reasoning", action="store_true", help="let the model think first")
+    caption.add_argument("--schema", help="a JSON Schema file every caption must satisfy")
+    add_common(caption)
+
+
+def read_schema_file(path: str | None) -> str | None:
+    """The text of ``--schema FILE`` (checked later, with the settings), or None."""
+    if not path:
+        return None
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"--schema {path!r} is not a file: give a JSON Schema file")
+    return file.read_text(encoding="utf-8")
+
+
+def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
+    """Caption the folder; returns ``{"captions": [...], "metadata": {...}}``."""
+    from comfy_llm_residency import GenerationSettings
+
+    from comfy_llm._caption import CaptionJob, caption_items, run_captions
+    from comfy_llm._cli_run import default_model
+    from comfy_llm._console import ConsoleProgress
+
+    settings = GenerationSettings(
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        enable_reasoning=args.reasoning,
+        response_schema=read_schema_file(args.schema),
+    )
+    items = caption_items(folder=args.folder)
+    job = CaptionJob(
+        model=args.model or default_model(args.target),
+        prompt=args.prompt,
+        system_prompt=args.system,
+        settings=settings,
+        prefix=args.prefix,
+        write_files=args.write,
+        skip_existing=not args.redo,
+        overwrite=args.overwrite,
+        target=args.target,
+        storage_root=args.storage_root,
+    )
+    console = ConsoleProgress()
+    try:
+        batch = run_captions(job, items, progress=console)
+    finally:
+        console.close()
+    return {"captions": batch.captions, "metadata": batch.metadata}

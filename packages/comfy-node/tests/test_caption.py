@@ -1,0 +1,205 @@
+"""Batch captioning and JSON answers through the nodes (ComfyUI stand-in) and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+from comfy_llm_testworld import FakeHub
+from PIL import Image
+
+pytestmark = pytest.mark.slow
+
+TARGETS = ["local_cpu", "local_apple"]
+SCHEMA = {
+    "type": "object",
+    "properties": {"color": {"enum": ["red", "blue"]}, "n": {"type": "integer", "maximum": 9}},
+    "required": ["color", "n"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture
+def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", request.param)
+    return request.param
+
+
+def _caption_node() -> Any:
+    from comfy_api.latest import io
+    from comfy_llm._caption_node import CaptionImagesNode
+
+    CaptionImagesNode.hidden = io.HiddenHolder(unique_id="9")
+    return CaptionImagesNode
+
+
+def _llm_node() -> Any:
+    from comfy_api.latest import io
+    from comfy_llm._node import ModalLLMNode
+
+    ModalLLMNode.hidden = io.HiddenHolder(unique_id="7")
+    return ModalLLMNode
+
+
+def _caption(**kwargs: Any) -> tuple[list[str], dict[str, Any]]:
+    output = _caption_node().execute(**kwargs)
+    captions, metadata = output.args
+    return captions, json.loads(metadata)
+
+
+def _folder(tmp_path: Path, names: list[str]) -> Path:
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    for index, name in enumerate(names):
+        Image.new("RGB", (32, 24), (40 * index, 200, 90)).save(folder / name)
+    return folder
+
+
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_batch_gives_one_caption_per_image_identical_to_single_runs(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    images = np.random.default_rng(3).random((3, 24, 32, 3), dtype=np.float32)
+    sampling = {"temperature": 0.9, "top_p": 0.9, "seed": 11, "max_new_tokens": 6}
+    captions, metadata = _caption(
+        model_profile="tiny/qwen35", prompt="Caption it.", images=images, **sampling
+    )
+    singles = []
+    for index in range(3):
+        output = _llm_node().execute(
+            prompt="Caption it.",
+            model_profile="tiny/qwen35",
+            images=images[index : index + 1],
+            enable_reasoning=False,
+            **sampling,
+        )
+        singles.append(output.args[0])
+    assert captions == singles
+    assert metadata["images"] == metadata["captioned"] == 3
+    assert [r["name"] for r in metadata["per_image"]] == ["image 1", "image 2", "image 3"]
+    assert [r["cache_status"] for r in metadata["per_image"]] == ["cold", "warm", "warm"]
+
+
+@pytest.mark.parametrize("target", ["local_cpu"], indirect=True)
+def test_folder_captions_written_atomically_existing_kept_corrupt_reported(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path, ["a.png", "b.jpg", "d.webp"])
+    (folder / "c.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    (folder / "b.txt").write_text("kept caption\n")
+    (folder / "notes.md").write_text("not an image")
+    captions, metadata = _caption(
+        model_profile="tiny/qwen35-scripted",
+        prompt="Caption it.",
+        folder=str(folder),
+        write_caption_files=True,
+        caption_prefix="sks",
+        max_new_tokens=8,
+    )
+    statuses = {r["name"]: r["status"] for r in metadata["per_image"]}
+    assert statuses == {
+        "a.png": "captioned",
+        "b.jpg": "kept_existing",
+        "c.png": "failed",
+        "d.webp": "captioned",
+    }
+    assert captions[1] == "kept caption"
+    assert captions[2] == ""
+    assert "c.png" in metadata["per_image"][2]["error"]
+    assert (folder / "a.txt").read_text() == captions[0] + "\n"
+    assert captions[0].startswith("sks, ")
+    assert (folder / "b.txt").read_text() == "kept caption\n"
+    assert not (folder / "c.txt").exists()
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []
+    assert metadata["written"] == 2
+
+
+@pytest.mark.parametrize("target", ["local_cpu"], indirect=True)
+def test_cancel_mid_batch_keeps_the_files_already_written(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path, tmp_path: Path
+) -> None:
+    import comfy.model_management as mm
+
+    folder = _folder(tmp_path, ["a.png", "b.png", "c.png"])
+    # A warm batch counts ComfyUI's interrupt checks; Cancel then lands mid-batch.
+    args = {"model_profile": "tiny/qwen35-scripted", "prompt": "x", "max_new_tokens": 8}
+    _caption(folder=str(folder), **args)
+    before = mm._checks
+    _caption(folder=str(folder), **args)
+    per_batch = mm._checks - before
+    mm.interrupt_after_checks = mm._checks + per_batch // 2
+    with pytest.raises(mm.InterruptProcessingException):
+        _caption(folder=str(folder), write_caption_files=True, skip_existing=False, **args)
+    mm.interrupt_after_checks = None
+    written = sorted(p.name for p in folder.glob("*.txt"))
+    assert 1 <= len(written) < 3
+    assert all((folder / name).read_text().strip() for name in written)
+    assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []
+
+
+def test_folder_bounds_and_symlinks_outside_refused(tmp_path: Path) -> None:
+    from comfy_llm._caption import find_images
+    from comfy_llm.errors import CaptionFolderError
+
+    folder = _folder(tmp_path, ["a.png", "b.png"])
+    outside = tmp_path / "secret.png"
+    Image.new("RGB", (4, 4)).save(outside)
+    assert [p.name for p in find_images(folder)] == ["a.png", "b.png"]
+    with pytest.raises(CaptionFolderError, match="more than the limit of 1"):
+        find_images(folder, limit=1)
+    (folder / "link.png").symlink_to(outside)
+    with pytest.raises(CaptionFolderError, match="outside the folder"):
+        find_images(folder)
+    with pytest.raises(CaptionFolderError, match="is not a folder"):
+        find_images(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_node_answers_schema_valid_json_from_random_weights(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    output = _llm_node().execute(
+        prompt="Describe the colour as JSON.",
+        model_profile="tiny/qwen35",
+        response_schema=json.dumps(SCHEMA),
+        enable_reasoning=False,
+        temperature=0.0,
+        max_new_tokens=40,
+    )
+    response, metadata_json, _ = output.args
+    jsonschema.validate(json.loads(response), SCHEMA)
+    metadata = json.loads(metadata_json)
+    assert metadata["schema_valid"] is True
+    assert metadata["constrained_decoding"] is True
+
+
+def test_invalid_schema_is_refused_before_any_download(
+    model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    from comfy_llm_structured import InvalidSchemaError
+
+    with pytest.raises(InvalidSchemaError):
+        _llm_node().execute(prompt="x", model_profile="tiny/qwen35", response_schema="{not json")
+    assert model_hub.file_requests() == []
+
+
+@pytest.mark.parametrize("target", ["local_cpu"], indirect=True)
+def test_cli_caption_writes_files_and_prints_json(
+    target: str, model_hub: FakeHub, storage: Path, tmp_path: Path, capsys
+) -> None:
+    from comfy_llm._cli import main
+
+    folder = _folder(tmp_path, ["x.png", "y.png"])
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    argv = ["caption", str(folder), "--model", "tiny/qwen35", "--write", "--json"]
+    assert main([*argv, "--schema", str(schema), "--max-new-tokens", "40"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["captions"]) == 2
+    for name, caption in zip(("x", "y"), result["captions"], strict=True):
+        assert (folder / f"{name}.txt").read_text() == caption + "\n"
+        jsonschema.validate(json.loads(caption), SCHEMA)
