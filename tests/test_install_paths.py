@@ -48,7 +48,7 @@ def _fake_comfyui(root: Path) -> Path:
 
 def test_clone_into_custom_nodes_exposes_the_entrypoint(comfyui_standin: Path) -> None:
     module = _load_like_comfyui(REPO_ROOT / "__init__.py", "comfy-llm-clone")
-    assert _node_ids(module) == ["ModalLLM"]
+    assert _node_ids(module) == ["ModalLLM", "ComfyLLMCaption"]
 
 
 def test_clone_without_installed_packages_finds_workspace_sources(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_comfyui_link_writes_an_importable_shim(
     assert main(["comfyui-link", str(comfyui), "--json"]) == 0
     shim = Path(json.loads(capsys.readouterr().out)["shim"])
     assert shim == comfyui / "custom_nodes" / "comfy_llm_link" / "__init__.py"
-    assert _node_ids(_load_like_comfyui(shim, "comfy_llm_link")) == ["ModalLLM"]
+    assert _node_ids(_load_like_comfyui(shim, "comfy_llm_link")) == ["ModalLLM", "ComfyLLMCaption"]
     # Re-running replaces its own shim without complaint.
     assert main(["comfyui-link", str(comfyui)]) == 0
 
