@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from ._fake_hub_http import Fault, RecordedRequest, Server
-from ._fake_hub_repo import Repo, validate_repo_id
+from ._fake_hub_repo import Repo, Tamper, validate_repo_id
 from ._fake_hub_routes import Response, RouteContext, route
 
 __all__ = ["FakeHub", "RecordedRequest"]
@@ -167,6 +167,41 @@ class FakeHub:
             if commit is None:
                 raise ValueError(f"unknown revision {revision!r} in {repo_id!r}")
             repo.tags[tag] = commit.sha
+
+    def tamper(
+        self,
+        repo_id: str,
+        *,
+        extra_siblings: list[Any] | None = None,
+        extra_tree: list[Any] | None = None,
+        hidden_siblings: set[str] | None = None,
+        sibling_fields: dict[str, dict[str, Any]] | None = None,
+        info_body: bytes | None = None,
+        file_bodies: dict[str, bytes] | None = None,
+    ) -> None:
+        """Make the Hub lie about ``repo_id`` from now on (see :class:`Tamper`).
+
+        Args:
+            repo_id: An existing repo.
+            extra_siblings: Raw entries (any JSON) appended to the model info's siblings,
+                e.g. ``{"rfilename": "../../x.safetensors", "size": 5}``.
+            extra_tree: Raw entries appended to every tree listing.
+            hidden_siblings: Real paths left out of the siblings (still listed and served).
+            sibling_fields: Per real path, fields overriding its sibling entry
+                (e.g. ``{"config.json": {"size": "abc"}}``).
+            info_body: Raw bytes served as the whole model-info body.
+            file_bodies: Per real path, raw bytes served on GET instead of the content
+                (the metadata keeps the true size and hashes).
+        """
+        with self._lock:
+            self._repo(repo_id).tamper = Tamper(
+                extra_siblings=list(extra_siblings or []),
+                extra_tree=list(extra_tree or []),
+                hidden_siblings=set(hidden_siblings or ()),
+                sibling_fields=dict(sibling_fields or {}),
+                info_body=info_body,
+                file_bodies=dict(file_bodies or {}),
+            )
 
     def head(self, repo_id: str, branch: str = "main") -> str:
         """Current commit sha of ``branch``."""

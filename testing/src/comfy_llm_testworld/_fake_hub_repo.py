@@ -14,7 +14,16 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Literal
 
-__all__ = ["LFS_MIN_SIZE", "LFS_SUFFIXES", "Blob", "Commit", "Gated", "Repo", "validate_repo_id"]
+__all__ = [
+    "LFS_MIN_SIZE",
+    "LFS_SUFFIXES",
+    "Blob",
+    "Commit",
+    "Gated",
+    "Repo",
+    "Tamper",
+    "validate_repo_id",
+]
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".pkl", ".ckpt", ".gguf", ".npz")
 """File endings the Hub stores through LFS (what real repos' .gitattributes say)."""
@@ -116,6 +125,30 @@ class Commit:
 
 
 @dataclass
+class Tamper:
+    """What a hostile or broken Hub serves for a repository instead of the truth.
+
+    Lets tests play an attacker's repository without the fake Hub ever storing
+    an invalid path: the lies exist only in the answers.
+
+    Attributes:
+        extra_siblings: Raw entries appended to the model info's ``siblings``.
+        extra_tree: Raw entries appended to every tree listing.
+        hidden_siblings: Real files left out of ``siblings`` (still in the tree).
+        sibling_fields: Per real path, fields merged into its sibling entry.
+        info_body: Raw bytes served as the whole model-info answer.
+        file_bodies: Per real path, raw bytes served instead of its content on GET.
+    """
+
+    extra_siblings: list[Any] = field(default_factory=list)
+    extra_tree: list[Any] = field(default_factory=list)
+    hidden_siblings: set[str] = field(default_factory=set)
+    sibling_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
+    info_body: bytes | None = None
+    file_bodies: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass
 class Repo:
     """One model repository: settings, all commits, branch heads and tags."""
 
@@ -127,6 +160,7 @@ class Repo:
     commits: dict[str, Commit] = field(default_factory=dict)
     branches: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    tamper: Tamper = field(default_factory=Tamper)
 
     def commit(
         self, files: Mapping[str, bytes], branch: str, seq: int, sha: str | None = None

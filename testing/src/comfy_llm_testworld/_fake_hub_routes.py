@@ -169,7 +169,12 @@ def _info(repo: Repo, revision: str, query: Mapping[str, list[str]]) -> Response
         "likes": 0,
         "tags": sorted({"safetensors" for p in commit.files if p.endswith(".safetensors")}),
         "cardData": repo.card_data,
-        "siblings": [_sibling(path, commit) for path in commit.files],
+        "siblings": [
+            {**_sibling(path, commit), **repo.tamper.sibling_fields.get(path, {})}
+            for path in commit.files
+            if path not in repo.tamper.hidden_siblings
+        ]
+        + list(repo.tamper.extra_siblings),
     }
     expand = query.get("expand", []) + query.get("expand[]", [])
     if _truthy(query.get("securityStatus")) or "securityRepoStatus" in expand:
@@ -178,6 +183,8 @@ def _info(repo: Repo, revision: str, query: Mapping[str, list[str]]) -> Response
             "filesWithIssues": [{"path": p, "level": "unsafe"} for p in repo.security_findings],
         }
     response = _json(200, payload)
+    if repo.tamper.info_body is not None:
+        response.body = repo.tamper.info_body
     response.revision = revision
     return response
 
@@ -216,6 +223,8 @@ def _tree(
         return _revision_not_found(revision)
     recursive = _truthy(query.get("recursive"))
     entries = repo.tree(commit, path, recursive=recursive)
+    if entries is not None:
+        entries = entries + list(repo.tamper.extra_tree)
     if entries is None:
         message = f"{path} does not exist on {revision}"
         return _error(404, "EntryNotFound", message, **{"X-Repo-Commit": commit.sha})
@@ -274,7 +283,7 @@ def _serve_file(
     ]
     if blob.lfs:
         base += [("X-Linked-Etag", f'"{blob.sha256}"'), ("X-Linked-Size", str(blob.size))]
-    data = blob.data
+    data = repo.tamper.file_bodies.get(filename, blob.data)
     match = _RANGE.match(headers.get("range", "").strip()) if method == "GET" else None
     if match is None or match.groups() == ("", ""):
         return Response(200, base, data)

@@ -3,6 +3,7 @@
 * :class:`ComfyLLMError` and :class:`ErrorAction`: the base every package's
   base error derives from (pickling, what the caller should do).
 * ``env_*`` and :class:`InvalidSettingError`: environment variables read one way.
+* :func:`hub_path_problem`, :func:`quote_untrusted`: Hub file names checked one way.
 * :func:`render_error`, :func:`redact`, :func:`check_token`: tokens never reach output.
 * :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
 """
@@ -10,6 +11,7 @@
 from comfy_llm_core import defaults
 from comfy_llm_core._env import InvalidSettingError, env_choice, env_float, env_int, env_str
 from comfy_llm_core._errors import ComfyLLMError, ErrorAction
+from comfy_llm_core._paths import hub_path_problem, quote_untrusted
 from comfy_llm_core._secrets import (
     REDACTED,
     TOKEN_ENVS,
@@ -32,6 +34,8 @@ __all__ = [
     "env_float",
     "env_int",
     "env_str",
+    "hub_path_problem",
+    "quote_untrusted",
     "redact",
     "render_error",
 ]

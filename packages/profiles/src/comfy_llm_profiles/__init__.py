@@ -19,6 +19,14 @@ from comfy_llm_profiles._decide import (
     estimate_memory_bytes,
 )
 from comfy_llm_profiles._families import FAMILIES, Family
+from comfy_llm_profiles._hub import (
+    HUB_TIMEOUT_ENV,
+    HubFile,
+    HubModelInfo,
+    fetch_model_info,
+    hub_timeout_seconds,
+    install_hub_timeouts,
+)
 from comfy_llm_profiles._inspect import (
     PICKLE_SUFFIXES,
     RepositoryFile,
@@ -69,6 +77,10 @@ from comfy_llm_profiles.errors import (
     DownloadTooLargeError,
     GatedModelError,
     HubAccessError,
+    HubAuthenticationError,
+    HubDataError,
+    HubStatusError,
+    HubTimeoutError,
     HubUnavailableError,
     InvalidConfigError,
     InvalidModelReferenceError,
@@ -82,6 +94,7 @@ from comfy_llm_profiles.errors import (
     ProfileValidationError,
     RemoteCodeError,
     SecurityScanError,
+    UnsafeHubPathError,
     UnsafeWeightsError,
     UnsupportedArchitectureError,
     UnsupportedQuantizationError,
@@ -116,6 +129,13 @@ __all__ = [
     "RepositoryFile",
     "RepositoryInspection",
     "inspect_repository",
+    # Hub metadata (bounded, timed out, checked field by field)
+    "HUB_TIMEOUT_ENV",
+    "HubFile",
+    "HubModelInfo",
+    "fetch_model_info",
+    "hub_timeout_seconds",
+    "install_hub_timeouts",
     # compatibility
     "REGISTRY_VERSIONS",
     "FAMILIES",
@@ -159,6 +179,11 @@ __all__ = [
     "ModelNotFoundError",
     "ModelRevisionNotFoundError",
     "HubUnavailableError",
+    "HubTimeoutError",
+    "HubStatusError",
+    "HubAuthenticationError",
+    "HubDataError",
+    "UnsafeHubPathError",
     "ModelRejectedError",
     "MissingConfigError",
     "InvalidConfigError",

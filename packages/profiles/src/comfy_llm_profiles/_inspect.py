@@ -1,7 +1,7 @@
 """Inspecting a Hub repository from metadata alone, before any weight byte.
 
-Two requests, both through the real ``huggingface_hub`` client with an
-explicit ``endpoint=`` (it reads HF_ENDPOINT only once, at import): the
+Two requests, both through ``_hub`` (huggingface_hub's session, our timeouts,
+byte limits and field checks) with an explicit endpoint: the
 model info with file metadata and security status (which also pins the
 commit: its ``sha``), then config.json alone, fetched at that pinned
 commit. Everything a refusal needs is in those two answers, so a refused
@@ -15,30 +15,31 @@ judged afterwards by the compatibility registry.
 
 from __future__ import annotations
 
-import json
-import tempfile
+import os
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from huggingface_hub import HfApi, hf_hub_download
-from huggingface_hub.errors import (
-    GatedRepoError,
-    HfHubHTTPError,
-    LocalEntryNotFoundError,
-    RemoteEntryNotFoundError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
+from comfy_llm_profiles._hub import (
+    CONFIG_MAX_BYTES,
+    HubModelInfo,
+    fetch_bounded,
+    fetch_model_info,
+    parse_json,
 )
-
 from comfy_llm_profiles._reference import is_commit
 from comfy_llm_profiles._settings import ProfileSettings
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
     DownloadTooLargeError,
     GatedModelError,
+    HubAuthenticationError,
+    HubDataError,
+    HubStatusError,
     HubUnavailableError,
     InvalidConfigError,
     MissingConfigError,
@@ -52,14 +53,7 @@ __all__ = ["PICKLE_SUFFIXES", "RepositoryFile", "RepositoryInspection", "inspect
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 """Weight formats that can execute code when loaded; never accepted."""
-_MAX_CONFIG_BYTES = 4 * 1024**2
-# The HTTP library's base error (httpx in huggingface_hub 1.x, httpx2 in 2.x),
-# taken from the client's own hierarchy so either major version works.
-_NETWORK_ERRORS: tuple[type[Exception], ...] = (
-    *(base for base in HfHubHTTPError.__mro__[1:] if base.__name__ == "HTTPError"),
-    HfHubHTTPError,
-    OSError,
-)
+_MAX_CONFIG_BYTES = CONFIG_MAX_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,58 +96,31 @@ class RepositoryInspection:
 def _hub_errors(
     repository: str, revision: str | None, target: ExecutionTarget, settings: ProfileSettings
 ) -> Iterator[None]:
-    """Translate huggingface_hub errors into this package's, naming the fix."""
+    """Translate the Hub's HTTP error answers into this package's, naming the fix."""
     token_sent = settings.token is not None
     try:
         yield
-    except GatedRepoError:  # a subclass of RepositoryNotFoundError: first
-        raise GatedModelError(
-            repository, revision, target.value, target.token_location, token_sent
-        ) from None
-    except RepositoryNotFoundError:
-        raise ModelNotFoundError(
-            repository, revision, target.value, target.token_location, token_sent
-        ) from None
-    except RevisionNotFoundError:
-        raise ModelRevisionNotFoundError(repository, revision) from None
-    except RemoteEntryNotFoundError:
-        raise MissingConfigError(repository, revision, target.value) from None
-    except LocalEntryNotFoundError as error:
+    except HubStatusError as error:
+        where = (repository, revision, target.value, target.token_location, token_sent)
+        if error.kind == "gated":
+            raise GatedModelError(*where) from None
+        if error.kind == "repo_not_found":
+            raise ModelNotFoundError(*where) from None
+        if error.kind == "revision_not_found":
+            raise ModelRevisionNotFoundError(repository, revision) from None
+        if error.kind == "entry_not_found":
+            raise MissingConfigError(repository, revision, target.value) from None
+        if error.kind in ("unauthorized", "forbidden"):
+            raise HubAuthenticationError(
+                repository, revision, status=error.status, token_provided=token_sent
+            ) from None
         raise HubUnavailableError(
-            repository, revision, settings.endpoint, _first_line(error)
-        ) from None
-    except _NETWORK_ERRORS as error:
-        raise HubUnavailableError(
-            repository, revision, settings.endpoint, _first_line(error)
+            repository, revision, settings.endpoint, f"HTTP {error.status} for {error.url}"
         ) from None
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else 'no detail'}"
-
-
-def _findings(status: object) -> list[str]:
-    """Findings of the Hub's security scan, one line each."""
-    if not isinstance(status, Mapping):
-        return []
-    findings = []
-    for item in status.get("filesWithIssues") or []:
-        if isinstance(item, Mapping):
-            level = item.get("level") or item.get("status") or "flagged"
-            findings.append(f"{item.get('path', '?')} ({level})")
-        else:
-            findings.append(str(item))
-    return findings
-
-
-def _files(info: Any) -> tuple[RepositoryFile, ...]:
-    files = []
-    for sibling in info.siblings or []:
-        lfs = sibling.lfs
-        size = sibling.size if sibling.size is not None else (lfs.size if lfs else None)
-        files.append(RepositoryFile(sibling.rfilename, size, lfs.sha256 if lfs else None))
-    return tuple(files)
+def _files(info: HubModelInfo) -> tuple[RepositoryFile, ...]:
+    return tuple(RepositoryFile(f.path, f.size, f.sha256) for f in info.files)
 
 
 def _check_files(
@@ -193,32 +160,72 @@ def _read_config(
     settings: ProfileSettings,
     cache_dir: Path | None,
 ) -> Mapping[str, Any]:
-    def fetch(folder: Path) -> bytes:
-        with _hub_errors(repository, revision, target, settings):
-            path = hf_hub_download(
-                repository,
-                "config.json",
-                revision=revision,
-                endpoint=settings.endpoint,
-                token=settings.token,
-                cache_dir=folder,
-            )
-        return Path(str(path)).read_bytes()
-
-    if cache_dir is None:
-        with tempfile.TemporaryDirectory(prefix="comfy-llm-config-") as folder:
-            raw = fetch(Path(folder))
-    else:
-        raw = fetch(cache_dir)
+    cached = (
+        None
+        if cache_dir is None
+        else Path(cache_dir) / "config" / repository.replace("/", "--") / revision / "config.json"
+    )
     try:
-        config = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+        config = parse_json(
+            _fetch_config(repository, revision, target, settings, cached),
+            repository=repository,
+            revision=revision,
+            what="config.json",
+        )
+    except HubDataError as error:
         raise InvalidConfigError(
-            repository, revision, target.value, f"it is not valid JSON ({error})"
+            repository, revision, target.value, f"it {error.problem}"
         ) from None
     if not isinstance(config, dict):
         raise InvalidConfigError(repository, revision, target.value, "it is not a JSON object")
     return config
+
+
+def _fetch_config(
+    repository: str,
+    revision: str,
+    target: ExecutionTarget,
+    settings: ProfileSettings,
+    cached: Path | None,
+) -> bytes:
+    raw = _read_cached(cached)
+    if raw is None:
+        with _hub_errors(repository, revision, target, settings):
+            raw = fetch_bounded(
+                f"{settings.endpoint}/{repository}/resolve/{quote(revision, safe='')}/config.json",
+                repository=repository,
+                revision=revision,
+                endpoint=settings.endpoint,
+                token=settings.token,
+                what="config.json",
+                max_bytes=_MAX_CONFIG_BYTES,
+                missing="entry_not_found",
+            )
+        if cached is not None:
+            _write_cached(cached, raw)
+    return raw
+
+
+def _read_cached(path: Path | None) -> bytes | None:
+    """A cached config.json, read no further than the size limit (None when absent or too big)."""
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(_MAX_CONFIG_BYTES + 1)
+    except OSError:
+        return None
+    return raw if len(raw) <= _MAX_CONFIG_BYTES else None
+
+
+def _write_cached(path: Path, raw: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        temporary.write_bytes(raw)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def inspect_repository(
@@ -249,40 +256,39 @@ def inspect_repository(
         SecurityScanError: The Hub's security scan reported findings.
         UnsafeWeightsError: No safetensors weights (pickle only, or none).
         DownloadTooLargeError: Safetensors total over the download limit.
-        InvalidConfigError: config.json is not a JSON object or is oversized.
+        InvalidConfigError: config.json is not a JSON object, oversized (counted on
+            the bytes received) or nested too deeply.
+        HubAuthenticationError: HTTP 401/403 without a Hub error code (HF_TOKEN).
+        HubTimeoutError: No answer within COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS.
+        UnsafeHubPathError: A file name that would leave the repository's folder.
+        HubDataError: Malformed model info (a field of the wrong type or range).
         HubUnavailableError: The Hub could not be reached or failed.
     """
-    api = HfApi(endpoint=settings.endpoint, token=settings.token)
     with _hub_errors(repository, revision, target, settings):
-        info = api.model_info(
+        info = fetch_model_info(
             repository,
-            revision=revision,
-            files_metadata=True,
-            securityStatus=True,
+            revision,
+            endpoint=settings.endpoint,
             token=settings.token,
+            security=True,
         )
-    sha = getattr(info, "sha", None)
-    if not is_commit(sha):
+    if not is_commit(info.sha) or (is_commit(revision) and info.sha != revision):
         raise HubUnavailableError(
             repository,
             revision,
             settings.endpoint,
-            f"the Hub answered without a 40-hex commit id (sha={sha!r})",
+            f"the Hub answered for commit {info.sha!r} instead of {revision!r}",
         )
-    pinned = str(sha)
+    pinned = info.sha
     files = _files(info)
-    findings = _findings(getattr(info, "security_repo_status", None))
     weight_bytes = _check_files(
-        repository, pinned, target, files=files, findings=findings, settings=settings
+        repository,
+        pinned,
+        target,
+        files=files,
+        findings=list(info.security_findings),
+        settings=settings,
     )
-    config_size = next((f.size for f in files if f.path == "config.json"), None)
-    if config_size is not None and config_size > _MAX_CONFIG_BYTES:
-        raise InvalidConfigError(
-            repository,
-            pinned,
-            target.value,
-            f"it is {config_size} bytes, over the {_MAX_CONFIG_BYTES} limit",
-        )
     config = _read_config(repository, pinned, target, settings, cache_dir)
     return RepositoryInspection(
         repository=repository,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from comfy_llm_core import ComfyLLMError
+from comfy_llm_core import ComfyLLMError, ErrorAction, quote_untrusted
 
 __all__ = [
     "ACCEPTED_REFERENCE_FORMS",
@@ -22,6 +22,10 @@ __all__ = [
     "DownloadTooLargeError",
     "GatedModelError",
     "HubAccessError",
+    "HubAuthenticationError",
+    "HubDataError",
+    "HubStatusError",
+    "HubTimeoutError",
     "HubUnavailableError",
     "InvalidConfigError",
     "InvalidModelReferenceError",
@@ -35,6 +39,7 @@ __all__ = [
     "ProfileValidationError",
     "RemoteCodeError",
     "SecurityScanError",
+    "UnsafeHubPathError",
     "UnsafeWeightsError",
     "UnsupportedArchitectureError",
     "UnsupportedQuantizationError",
@@ -229,6 +234,8 @@ class HubUnavailableError(HubAccessError, ConnectionError):
         endpoint: The endpoint that was used.
     """
 
+    action = ErrorAction.RETRY
+
     def __init__(self, repository: str, revision: str | None, endpoint: str, detail: str) -> None:
         self.endpoint = endpoint
         super().__init__(
@@ -237,6 +244,154 @@ class HubUnavailableError(HubAccessError, ConnectionError):
             f"Could not inspect {repository!r} at {endpoint}: {detail}. Check the network, "
             "or set HF_ENDPOINT to a reachable Hugging Face mirror, then try again.",
         )
+
+
+class HubTimeoutError(HubUnavailableError, TimeoutError):
+    """A Hub request got no connection or no data within the configured timeout.
+
+    Attributes:
+        url: The request that stalled (without its query).
+        seconds: The timeout that expired.
+        variable: The environment variable that sets it.
+    """
+
+    def __init__(
+        self,
+        repository: str,
+        revision: str | None,
+        endpoint: str,
+        *,
+        url: str,
+        seconds: float,
+        variable: str,
+    ) -> None:
+        self.url = url
+        self.seconds = seconds
+        self.variable = variable
+        HubAccessError.__init__(
+            self,
+            repository,
+            revision,
+            f"The Hub at {endpoint} did not answer {url} within {seconds:g} s (connect/read "
+            f"timeout {variable}). Check the network or HF_ENDPOINT (mirror) and try again; "
+            f"on a slow link raise {variable}.",
+        )
+        self.endpoint = endpoint
+
+
+class HubStatusError(HubAccessError):
+    """The Hub answered a request with an HTTP error; callers translate it by ``kind``.
+
+    Attributes:
+        status: The HTTP status.
+        kind: ``repo_not_found``, ``gated``, ``revision_not_found``,
+            ``entry_not_found``, ``unauthorized``, ``forbidden`` or ``unavailable``.
+        url: The request (without its query).
+        endpoint: The endpoint used.
+    """
+
+    def __init__(
+        self,
+        repository: str,
+        revision: str | None,
+        *,
+        status: int,
+        kind: str,
+        url: str,
+        endpoint: str,
+    ) -> None:
+        self.status = status
+        self.kind = kind
+        self.url = url
+        self.endpoint = endpoint
+        super().__init__(
+            repository,
+            revision,
+            f"The Hub at {endpoint} answered HTTP {status} ({kind.replace('_', ' ')}) for {url}.",
+        )
+        if kind == "unavailable":
+            self.action = ErrorAction.RETRY  # type: ignore[misc]
+
+
+class HubAuthenticationError(HubAccessError, PermissionError):
+    """The Hub refused the request as unauthenticated (HTTP 401/403 without a Hub error code).
+
+    Attributes:
+        status: The HTTP status.
+        token_provided: Whether a token was sent.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(
+        self, repository: str, revision: str | None, *, status: int, token_provided: bool
+    ) -> None:
+        self.status = status
+        self.token_provided = token_provided
+        fix = (
+            "the token in HF_TOKEN was refused: it may be expired, revoked or lack read "
+            "access; create a new read token at https://huggingface.co/settings/tokens"
+            if token_provided
+            else "no token was sent: set HF_TOKEN to a read token of an account with access"
+        )
+        super().__init__(
+            repository,
+            revision,
+            f"The Hub refused access to {repository!r} (HTTP {status}): {fix}.",
+        )
+
+
+class HubDataError(HubAccessError, ValueError):
+    """The Hub's answer (model info, config.json) is malformed, oversized or too deep.
+
+    Attributes:
+        what: Which answer (``"model info"``, ``"config.json"``).
+        field: The field at fault (a JSON path such as ``siblings[3].size``, or ``body``).
+        problem: What is wrong with it.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(
+        self, repository: str, revision: str | None, *, what: str, field: str, problem: str
+    ) -> None:
+        self.what = what
+        self.field = field
+        self.problem = problem
+        at = f" at {revision}" if revision else ""
+        super().__init__(
+            repository,
+            revision,
+            f"The Hub's {what} for {repository!r}{at} cannot be used: {field} {problem}. "
+            "The repository (or the HF_ENDPOINT mirror) serves malformed metadata; pick "
+            "another repository or revision.",
+        )
+
+
+class UnsafeHubPathError(HubDataError):
+    """The repository lists a file path that would leave its own folder; it is refused whole.
+
+    Attributes:
+        path: The path as sent (may hold any character; quote it with ``ascii()``).
+    """
+
+    def __init__(
+        self, repository: str, revision: str | None, *, path: object, problem: str
+    ) -> None:
+        self.path = path
+        at = f" at {revision}" if revision else ""
+        HubAccessError.__init__(
+            self,
+            repository,
+            revision,
+            f"Model repository {repository!r}{at} lists the file {quote_untrusted(path)}, "
+            f"which {problem}: a repository's files must be plain relative paths inside it, "
+            "so the whole repository is refused and nothing was downloaded. Pick another "
+            "repository.",
+        )
+        self.what = "model info"
+        self.field = "siblings[].rfilename"
+        self.problem = problem
 
 
 class ModelRejectedError(ProfileError):

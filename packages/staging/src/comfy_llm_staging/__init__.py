@@ -40,10 +40,12 @@ from .errors import (
     SnapshotContentError,
     SnapshotDownloadError,
     SnapshotRevisionNotFoundError,
+    SnapshotTimeoutError,
     SnapshotVerificationError,
     StagingError,
     StagingLeaseLostError,
     StagingLeaseTimeoutError,
+    UnsafeSnapshotPathError,
 )
 
 __all__ = [
@@ -70,6 +72,8 @@ __all__ = [
     "SnapshotRevisionNotFoundError",
     "SnapshotDownloadError",
     "SnapshotContentError",
+    "UnsafeSnapshotPathError",
+    "SnapshotTimeoutError",
     "SnapshotVerificationError",
     "IncompleteSnapshotError",
     "StagingLeaseTimeoutError",

@@ -1,23 +1,39 @@
-"""The two Hub calls staging makes, and the translation of their errors.
+"""The Hub calls staging makes, and the translation of their errors.
 
-1. :func:`list_allowed_files`: ``model_info(repo, revision=<commit>,
-   files_metadata=True)`` gives every file's size, git blob id and, for LFS
-   files, sha256: the reference the download is verified against.
-2. :func:`download`: ``snapshot_download`` into the in-progress directory with
-   the allow-list, the ignore-list, an explicit endpoint and the progress
-   adapter. huggingface_hub skips files already present with matching
-   metadata, so a second call resumes an interrupted staging.
+1. :func:`list_allowed_files`: the model info at the pinned commit, with file
+   metadata, through profiles' bounded and checked fetch (timeouts, byte
+   limit, field checks; one unsafe file name refuses the repository). It
+   gives every file's size, git blob id and, for LFS files, sha256: the
+   reference the download is verified against, and the *only* file list:
+   the tree listing is never asked for.
+2. :func:`download`: ``hf_hub_download`` of exactly those files into the
+   in-progress directory, several at once, with an explicit endpoint, the
+   Hub timeout and the progress adapter. huggingface_hub skips files already
+   present with matching metadata, so a second call resumes an interrupted
+   staging.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
-import errno
-import shutil
+import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import HfApi, snapshot_download
+from comfy_llm_profiles import (
+    HUB_TIMEOUT_ENV,
+    HubDataError,
+    HubStatusError,
+    HubTimeoutError,
+    HubUnavailableError,
+    UnsafeHubPathError,
+    fetch_model_info,
+    hub_timeout_seconds,
+    install_hub_timeouts,
+)
+from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -26,15 +42,18 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import filter_repo_objects
 
-from ._layout import ALLOW_PATTERNS, IGNORE_PATTERNS
+from ._layout import ALLOW_PATTERNS, IGNORE_PATTERNS, is_hidden
 from .errors import (
-    InsufficientDiskSpaceError,
     SnapshotAccessError,
     SnapshotContentError,
     SnapshotDownloadError,
     SnapshotRevisionNotFoundError,
+    SnapshotTimeoutError,
     StagingError,
+    UnsafeSnapshotPathError,
 )
+
+_MAX_PARALLEL_FILES = 8
 
 # HfHubHTTPError derives from OSError and from its HTTP library's base error
 # (httpx2 in huggingface_hub 2.x, httpx in 1.x); transport errors derive from
@@ -47,6 +66,10 @@ _TRANSLATED_ERRORS: tuple[type[BaseException], ...] = (
         if base not in (OSError, Exception, BaseException, object)
     ),
 )
+_HTTP_LIBRARY = importlib.import_module(
+    next(b for b in HfHubHTTPError.__mro__ if b.__name__ == "HTTPError").__module__.split(".")[0]
+)
+_TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (_HTTP_LIBRARY.TimeoutException,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +94,11 @@ def list_allowed_files(
 ) -> list[RemoteFile]:
     """Return the allowed files of a revision with their verification data.
 
+    Every sibling's name is checked (``comfy_llm_core.hub_path_problem``)
+    before any is used, whether allowed or not: one unsafe name refuses the
+    whole repository. Hidden files (a component starting with ``.``) are
+    never staged.
+
     Args:
         repository: ``owner/name``.
         revision: A 40-hex commit.
@@ -81,44 +109,40 @@ def list_allowed_files(
         The files matching the allow-list and not the ignore-list, sorted by path.
 
     Raises:
-        SnapshotAccessError: Missing, private or gated repository.
+        SnapshotAccessError: Missing, private or gated repository, or HTTP 401/403.
         SnapshotRevisionNotFoundError: The commit does not exist.
-        SnapshotContentError: No config.json among the allowed files, or
-            metadata without sizes.
+        UnsafeSnapshotPathError: A file name that would leave the snapshot folder.
+        SnapshotContentError: No config.json among the allowed files, metadata
+            without sizes, or malformed metadata (oversized, too deep, bad fields).
+        SnapshotTimeoutError: The Hub did not answer within the Hub timeout.
         SnapshotDownloadError: Network or Hub failure.
     """
     try:
-        info = HfApi(endpoint=endpoint, token=token).model_info(
-            repository, revision=revision, files_metadata=True
-        )
+        info = fetch_model_info(repository, revision, endpoint=endpoint, token=token)
     except Exception as error:
-        raise translate_error(error, repository, revision) from error
-    if info.sha and info.sha != revision:
+        raise translate_error(error, repository, revision) from None
+    if info.sha != revision:
         raise SnapshotContentError(
             repository, revision, f"the Hub answered with commit {info.sha} instead"
         )
-    siblings = list(
-        filter_repo_objects(
-            info.siblings or [],
-            allow_patterns=list(ALLOW_PATTERNS),
-            ignore_patterns=list(IGNORE_PATTERNS),
-            key=lambda sibling: sibling.rfilename,
-        )
+    allowed = filter_repo_objects(
+        [file for file in info.files if not is_hidden(file.path)],
+        allow_patterns=list(ALLOW_PATTERNS),
+        ignore_patterns=list(IGNORE_PATTERNS),
+        key=lambda file: file.path,
     )
     files = []
-    for sibling in siblings:
-        lfs = sibling.lfs
-        size = (lfs.size if lfs is not None else None) or sibling.size
-        if size is None:
+    for file in allowed:
+        if file.size is None:
             raise SnapshotContentError(
-                repository, revision, f"the Hub metadata gives no size for {sibling.rfilename}"
+                repository, revision, f"the Hub metadata gives no size for {file.path}"
             )
         files.append(
             RemoteFile(
-                path=sibling.rfilename,
-                size=int(size),
-                sha256=lfs.sha256.lower() if lfs is not None and lfs.sha256 else None,
-                blob_id=sibling.blob_id if lfs is None else None,
+                path=file.path,
+                size=file.size,
+                sha256=file.sha256,
+                blob_id=file.blob_id if file.sha256 is None else None,
             )
         )
     if not any(remote.path == "config.json" for remote in files):
@@ -129,59 +153,157 @@ def list_allowed_files(
 def download(
     repository: str,
     revision: str,
+    files: list[RemoteFile],
     *,
     local_dir: Path,
     endpoint: str,
     token: str | None,
     tqdm_class: type[Any],
-    needed_bytes: int,
 ) -> None:
-    """Download the allowed files of a revision into ``local_dir``.
+    """Download exactly ``files`` of a revision into ``local_dir``, several at once.
 
     Args:
         repository: ``owner/name``.
         revision: A 40-hex commit.
+        files: The files to fetch (from :func:`list_allowed_files`).
         local_dir: The in-progress directory.
         endpoint: The Hub endpoint.
         token: A Hub token, or None for huggingface_hub's default.
-        tqdm_class: The progress adapter class.
-        needed_bytes: What the free-space check asked for (for a disk-full error).
+        tqdm_class: The progress adapter class (see ``_progress``).
 
     Raises:
         SnapshotAccessError: Missing, private or gated repository.
         SnapshotRevisionNotFoundError: The commit does not exist.
+        SnapshotTimeoutError: The Hub stalled past the Hub timeout.
         SnapshotDownloadError: Network or Hub failure (partial files are kept).
-        InsufficientDiskSpaceError: The disk filled up.
+        OSError: A disk error (the caller turns ENOSPC into a disk-full error).
     """
-    try:
-        snapshot_download(
-            repo_id=repository,
+    install_hub_timeouts()
+    timeout = hub_timeout_seconds()
+    bars = _SnapshotBars(tqdm_class, len(files))
+
+    def fetch(remote: RemoteFile) -> None:
+        hf_hub_download(
+            repository,
+            remote.path,
             revision=revision,
             local_dir=str(local_dir),
-            allow_patterns=list(ALLOW_PATTERNS),
-            ignore_patterns=list(IGNORE_PATTERNS),
             endpoint=endpoint,
             token=token,
-            tqdm_class=tqdm_class,
+            etag_timeout=timeout,
+            tqdm_class=bars.file_bar_class(),
         )
+        bars.file_done()
+
+    try:
+        _run_all(fetch, files)
     except Exception as error:
         translated = translate_error(error, repository, revision)
-        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            free = shutil.disk_usage(local_dir).free
-            translated = InsufficientDiskSpaceError(str(local_dir), needed_bytes, free)
         if translated is error:
             raise
         raise translated from error
 
 
-def translate_error(error: Exception, repository: str, revision: str) -> Exception:
-    """Return the staging error for a huggingface_hub error, or ``error`` itself.
+def _run_all(fetch: Callable[[RemoteFile], None], files: list[RemoteFile]) -> None:
+    """Run ``fetch`` over ``files`` in a thread pool; raise the first failure."""
+    if not files:
+        return
+    workers = min(_MAX_PARALLEL_FILES, len(files))
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="stage") as pool:
+        futures = [pool.submit(fetch, remote) for remote in files]
+        done, pending = concurrent.futures.wait(
+            futures, return_when=concurrent.futures.FIRST_EXCEPTION
+        )
+        for future in pending:
+            future.cancel()
+        for future in futures:
+            if future.done() and not future.cancelled() and future.exception() is not None:
+                raise future.exception()  # type: ignore[misc]
+        del done
 
-    Errors that are not network, Hub or disk errors (a progress callback's
-    cancellation, a programming error) are returned unchanged.
+
+class _SnapshotBars:
+    """The bars ``snapshot_download`` would make, fed by per-file bars of ``hf_hub_download``.
+
+    Three bars of the adapter class: bytes received ("Downloading bytes"),
+    bytes written ("Reconstructing"), files finished ("Fetching N files").
+    Each file's own bar adds its total and progress to the first two.
+    """
+
+    def __init__(self, tqdm_class: type[Any], count: int) -> None:
+        self.transfer = tqdm_class(desc="Downloading bytes", total=0, initial=0, unit="B")
+        self.disk = tqdm_class(desc="Reconstructing", total=0, initial=0, unit="B")
+        self.files = tqdm_class(desc=f"Fetching {count} files", total=count, unit="it")
+
+    def file_done(self) -> None:
+        self.files.update(1)
+
+    def file_bar_class(self) -> type[Any]:
+        bars = self
+
+        class _FileBar:
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                del args
+                total = kwargs.get("total")
+                if total:
+                    bars.disk.total = (bars.disk.total or 0) + total
+                    bars.transfer.total = (bars.transfer.total or 0) + total
+                    bars.disk.refresh()
+                initial = kwargs.get("initial") or 0
+                if initial:
+                    bars.disk.update(initial)
+
+            def __enter__(self) -> Any:
+                return self
+
+            def __exit__(self, *exc_info: object) -> None:
+                return None
+
+            def update(self, n: float | None = 1) -> None:
+                bars.disk.update(n)
+
+            def update_transfer(self, n: float | None = 1) -> None:
+                bars.transfer.update(n)
+
+            def __getattr__(self, name: str) -> Any:
+                if name.startswith("_"):
+                    raise AttributeError(name)
+                return lambda *args, **kwargs: None
+
+        return _FileBar
+
+
+def translate_error(error: Exception, repository: str, revision: str) -> Exception:
+    """Return the staging error for a Hub error, or ``error`` itself.
+
+    Errors that are not network or Hub errors (a disk error, a progress
+    callback's cancellation, a programming error) are returned unchanged.
     """
     if isinstance(error, StagingError):
         return error
+    if isinstance(error, UnsafeHubPathError):
+        return UnsafeSnapshotPathError(repository, revision, error.path, error.problem)
+    if isinstance(error, HubDataError):
+        return SnapshotContentError(
+            repository,
+            revision,
+            f"the Hub's {error.what} is malformed: {error.field} {error.problem}",
+        )
+    if isinstance(error, HubTimeoutError):
+        return SnapshotTimeoutError(repository, revision, error.url, error.seconds, HUB_TIMEOUT_ENV)
+    if isinstance(error, HubStatusError):
+        if error.kind == "gated":
+            return SnapshotAccessError(repository, revision, gated=True)
+        if error.kind in ("repo_not_found", "unauthorized", "forbidden"):
+            return SnapshotAccessError(
+                repository, revision, gated=False, detail=f"HTTP {error.status}"
+            )
+        if error.kind == "revision_not_found":
+            return SnapshotRevisionNotFoundError(repository, revision)
+        return SnapshotDownloadError(repository, revision, f"HTTP {error.status} for {error.url}")
+    if isinstance(error, HubUnavailableError):
+        detail = str(error).split(": ", 1)[-1]
+        return SnapshotDownloadError(repository, revision, detail.split(". Check the")[0])
     if isinstance(error, GatedRepoError):
         return SnapshotAccessError(repository, revision, gated=True)
     if isinstance(error, RepositoryNotFoundError):
@@ -192,9 +314,35 @@ def translate_error(error: Exception, repository: str, revision: str) -> Excepti
         status = getattr(getattr(error, "response", None), "status_code", None)
         if status in (401, 403):
             return SnapshotAccessError(repository, revision, gated=False, detail=f"HTTP {status}")
+    stalled = next((cause for cause in _chain(error) if isinstance(cause, _TIMEOUT_ERRORS)), None)
+    if stalled is not None:
+        return SnapshotTimeoutError(
+            repository, revision, endpoint_of(stalled), hub_timeout_seconds(), HUB_TIMEOUT_ENV
+        )
+    if isinstance(error, OSError) and not isinstance(error, HfHubHTTPError) and error.errno:
+        return error  # a local disk error: the caller decides (ENOSPC → disk full)
     if isinstance(error, _TRANSLATED_ERRORS):
         detail = " ".join(str(error).split()) or type(error).__name__
         return SnapshotDownloadError(
             repository, revision, f"{type(error).__name__}: {detail[:500]}"
         )
     return error
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and the errors it was raised from, innermost last."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen and len(seen) < 16:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def endpoint_of(error: BaseException) -> str:
+    """The URL a transport error was about, when the HTTP library recorded it."""
+    try:
+        request = error.request  # type: ignore[attr-defined]
+        return str(request.url.copy_with(query=None))
+    except Exception:
+        return "the Hub"

@@ -31,11 +31,16 @@ marked ``.partial`` directory, so a reader never sees half a snapshot there.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-from pathlib import Path
+import shutil
+from collections.abc import Collection
+from pathlib import Path, PurePosixPath
+
+from comfy_llm_core import hub_path_problem
 
 from . import _settings
-from .errors import InvalidRepositoryError, InvalidRevisionError
+from .errors import InvalidRepositoryError, InvalidRevisionError, UnsafeSnapshotPathError
 
 MODELS_DIRNAME = "llm_models"
 COMFY_MODELS_SUBDIR = "modal_llm"
@@ -189,3 +194,82 @@ def default_storage_root(comfy_models_dir: Path | None = None) -> Path:
     if comfy_models_dir is not None:
         return Path(comfy_models_dir) / COMFY_MODELS_SUBDIR
     return _settings.user_cache_dir() / USER_CACHE_SUBDIR
+
+
+# -- paths that come from the Hub -------------------------------------------------------
+#
+# Every name from Hub metadata is checked by comfy_llm_core.hub_path_problem when it
+# enters (profiles' model-info parser). Staging re-proves it here, at the one place a
+# name becomes a local path: :func:`file_in` is the only way staging turns a
+# repository path into a file it stats, hashes, writes or deletes.
+
+
+def is_hidden(relative: str) -> bool:
+    """Return whether a repository path has a component starting with ``.`` (never staged)."""
+    return any(part.startswith(".") for part in relative.split("/"))
+
+
+def file_in(directory: Path, relative: str, *, repository: str, revision: str) -> Path:
+    """Return ``directory / relative``, proven to lie inside ``directory``.
+
+    The name must pass ``hub_path_problem`` and no existing component below
+    ``directory`` may be a symbolic link (a snapshot never holds one), so
+    neither ``..`` nor a planted link can lead outside.
+
+    Raises:
+        UnsafeSnapshotPathError: The name, or a link on its way, escapes.
+    """
+    problem = hub_path_problem(relative)
+    if problem is not None:
+        raise UnsafeSnapshotPathError(repository, revision, relative, problem)
+    current = directory
+    for part in PurePosixPath(relative).parts:
+        current = current / part
+        if current.is_symlink():
+            raise UnsafeSnapshotPathError(
+                repository, revision, relative, "passes through a symbolic link in the snapshot"
+            )
+    return current
+
+
+def prune(directory: Path, keep: Collection[str], *, keep_dirs: Collection[str] = ()) -> list[str]:
+    """Delete everything under ``directory`` but the regular files ``keep`` names.
+
+    Symbolic links are removed as links (never followed), folders not on the
+    way to a kept file are removed whole, and the top-level folders in
+    ``keep_dirs`` are left alone. Only entries found by listing ``directory``
+    itself are touched, so nothing outside it can be reached.
+
+    Args:
+        directory: The in-progress snapshot folder (a real folder, not a link).
+        keep: Repository paths of the files to keep.
+        keep_dirs: Top-level folder names to leave untouched (``.cache``).
+
+    Returns:
+        The removed entries, relative to ``directory`` (folders end in ``/``).
+    """
+    if directory.is_symlink() or not directory.is_dir():
+        return []
+    wanted = set(keep)
+    on_the_way = {str(parent) for name in wanted for parent in PurePosixPath(name).parents}
+    removed: list[str] = []
+
+    def walk(folder: Path, prefix: str) -> None:
+        with os.scandir(folder) as entries:
+            listing = list(entries)
+        for entry in listing:
+            name = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if not prefix and entry.name in keep_dirs:
+                    continue
+                if name in on_the_way:
+                    walk(Path(entry.path), name + "/")
+                    continue
+                shutil.rmtree(entry.path)
+                removed.append(name + "/")
+            elif not (name in wanted and entry.is_file(follow_symlinks=False)):
+                os.unlink(entry.path)
+                removed.append(name)
+
+    walk(directory, "")
+    return removed

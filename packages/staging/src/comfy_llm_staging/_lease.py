@@ -199,6 +199,29 @@ def _guard(lock_file: Path, timeout: float) -> Any:
         lock.release()
 
 
+def clear_stale_lease(snapshot: Path) -> bool:
+    """Remove a stale lease file next to a complete snapshot; return whether one was removed.
+
+    A stager killed between promoting its snapshot and releasing its lease
+    leaves the lease file behind; the next stager finds the snapshot complete
+    and never takes the lease, so it cleans up here. Best effort: a lease
+    whose holder may still be alive, or a busy filelock, is left alone.
+    """
+    lease_file, lock_file = _layout.lease_path(snapshot), _layout.lock_path(snapshot)
+    record = _read_record(lease_file)
+    if record is None or stale_reason(record) is None:
+        return False
+    try:
+        with _guard(lock_file, timeout=1.0):
+            record = _read_record(lease_file)
+            if record is None or stale_reason(record) is None:
+                return False
+            lease_file.unlink()
+    except (OSError, filelock.Timeout):
+        return False
+    return True
+
+
 def acquire_lease(
     snapshot: Path,
     *,

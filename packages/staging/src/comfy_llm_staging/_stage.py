@@ -6,27 +6,40 @@ The order of one staging::
     completed canonical or legacy snapshot?  ──yes──► return, downloaded=False,
                                                        no Hub request at all
     acquire the lease (wait for another stager; re-check the marker each time)
-    model_info(files_metadata) → allowed files with size / sha256 / blob id
-    free-disk check for the bytes still missing
-    snapshot_download into <revision>.partial/     (resumes what is there)
+    .partial/ already marked (a stager killed before its rename)? ──► promote it
+    model info at the commit → THE file list (names proven safe, sizes, digests)
+    remove from .partial/ everything not on that list (links, strays)
+    free-disk check (bytes and inodes) for what is still missing
+    hf_hub_download of exactly those files into <revision>.partial/ (resumes)
     verify every file; a bad one is deleted and the staging fails
+    remove anything else again, so the folder holds exactly the marker's list
     write the marker (atomic), rename .partial → <revision>, release the lease
+
+A full disk (ENOSPC, EDQUOT) anywhere on the way becomes one
+InsufficientDiskSpaceError naming the folder, what the snapshot needs and
+what is reclaimable; a stale lease a killed stager left next to a complete
+snapshot is removed when that snapshot is reused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 
 from . import _hub, _layout, _lease, _marker, _settings, _verify
 from ._progress import DownloadProgress
-from .errors import StagingLeaseLostError
+from .errors import InsufficientDiskSpaceError, StagingLeaseLostError
+
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
 
 _VERIFY_EVENT_INTERVAL_SECONDS = 0.25
 
@@ -113,7 +126,9 @@ def stage_snapshot(
     found = _marker.find_completed_snapshot(
         storage_root, repository, revision, legacy_profile_id=profile_id
     )
+    canonical = _layout.snapshot_path(storage_root, repository, revision)
     if found is not None:
+        _lease.clear_stale_lease(canonical)
         return _reused(
             found,
             repository=repository,
@@ -123,13 +138,15 @@ def stage_snapshot(
             progress=progress,
         )
 
-    canonical = _layout.snapshot_path(storage_root, repository, revision)
-    lease = _lease.acquire_lease(
-        canonical,
-        timeout_seconds=timeout,
-        is_complete=lambda: _marker.read_valid_marker(canonical, repository, revision) is not None,
-        progress=progress,
-    )
+    with _disk_full_as_error(canonical.parent, None):
+        lease = _lease.acquire_lease(
+            canonical,
+            timeout_seconds=timeout,
+            is_complete=lambda: (
+                _marker.read_valid_marker(canonical, repository, revision) is not None
+            ),
+            progress=progress,
+        )
     if lease is None:  # another stager completed it while this one waited
         return _reused(
             canonical,
@@ -188,6 +205,55 @@ def _reused(
     )
 
 
+@contextlib.contextmanager
+def _disk_full_as_error(folder: Path, plan: _Plan | None) -> Iterator[None]:
+    """Turn ENOSPC/EDQUOT raised inside into one InsufficientDiskSpaceError about ``folder``."""
+    try:
+        yield
+    except OSError as error:
+        if isinstance(error, InsufficientDiskSpaceError) or error.errno not in _DISK_FULL_ERRNOS:
+            raise
+        try:
+            available = shutil.disk_usage(folder if folder.exists() else folder.parent).free
+        except OSError:
+            available = 0
+        inodes = _verify.free_inodes(folder if folder.exists() else folder.parent)
+        needed = plan.still_missing() if plan is not None else 0
+        raise InsufficientDiskSpaceError(
+            str(folder),
+            needed + _settings.DISK_MARGIN_BYTES,
+            available,
+            snapshot_bytes=plan.total if plan is not None else 0,
+            reclaimable_bytes=plan.present() if plan is not None else 0,
+            inodes_exhausted=inodes == 0,
+            during_download=True,
+        ) from None
+
+
+@dataclasses.dataclass
+class _Plan:
+    """The file list of one staging and what of it is on disk."""
+
+    checker: _verify.Checker
+    files: list[_hub.RemoteFile]
+
+    @property
+    def total(self) -> int:
+        return sum(remote.size for remote in self.files)
+
+    def still_missing(self) -> int:
+        try:
+            return self.checker.bytes_missing(self.files)
+        except OSError:
+            return self.total
+
+    def present(self) -> int:
+        try:
+            return self.checker.bytes_present(self.files)
+        except OSError:
+            return 0
+
+
 def _download(
     lease: _lease.Lease,
     canonical: Path,
@@ -201,12 +267,21 @@ def _download(
     started: float,
 ) -> StagedSnapshot:
     partial = _layout.partial_path(canonical)
-    if canonical.is_dir() and not partial.exists():
-        # a damaged snapshot (no valid marker): reuse its files, they get re-verified
-        os.replace(canonical, partial)
-        (partial / _marker.MARKER_FILENAME).unlink(missing_ok=True)
-    partial.mkdir(parents=True, exist_ok=True)
-    _remove_stray_temporaries(partial)
+    with _disk_full_as_error(partial, None):
+        _prepare_partial(canonical, partial)
+        marked = _marker.read_valid_marker(partial, repository, revision)
+        if marked is not None:  # verified and marked, then killed before the rename
+            _promote(partial, canonical)
+            return _finished(
+                canonical,
+                marked.files,
+                profile_id=profile_id,
+                repository=repository,
+                revision=revision,
+                started=started,
+                network_bytes=0,
+            )
+        _remove_stray_temporaries(partial)
     progress(
         ProgressEvent(
             stage=ProgressStage.DOWNLOAD,
@@ -216,28 +291,38 @@ def _download(
         )
     )
     remote_files = _hub.list_allowed_files(repository, revision, endpoint=endpoint, token=token)
-    missing = _verify.bytes_missing(partial, remote_files)
-    _verify.check_free_space(partial, missing)
-
-    tracker = DownloadProgress(progress, planned_bytes=missing)
-    _hub.download(
-        repository,
-        revision,
-        local_dir=partial,
-        endpoint=endpoint,
-        token=token,
-        tqdm_class=tracker.make_bar_class(),
-        needed_bytes=missing + _settings.DISK_MARGIN_BYTES,
-    )
-
-    records = _verify_all(partial, remote_files, progress)
-    if not lease.still_held():
-        raise StagingLeaseLostError(str(lease.path))
-    shutil.rmtree(partial / ".cache", ignore_errors=True)
-    _marker.write_marker(
-        partial, repository=repository, revision=revision, files=records, profile_id=profile_id
-    )
-    _promote(partial, canonical)
+    checker = _verify.Checker(partial, repository, revision)
+    plan = _Plan(checker, remote_files)
+    wanted = [remote.path for remote in remote_files]
+    with _disk_full_as_error(partial, plan):
+        _layout.prune(partial, wanted, keep_dirs=(".cache",))
+        missing = checker.bytes_missing(remote_files)
+        _verify.check_free_space(
+            partial,
+            missing,
+            missing_files=sum(1 for r in remote_files if checker.local_size(r) != r.size),
+            snapshot_bytes=plan.total,
+            reclaimable_bytes=plan.present(),
+        )
+        tracker = DownloadProgress(progress, planned_bytes=missing)
+        _hub.download(
+            repository,
+            revision,
+            remote_files,
+            local_dir=partial,
+            endpoint=endpoint,
+            token=token,
+            tqdm_class=tracker.make_bar_class(),
+        )
+        records = _verify_all(checker, remote_files, progress)
+        if not lease.still_held():
+            raise StagingLeaseLostError(str(lease.path))
+        shutil.rmtree(partial / ".cache", ignore_errors=True)
+        _layout.prune(partial, wanted)
+        _marker.write_marker(
+            partial, repository=repository, revision=revision, files=records, profile_id=profile_id
+        )
+        _promote(partial, canonical)
     total = float(sum(int(record["size"]) for record in records.values()))
     progress(
         ProgressEvent(
@@ -249,6 +334,27 @@ def _download(
             elapsed_seconds=time.monotonic() - started,
         )
     )
+    return _finished(
+        canonical,
+        records,
+        profile_id=profile_id,
+        repository=repository,
+        revision=revision,
+        started=started,
+        network_bytes=tracker.network_bytes,
+    )
+
+
+def _finished(
+    canonical: Path,
+    records: dict[str, dict[str, int | str]] | dict[str, dict[str, object]],
+    *,
+    profile_id: str | None,
+    repository: str,
+    revision: str,
+    started: float,
+    network_bytes: int,
+) -> StagedSnapshot:
     return StagedSnapshot(
         profile_id=profile_id,
         repository=repository,
@@ -256,13 +362,25 @@ def _download(
         path=canonical,
         downloaded=True,
         seconds=time.monotonic() - started,
-        bytes_downloaded=max(0, tracker.network_bytes),
+        bytes_downloaded=max(0, network_bytes),
         files=tuple(sorted(records)),
     )
 
 
+def _prepare_partial(canonical: Path, partial: Path) -> None:
+    """Make ``partial`` a real folder of our own, reusing a damaged snapshot's files."""
+    for path in (canonical, partial):
+        if path.is_symlink():  # never ours: a link must not redirect writes or deletions
+            path.unlink()
+    if canonical.is_dir() and not partial.exists():
+        # a damaged snapshot (no valid marker): reuse its files, they get re-verified
+        os.replace(canonical, partial)
+        (partial / _marker.MARKER_FILENAME).unlink(missing_ok=True)
+    partial.mkdir(parents=True, exist_ok=True)
+
+
 def _verify_all(
-    partial: Path, remote_files: list[_hub.RemoteFile], progress: ProgressCallback
+    checker: _verify.Checker, remote_files: list[_hub.RemoteFile], progress: ProgressCallback
 ) -> dict[str, dict[str, int | str]]:
     """Verify every file, reporting hashed bytes; raise on the first mismatch."""
     total = sum(remote.size for remote in remote_files)
@@ -283,12 +401,17 @@ def _verify_all(
                 )
             )
 
-    return {remote.path: _verify.verify_file(partial, remote, on_bytes) for remote in remote_files}
+    return {remote.path: checker.verify(remote, on_bytes) for remote in remote_files}
 
 
 def _remove_stray_temporaries(partial: Path) -> None:
     """Delete temporary files a killed stager left (huggingface_hub never reuses them)."""
     download_dir = partial / ".cache" / "huggingface" / "download"
+    if any(p.is_symlink() for p in (download_dir, download_dir.parent, download_dir.parent.parent)):
+        shutil.rmtree(partial / ".cache", ignore_errors=True)  # never ours; rmtree skips links
+        with contextlib.suppress(OSError):
+            (partial / ".cache").unlink(missing_ok=True)
+        return
     if download_dir.is_dir():
         for stray in download_dir.rglob("*.incomplete"):
             stray.unlink(missing_ok=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from comfy_llm_core import ComfyLLMError
+from comfy_llm_core import ComfyLLMError, ErrorAction, quote_untrusted
 
 __all__ = [
     "StagingError",
@@ -24,6 +24,8 @@ __all__ = [
     "SnapshotRevisionNotFoundError",
     "SnapshotDownloadError",
     "SnapshotContentError",
+    "UnsafeSnapshotPathError",
+    "SnapshotTimeoutError",
     "SnapshotVerificationError",
     "IncompleteSnapshotError",
     "StagingLeaseTimeoutError",
@@ -72,24 +74,72 @@ class InvalidRevisionError(StagingError, ValueError):
 
 
 class InsufficientDiskSpaceError(StagingError, OSError):
-    """The storage volume lacks room for the files still to download.
+    """The storage volume lacks room (bytes or inodes) for the snapshot.
+
+    Raised before a download that cannot fit, and when the disk fills up
+    (ENOSPC, EDQUOT) during one; never as a bare ``[Errno 28]``.
 
     Attributes:
         path: The directory the snapshot is written to.
         needed_bytes: Bytes still to download plus the safety margin.
-        available_bytes: Free bytes on that volume.
+        available_bytes: Free bytes on that volume (when the error was raised).
+        snapshot_bytes: The whole snapshot's size (0 when unknown).
+        reclaimable_bytes: Bytes of this snapshot's partial download kept on
+            that disk (deleting ``path`` frees them).
+        inodes_exhausted: True when the volume ran out of inodes, not bytes.
+        during_download: True when the disk filled up mid-way.
     """
 
-    def __init__(self, path: str, needed_bytes: int, available_bytes: int) -> None:
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(
+        self,
+        path: str,
+        needed_bytes: int,
+        available_bytes: int,
+        *,
+        snapshot_bytes: int = 0,
+        reclaimable_bytes: int = 0,
+        inodes_exhausted: bool = False,
+        during_download: bool = False,
+    ) -> None:
         self.path = path
         self.needed_bytes = needed_bytes
         self.available_bytes = available_bytes
+        self.snapshot_bytes = snapshot_bytes
+        self.reclaimable_bytes = reclaimable_bytes
+        self.inodes_exhausted = inodes_exhausted
+        self.during_download = during_download
+        what = "ran out of inodes (free file entries)" if inodes_exhausted else "is full"
+        need = (
+            f"the snapshot needs {needed_bytes / _GIB:.2f} GiB more ({needed_bytes} bytes, "
+            "including a safety margin"
+            + (f"; {snapshot_bytes / _GIB:.2f} GiB in all" if snapshot_bytes else "")
+            + ")"
+        )
+        free = f"{available_bytes / _GIB:.2f} GiB ({available_bytes} bytes)"
+        if inodes_exhausted:
+            have = "free bytes do not help while no inode is free"
+        elif during_download and available_bytes >= needed_bytes:
+            have = (
+                f"writing failed for lack of space although {free} show free now: a disk "
+                "quota, or another program writing there, takes it"
+            )
+        else:
+            have = f"{free} free there now"
+        if during_download or inodes_exhausted:
+            head = f"The disk holding {path} {what} while staging the model: {need}; {have}."
+        else:
+            head = f"Not enough free disk space to stage the model under {path}: {need}; {have}."
+        kept = (
+            f" The {reclaimable_bytes / _GIB:.2f} GiB already fetched are kept there to "
+            "resume; delete that folder to reclaim them."
+            if reclaimable_bytes
+            else ""
+        )
         super().__init__(
-            f"Not enough free disk space to stage the model under {path}: need "
-            f"{needed_bytes / _GIB:.2f} GiB ({needed_bytes} bytes, including a safety "
-            f"margin), {available_bytes / _GIB:.2f} GiB ({available_bytes} bytes) "
-            "available. Free some space there, or point "
-            "COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT at a volume with more room."
+            f"{head}{kept} Free some space on that disk, or point "
+            "COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT at a volume with more room, then stage again."
         )
 
 
@@ -101,6 +151,8 @@ class SnapshotAccessError(StagingError, PermissionError):
         revision: The commit asked for.
         gated: True when the repository is gated (accept its terms, then a token).
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: str, *, gated: bool, detail: str = "") -> None:
         self.repository = repository
@@ -132,6 +184,8 @@ class SnapshotRevisionNotFoundError(StagingError, LookupError):
         revision: The commit that is missing.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, repository: str, revision: str) -> None:
         self.repository = repository
         self.revision = revision
@@ -150,6 +204,8 @@ class SnapshotDownloadError(StagingError, OSError):
         revision: The commit being staged.
         detail: The underlying error, as text.
     """
+
+    action = ErrorAction.RETRY
 
     def __init__(self, repository: str, revision: str, detail: str) -> None:
         self.repository = repository
@@ -171,6 +227,8 @@ class SnapshotContentError(StagingError, ValueError):
         problem: What is missing.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, repository: str, revision: str, problem: str) -> None:
         self.repository = repository
         self.revision = revision
@@ -179,6 +237,55 @@ class SnapshotContentError(StagingError, ValueError):
             f"Revision {revision} of {repository} cannot be staged: {problem}. Choose a "
             "repository that ships config.json and safetensors weights."
         )
+
+
+class UnsafeSnapshotPathError(SnapshotContentError):
+    """The Hub metadata names a file that would leave the snapshot folder; nothing is staged.
+
+    Attributes:
+        path: The name as the Hub sent it (any characters; quoted in the message).
+        reason: Why it is refused.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, repository: str, revision: str, path: object, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            repository,
+            revision,
+            f"it lists the file {quote_untrusted(path)}, which {reason}; a repository's "
+            "files must be plain relative paths inside it, so the whole repository is "
+            "refused and nothing was downloaded or deleted",
+        )
+
+
+class SnapshotTimeoutError(SnapshotDownloadError, TimeoutError):
+    """A Hub request stalled past the Hub timeout; partial files are kept.
+
+    Attributes:
+        url: The request that stalled.
+        seconds: The timeout.
+        variable: The environment variable that sets it.
+    """
+
+    def __init__(
+        self, repository: str, revision: str, url: str, seconds: float, variable: str
+    ) -> None:
+        self.url = url
+        self.seconds = seconds
+        self.variable = variable
+        StagingError.__init__(
+            self,
+            f"The Hub did not answer {url} within {seconds:g} s while staging revision "
+            f"{revision} of {repository} (connect/read timeout {variable}). Files already "
+            "fetched are kept; check the network or HF_ENDPOINT (mirror) and stage again, "
+            f"or raise {variable} on a slow link.",
+        )
+        self.repository = repository
+        self.revision = revision
+        self.detail = f"timed out after {seconds:g} s"
 
 
 class SnapshotVerificationError(StagingError):
