@@ -110,11 +110,17 @@ def test_config_larger_than_advertised_is_cut_off_with_bounded_memory(
     # siblings keep claiming the true (small) size; the server sends 64 MiB of integers
     body = b'{"model_type": "qwen3_5", "x": [' + b"1," * (32 * 1024**2) + b"1]}"
     repo.tamper(REPO, file_bodies={"config.json": body})
+    # peak RSS of the child itself: VmHWM starts afresh at exec (ru_maxrss would inherit ours)
     script = textwrap.dedent(
         f"""
-        import json, resource, sys
+        import json
         from comfy_llm_profiles import ExecutionTarget, InvalidConfigError, resolve_profile
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+        def peak_kib():
+            with open("/proc/self/status") as status:
+                return int(status.read().split("VmHWM:")[1].split()[0])
+
+        before = peak_kib()
         try:
             resolve_profile({REPO!r}, ExecutionTarget.LOCAL_CPU,
                             storage_root={str(tmp_path)!r}, endpoint={repo.endpoint!r})
@@ -122,8 +128,7 @@ def test_config_larger_than_advertised_is_cut_off_with_bounded_memory(
             outcome = str(error)
         else:
             outcome = "accepted"
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(json.dumps({{"outcome": outcome, "grew_kib": after - before}}))
+        print(json.dumps({{"outcome": outcome, "grew_kib": peak_kib() - before}}))
         """
     )
     done = subprocess.run(
