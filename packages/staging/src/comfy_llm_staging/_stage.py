@@ -111,8 +111,14 @@ def stage_snapshot(
         StagingLeaseTimeoutError: Another stager held the lease too long.
         SnapshotAccessError: Missing, private or gated repository.
         SnapshotRevisionNotFoundError: The commit does not exist.
-        SnapshotContentError: No config.json, or unusable metadata.
-        InsufficientDiskSpaceError: Not enough free space for the missing files.
+        SnapshotContentError: No config.json, or unusable metadata (oversized,
+            nested too deeply, a field of the wrong type or range).
+        UnsafeSnapshotPathError: The metadata names a file outside the snapshot
+            folder (nothing is downloaded or deleted).
+        InsufficientDiskSpaceError: Not enough free space or inodes, before or
+            during the download (ENOSPC/EDQUOT).
+        SnapshotTimeoutError: A Hub request stalled past
+            COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS; a later call resumes.
         SnapshotDownloadError: Network or Hub failure; a later call resumes.
         SnapshotVerificationError: A file does not match the Hub metadata.
         StagingLeaseLostError: Another stager took the lease over meanwhile.
