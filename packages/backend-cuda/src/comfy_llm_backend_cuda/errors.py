@@ -14,7 +14,7 @@ Errors survive pickling (the Modal dispatcher ships them across processes).
 
 from __future__ import annotations
 
-from comfy_llm_core import ComfyLLMError
+from comfy_llm_core import ComfyLLMError, ErrorAction
 
 __all__ = [
     "BackendUnloadedError",
@@ -29,6 +29,8 @@ __all__ = [
 class CudaBackendError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_backend_cuda``."""
 
+    action = ErrorAction.FATAL
+
 
 class UnsupportedBackendError(CudaBackendError, ValueError):
     """The profile names a backend this package does not provide (yet).
@@ -37,6 +39,8 @@ class UnsupportedBackendError(CudaBackendError, ValueError):
         profile_id: The profile that was offered.
         backend: The backend it names (``vllm``, ``mlx_vlm``, ...).
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, profile_id: str, backend: str) -> None:
         self.profile_id = profile_id
@@ -65,6 +69,8 @@ class EngineNotInstalledError(CudaBackendError, ImportError):
         reason: The import error's message.
     """
 
+    action = ErrorAction.FATAL
+
     def __init__(self, module: str, reason: str) -> None:
         self.module = module
         self.reason = reason
@@ -84,6 +90,9 @@ class ModelLoadError(CudaBackendError, RuntimeError):
         what: ``processor`` or ``model``.
         reason: The underlying error's message.
     """
+
+    # This engine installation cannot load the snapshot.
+    action = ErrorAction.FATAL
 
     def __init__(self, profile_id: str, path: str, what: str, reason: str) -> None:
         self.profile_id = profile_id
@@ -105,6 +114,8 @@ class PromptTooLongError(CudaBackendError, ValueError):
         context_tokens: The profile's context limit.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, prompt_tokens: int, context_tokens: int) -> None:
         self.prompt_tokens = prompt_tokens
         self.context_tokens = context_tokens
@@ -122,6 +133,9 @@ class BackendUnloadedError(CudaBackendError, RuntimeError):
     Attributes:
         profile_id: The profile the backend held.
     """
+
+    # The manager loads a fresh backend on the next request.
+    action = ErrorAction.RETRY
 
     def __init__(self, profile_id: str) -> None:
         self.profile_id = profile_id

@@ -11,7 +11,7 @@ errors across processes).
 
 from __future__ import annotations
 
-from comfy_llm_core import ComfyLLMError
+from comfy_llm_core import ComfyLLMError, ErrorAction
 
 __all__ = [
     "APPLE_EXTRA_HINT",
@@ -29,6 +29,8 @@ APPLE_EXTRA_HINT = 'pip install "comfy-llm[apple]"'
 class MlxBackendError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_backend_mlx``."""
 
+    action = ErrorAction.FATAL
+
 
 class BackendTargetError(MlxBackendError, ValueError):
     """The profile was resolved for another engine or execution target.
@@ -39,6 +41,8 @@ class BackendTargetError(MlxBackendError, ValueError):
         value: What the profile says.
         expected: What this backend needs.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, profile_id: str, field: str, value: object, expected: str) -> None:
         self.profile_id = profile_id
@@ -59,6 +63,8 @@ class MlxNotInstalledError(MlxBackendError, ImportError):
         missing: The module that failed to import.
     """
 
+    action = ErrorAction.FATAL
+
     def __init__(self, missing: str, reason: str) -> None:
         self.missing = missing
         super().__init__(
@@ -76,6 +82,9 @@ class ModelLoadError(MlxBackendError, RuntimeError):
         reason: What MLX-VLM reported.
     """
 
+    # This engine installation cannot load the snapshot.
+    action = ErrorAction.FATAL
+
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
         self.reason = reason
@@ -92,6 +101,9 @@ class BackendUnloadedError(MlxBackendError, RuntimeError):
     Attributes:
         profile_id: The profile whose model was unloaded.
     """
+
+    # The manager loads a fresh backend on the next request.
+    action = ErrorAction.RETRY
 
     def __init__(self, profile_id: str) -> None:
         self.profile_id = profile_id

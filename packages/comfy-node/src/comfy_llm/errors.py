@@ -17,6 +17,8 @@ __all__ = ["CaptionFolderError", "ComfyLLMError", "ComfyUIDirError", "TargetUnav
 class ComfyLLMError(_CoreError):
     """Base class of every error raised by the ``comfy_llm`` package."""
 
+    action = ErrorAction.FATAL
+
 
 class TargetUnavailableError(ComfyLLMError, RuntimeError):
     """The requested execution target cannot run in this process.
@@ -25,6 +27,8 @@ class TargetUnavailableError(ComfyLLMError, RuntimeError):
         target: The execution target that was asked for.
         reason: Why it cannot run here.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, target: str, reason: str) -> None:
         self.target = target
@@ -38,6 +42,8 @@ class ComfyUIDirError(ComfyLLMError, ValueError):
     Attributes:
         path: The folder that was given.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, path: Path, problem: str) -> None:
         self.path = path

@@ -14,7 +14,7 @@ Two things are decided here, once, for every package:
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar
+from typing import Any
 
 __all__ = ["ComfyLLMError", "ErrorAction"]
 
@@ -32,7 +32,16 @@ class ErrorAction(enum.StrEnum):
     """This worker or installation cannot serve the request: give up on it."""
 
 
-def _restore(cls: type[ComfyLLMError], message: str, state: dict[str, Any]) -> ComfyLLMError:
+_IMPORT_ERROR_FIELDS = ("name", "path")
+"""ImportError keeps these in slots, not in ``__dict__``: carried separately."""
+
+
+def _restore(
+    cls: type[ComfyLLMError],
+    message: str,
+    state: dict[str, Any],
+    slots: dict[str, Any] | None = None,
+) -> ComfyLLMError:
     # Allocate through the builtin that lays the instance out (OSError, MemoryError, ...):
     # the first non-heap class on the __base__ chain, as CPython's own safety check wants.
     layout: Any = cls
@@ -41,6 +50,8 @@ def _restore(cls: type[ComfyLLMError], message: str, state: dict[str, Any]) -> C
     error: ComfyLLMError = layout.__new__(cls, message)
     BaseException.__init__(error, message)
     error.__dict__.update(state)
+    for name, value in (slots or {}).items():
+        setattr(error, name, value)
     return error
 
 
@@ -51,7 +62,12 @@ class ComfyLLMError(Exception):
     base's; an instance may override it when only the raise site knows.
     """
 
-    action: ClassVar[ErrorAction] = ErrorAction.FATAL
+    action: ErrorAction = ErrorAction.FATAL
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore, (type(self), str(self), dict(self.__dict__)))
+        slots = (
+            {name: getattr(self, name) for name in _IMPORT_ERROR_FIELDS}
+            if isinstance(self, ImportError)
+            else {}
+        )
+        return (_restore, (type(self), str(self), dict(self.__dict__), slots))

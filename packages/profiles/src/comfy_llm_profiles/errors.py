@@ -62,6 +62,9 @@ def _gib(size: int) -> str:
 class ProfileError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_profiles``."""
 
+    # Nearly every profile error asks for another reference, model or setting.
+    action = ErrorAction.FIX_INPUT
+
 
 class InvalidModelReferenceError(ProfileError, ValueError):
     """A model reference is not one of the accepted forms.
@@ -70,6 +73,8 @@ class InvalidModelReferenceError(ProfileError, ValueError):
         value: The text that was given.
         reason: What is wrong with it.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, value: str, reason: str) -> None:
         self.value = value
@@ -86,6 +91,8 @@ class CuratedRegistryError(ProfileError, ValueError):
         entry: The curated id concerned, or None for the file as a whole.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, message: str, entry: str | None = None) -> None:
         self.entry = entry
         super().__init__(message)
@@ -98,6 +105,8 @@ class ProfileValidationError(ProfileError, ValueError):
         field: The offending field.
         value: The value found.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, field: str, value: object, expected: str) -> None:
         self.field = field
@@ -115,6 +124,9 @@ class ManifestError(ProfileError):
         path: The manifest file.
     """
 
+    # An unusable file in the storage: nothing serves until it is deleted.
+    action = ErrorAction.FATAL
+
     def __init__(self, path: Path, problem: str) -> None:
         self.path = path
         super().__init__(
@@ -129,6 +141,8 @@ class ManifestConflictError(ManifestError, FileExistsError):
         path: The existing manifest.
         profile_id: The id both profiles claim.
     """
+
+    action = ErrorAction.FATAL
 
     def __init__(self, path: Path, profile_id: str, problem: str) -> None:
         self.profile_id = profile_id
@@ -145,6 +159,9 @@ class HubAccessError(ProfileError):
         revision: The revision asked for (None for the default branch).
     """
 
+    # A failed Hub request; the subclasses say when it is not transient.
+    action = ErrorAction.RETRY
+
     def __init__(self, repository: str, revision: str | None, message: str) -> None:
         self.repository = repository
         self.revision = revision
@@ -158,6 +175,8 @@ class ModelNotFoundError(HubAccessError, LookupError):
         target: The execution target (decides where HF_TOKEN belongs).
         token_provided: Whether a token was sent.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,
@@ -185,6 +204,8 @@ class ModelNotFoundError(HubAccessError, LookupError):
 class ModelRevisionNotFoundError(HubAccessError, LookupError):
     """The repository exists but the requested branch, tag or commit does not."""
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, repository: str, revision: str | None) -> None:
         super().__init__(
             repository,
@@ -202,6 +223,8 @@ class GatedModelError(HubAccessError, PermissionError):
         target: The execution target, which decides where HF_TOKEN belongs.
         token_provided: Whether a token was sent (then access was not granted).
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,
@@ -255,6 +278,8 @@ class HubTimeoutError(HubUnavailableError, TimeoutError):
         variable: The environment variable that sets it.
     """
 
+    action = ErrorAction.RETRY
+
     def __init__(
         self,
         repository: str,
@@ -290,6 +315,9 @@ class HubStatusError(HubAccessError):
         endpoint: The endpoint used.
     """
 
+    # A refusal is the user's to fix; an instance for kind 'unavailable' is RETRY.
+    action = ErrorAction.FIX_INPUT
+
     def __init__(
         self,
         repository: str,
@@ -310,7 +338,7 @@ class HubStatusError(HubAccessError):
             f"The Hub at {endpoint} answered HTTP {status} ({kind.replace('_', ' ')}) for {url}.",
         )
         if kind == "unavailable":
-            self.action = ErrorAction.RETRY  # type: ignore[misc]
+            self.action = ErrorAction.RETRY
 
 
 class HubAuthenticationError(HubAccessError, PermissionError):
@@ -375,6 +403,8 @@ class UnsafeHubPathError(HubDataError):
         path: The path as sent (may hold any character; quote it with ``ascii()``).
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(
         self, repository: str, revision: str | None, *, path: object, problem: str
     ) -> None:
@@ -403,6 +433,8 @@ class ModelRejectedError(ProfileError):
         target: The execution target the check was made for.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, repository: str, revision: str | None, target: str, message: str) -> None:
         self.repository = repository
         self.revision = revision
@@ -412,6 +444,8 @@ class ModelRejectedError(ProfileError):
 
 class MissingConfigError(ModelRejectedError):
     """The repository has no top-level config.json, so nothing can be checked."""
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: str | None, target: str) -> None:
         super().__init__(
@@ -431,6 +465,8 @@ class InvalidConfigError(ModelRejectedError):
         problem: What is wrong with it.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
         self.problem = problem
         super().__init__(
@@ -448,6 +484,8 @@ class UnsafeWeightsError(ModelRejectedError):
     Attributes:
         weight_files: The weight-like files found (pickle formats), possibly empty.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self, repository: str, revision: str | None, target: str, weight_files: Sequence[str]
@@ -476,6 +514,8 @@ class DownloadTooLargeError(ModelRejectedError):
         limit_bytes: The limit (COMFY_MODAL_LLM_MAX_DOWNLOAD_GB).
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(
         self, repository: str, revision: str | None, target: str, size_bytes: int, limit_bytes: int
     ) -> None:
@@ -498,6 +538,8 @@ class SecurityScanError(ModelRejectedError):
         findings: One line per finding (file path and level where known).
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(
         self, repository: str, revision: str | None, target: str, findings: Sequence[str]
     ) -> None:
@@ -519,6 +561,8 @@ class RemoteCodeError(ModelRejectedError):
         reason: What in config.json asks for it.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, repository: str, revision: str | None, target: str, reason: str) -> None:
         self.reason = reason
         super().__init__(
@@ -539,6 +583,8 @@ class UnsupportedArchitectureError(ModelRejectedError):
         supported: The architectures the target's registry accepts.
         other_targets: Targets whose registry does accept it.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,
@@ -575,6 +621,8 @@ class UnsupportedQuantizationError(ModelRejectedError):
             description of an unknown one).
         allowed: The formats the target accepts for this architecture.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,

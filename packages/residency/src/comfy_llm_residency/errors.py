@@ -8,7 +8,7 @@ built-in exception a caller would naturally catch (``ValueError``,
 
 from __future__ import annotations
 
-from comfy_llm_core import ComfyLLMError
+from comfy_llm_core import ComfyLLMError, ErrorAction
 
 GIB = 1024**3
 """Bytes in one GiB; every size in a message is given in GiB."""
@@ -33,6 +33,9 @@ class ResidencyError(ComfyLLMError):
     the local dispatcher).
     """
 
+    # Unclassified manager trouble: do not keep this worker trying.
+    action = ErrorAction.FATAL
+
 
 class GenerationSettingsError(ResidencyError, ValueError):
     """A :class:`~comfy_llm_residency.GenerationSettings` field is out of range.
@@ -43,6 +46,8 @@ class GenerationSettingsError(ResidencyError, ValueError):
     Attributes:
         field: The name of the offending field (e.g. ``"top_p"``).
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
@@ -57,6 +62,8 @@ class TargetMismatchError(ResidencyError, ValueError):
         profile_target: The target the profile was resolved for.
         manager_target: The target of the manager that refused it.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, profile_id: str, profile_target: str, manager_target: str) -> None:
         super().__init__(
@@ -86,6 +93,10 @@ class InsufficientMemoryError(ResidencyError, MemoryError):
             not come back within the recovery timeout (the process may be
             leaking memory; the manager marks itself unsafe for reuse).
     """
+
+    # Lower the reserve or pick a smaller model. An instance whose evicted memory
+    # never came back is FATAL: the worker is unsafe (see __init__).
+    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,
@@ -126,10 +137,14 @@ class InsufficientMemoryError(ResidencyError, MemoryError):
         self.evicted_profiles = evicted_profiles
         self.waited_seconds = waited_seconds
         self.recovery_timed_out = recovery_timed_out
+        if recovery_timed_out:
+            self.action = ErrorAction.FATAL
 
 
 class MemoryProbeError(ResidencyError, RuntimeError):
     """The memory probe cannot measure its device (e.g. no CUDA device)."""
+
+    action = ErrorAction.FATAL
 
 
 class ReentrantCallError(ResidencyError, RuntimeError):
@@ -139,3 +154,5 @@ class ReentrantCallError(ResidencyError, RuntimeError):
     models on the manager that is calling it: the model it would touch is in
     the middle of generating.
     """
+
+    action = ErrorAction.FATAL

@@ -38,6 +38,9 @@ _GIB = 1024**3
 class StagingError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_staging``."""
 
+    # Unclassified staging trouble: do not keep this worker trying.
+    action = ErrorAction.FATAL
+
 
 class InvalidRepositoryError(StagingError, ValueError):
     """The repository id is not of the form ``owner/name``.
@@ -45,6 +48,8 @@ class InvalidRepositoryError(StagingError, ValueError):
     Attributes:
         repository: The value that was given.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: object) -> None:
         self.repository = repository
@@ -62,6 +67,8 @@ class InvalidRevisionError(StagingError, ValueError):
         repository: The repository it was given for.
         revision: The value that was given.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: object) -> None:
         self.repository = repository
@@ -270,6 +277,8 @@ class SnapshotTimeoutError(SnapshotDownloadError, TimeoutError):
         variable: The environment variable that sets it.
     """
 
+    action = ErrorAction.RETRY
+
     def __init__(
         self, repository: str, revision: str, url: str, seconds: float, variable: str
     ) -> None:
@@ -298,6 +307,9 @@ class SnapshotVerificationError(StagingError):
         actual: The value of the downloaded bytes.
     """
 
+    # The bad file was deleted: staging again downloads it anew.
+    action = ErrorAction.RETRY
+
     def __init__(self, file: str, check: str, expected: object, actual: object) -> None:
         self.file = file
         self.check = check
@@ -319,6 +331,9 @@ class IncompleteSnapshotError(StagingError):
         reason: What is missing or wrong.
     """
 
+    # Staging again (the pipeline does it first) completes the snapshot.
+    action = ErrorAction.RETRY
+
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
         self.reason = reason
@@ -337,6 +352,8 @@ class StagingLeaseTimeoutError(StagingError, TimeoutError):
         limit_seconds: The wait limit.
         holder: The lease holder's record (pid, host, heartbeat), when readable.
     """
+
+    action = ErrorAction.RETRY
 
     def __init__(
         self,
@@ -368,6 +385,9 @@ class StagingLeaseLostError(StagingError):
     Attributes:
         lease_path: The lease file.
     """
+
+    # The other stager's result is reused by the next attempt.
+    action = ErrorAction.RETRY
 
     def __init__(self, lease_path: str) -> None:
         self.lease_path = lease_path

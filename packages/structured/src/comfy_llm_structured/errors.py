@@ -10,6 +10,8 @@ __all__ = ["InvalidSchemaError", "StructuredOutputError"]
 class StructuredOutputError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_structured``."""
 
+    action = ErrorAction.FIX_INPUT
+
 
 class InvalidSchemaError(StructuredOutputError, ValueError):
     """The ``response_schema`` is not a usable JSON Schema.
