@@ -145,6 +145,16 @@ class BackendTimings:
     tokens_per_second: float | None
     prompt_tokens: int | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BackendTimings:
+        """Rebuild timings from :meth:`to_dict` output; unknown keys are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class BackendResult:
@@ -178,6 +188,20 @@ class BackendResult:
     def __post_init__(self) -> None:
         """Store ``token_ids`` as a tuple of ints whatever sequence was given."""
         object.__setattr__(self, "token_ids", tuple(int(t) for t in self.token_ids))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (token ids as a list, timings nested)."""
+        data = dataclasses.asdict(self)
+        data["token_ids"] = list(self.token_ids)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BackendResult:
+        """Rebuild a result from :meth:`to_dict` output; unknown keys are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        values["timings"] = BackendTimings.from_dict(values["timings"])
+        return cls(**values)
 
 
 @runtime_checkable
@@ -237,3 +261,12 @@ class InferenceResult:
     def to_dict(self) -> dict[str, Any]:
         """Return ``{"response", "reasoning", "metadata"}`` (JSON-ready)."""
         return {"response": self.response, "reasoning": self.reasoning, "metadata": self.metadata}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> InferenceResult:
+        """Rebuild a result from :meth:`to_dict` output (e.g. sent back by a remote worker)."""
+        return cls(
+            response=str(data["response"]),
+            reasoning=str(data["reasoning"]),
+            metadata=dict(data["metadata"]),
+        )
