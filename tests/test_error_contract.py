@@ -189,7 +189,7 @@ def test_what_the_caller_should_do() -> None:
     assert _action(_build(HubUnavailableError)) is ErrorAction.RETRY
     assert _action(_build(SnapshotDownloadError)) is ErrorAction.RETRY
     assert _action(_build(StagingLeaseTimeoutError)) is ErrorAction.RETRY
-    assert _action(_build(InsufficientDiskSpaceError)) is ErrorAction.FATAL
+    assert _action(_build(InsufficientDiskSpaceError)) is ErrorAction.FIX_INPUT
     assert _action(_build(ManifestError)) is ErrorAction.FATAL
 
 
