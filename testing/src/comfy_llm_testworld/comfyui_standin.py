@@ -15,6 +15,8 @@ from pathlib import Path
 __all__ = ["STANDIN_MODULES", "installed_standin", "standin_path"]
 
 STANDIN_MODULES = ("comfy", "comfy_api", "comfy_execution", "folder_paths", "server")
+_NODE_MODULES = ("comfy_llm._node", "comfy_llm._host_memory")
+"""Node modules that hold ComfyUI objects: a fresh stand-in needs them fresh too."""
 
 
 def standin_path() -> Path:
@@ -24,7 +26,7 @@ def standin_path() -> Path:
 
 def _purge() -> None:
     for name in list(sys.modules):
-        if name.split(".")[0] in STANDIN_MODULES or name.startswith("comfy_llm._node"):
+        if name.split(".")[0] in STANDIN_MODULES or name.startswith(_NODE_MODULES):
             del sys.modules[name]
 
 

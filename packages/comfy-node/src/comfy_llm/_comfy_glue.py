@@ -10,8 +10,10 @@
 * live text: the text generated so far goes to the node through
   ``PromptServer.instance.send_progress_text`` (throttled), reasoning and
   answer labelled;
-* memory: ``comfy.model_management.free_memory`` is the admission hook, and
-  the names of ComfyUI-managed models go into telemetry;
+* memory: ``comfy.model_management.free_memory`` is the admission hook (comfy-llm's
+  own entries kept loaded: admission evicts those itself), and the names of
+  ComfyUI-managed models go into telemetry; the other direction, ComfyUI
+  unloading comfy-llm's models, is ``_host_memory``;
 * the snapshot folder is registered as ComfyUI's ``modal_llm`` model folder.
 """
 
@@ -131,12 +133,20 @@ class ComfyGlue:
 
     def free_memory(self, needed_bytes: int) -> None:
         """Ask ComfyUI to unload idle models until ``needed_bytes`` are free."""
-        self._mm.free_memory(needed_bytes, self._mm.get_torch_device())
+        from comfy_llm._host_memory import resident_entries
+
+        device = self._mm.get_torch_device()
+        self._mm.free_memory(needed_bytes, device, keep_loaded=resident_entries())
 
     def loaded_model_names(self) -> list[str]:
         """Class names of the models ComfyUI currently holds (telemetry)."""
+        from comfy_llm._host_memory import resident_entries
+
+        ours = {id(entry) for entry in resident_entries()}
         names = []
         for loaded in getattr(self._mm, "current_loaded_models", []):
+            if id(loaded) in ours:
+                continue
             model = getattr(loaded, "model", loaded)
             inner = getattr(model, "model", model)
             names.append(type(inner).__name__)

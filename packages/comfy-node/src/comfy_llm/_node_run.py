@@ -9,6 +9,7 @@ from comfy_llm_core import defaults
 from comfy_llm_residency import GenerationSettings
 
 from comfy_llm._comfy_glue import ComfyGlue, executing_prompt_id
+from comfy_llm._host_memory import host_bridge
 from comfy_llm._pipeline import LLMRequest, run_request
 from comfy_llm._storage import register_model_folder, storage_root
 
@@ -87,6 +88,7 @@ def run_node(
         free_host_memory=glue.free_memory,
         comfy_models=glue.loaded_model_names,
         prompt_id=executing_prompt_id(),
+        host_listener=host_bridge(target),
     )
     glue.finish(result.response, result.reasoning)
     return result.response, metadata_json(dict(result.metadata)), result.reasoning

@@ -25,7 +25,13 @@ from comfy_llm_profiles import (
     ignore_progress,
     resolve_profile,
 )
-from comfy_llm_residency import GenerationSettings, InferenceResult, TokenCallback, get_manager
+from comfy_llm_residency import (
+    GenerationSettings,
+    HostListener,
+    InferenceResult,
+    TokenCallback,
+    get_manager,
+)
 from comfy_llm_staging import stage_snapshot
 
 from comfy_llm._backends import create_backend
@@ -197,6 +203,7 @@ def run_request(
     free_host_memory: Callable[[int], None] | None = None,
     comfy_models: Callable[[], Sequence[str]] | None = None,
     prompt_id: str | None = None,
+    host_listener: HostListener | None = None,
 ) -> InferenceResult:
     """Serve one request and return response, reasoning and metadata.
 
@@ -207,6 +214,8 @@ def run_request(
         free_host_memory: Asks the host (ComfyUI) to free this many bytes.
         comfy_models: Names of the host's loaded models, for telemetry.
         prompt_id: The host's prompt id, for telemetry.
+        host_listener: Mirrors the residents into the host's model manager
+            (ComfyUI's), so the host can unload them; first request only.
 
     Raises:
         TargetUnavailableError: ``run_on_modal`` is set (not in this version).
@@ -229,7 +238,12 @@ def run_request(
     resolved, snapshot = resolve_and_stage(request.model, target, root, progress)
     profile = resolved.profile
     prepared = prepare_request_inputs(request, profile, progress)
-    manager = get_manager(target, backend_factory=create_backend, free_host_memory=free_host_memory)
+    manager = get_manager(
+        target,
+        backend_factory=create_backend,
+        free_host_memory=free_host_memory,
+        host_listener=host_listener,
+    )
     result = manager.run(
         profile,
         snapshot.path,

@@ -8,6 +8,7 @@ lock, and turns a backend's raw token ids into response, reasoning and
 JSON-ready metadata. Backends plug in through :data:`BackendFactory`.
 """
 
+from ._host import HostListener, ResidentInfo
 from ._manager import ResidentModelManager
 from ._memory import (
     CudaMemoryProbe,
@@ -54,6 +55,7 @@ __all__ = [
     "CudaMemoryProbe",
     "GenerationSettings",
     "GenerationSettingsError",
+    "HostListener",
     "InferenceResult",
     "InsufficientMemoryError",
     "LOCAL_MAX_RESIDENT_ENV",
@@ -68,6 +70,7 @@ __all__ = [
     "RECOVERY_TIMEOUT_ENV",
     "ReentrantCallError",
     "ResidencyError",
+    "ResidentInfo",
     "ResidentModelManager",
     "TargetMismatchError",
     "TokenCallback",

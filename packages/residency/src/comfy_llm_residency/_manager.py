@@ -24,6 +24,7 @@ from . import _settings
 from ._admission import Admission, AdmissionOutcome, AdmissionRequest
 from ._answer import generate_answer
 from ._generation import TokenRelay
+from ._host import HostListener, ResidentInfo, notify_loaded, notify_unloaded
 from ._memory import MemoryProbe, MemorySnapshot, probe_for_target
 from ._metadata import RequestFacts, build_metadata
 from ._state import ManagerState, Resident, non_negative, positive_int
@@ -62,6 +63,7 @@ class ResidentModelManager:
         recovery_timeout_seconds: float | None = None,
         free_host_memory: Callable[[int], None] | None = None,
         poll_interval_seconds: float = 0.25,
+        host_listener: HostListener | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -77,6 +79,9 @@ class ResidentModelManager:
             free_host_memory: Asks the host to free that many bytes (in ComfyUI,
                 ``comfy.model_management.free_memory`` bound to the device).
             poll_interval_seconds: Time between readings while waiting for memory.
+            host_listener: Told about every load and unload, so a host with its
+                own model manager can list the residents and ask for them back
+                (``evict_for_host``); None for no host.
             clock: Monotonic clock in seconds (tests inject a fake one).
             sleep: Sleep function used while polling (tests inject a fake one).
 
@@ -101,6 +106,8 @@ class ResidentModelManager:
             "poll_interval_seconds", poll_interval_seconds, strict=True
         )
         self._free_host_memory = free_host_memory
+        self._host_listener = host_listener
+        self._host_evictions: dict[str, str] = {}
         self._clock = clock
         self._sleep = sleep
         self._lock = threading.Lock()
@@ -141,6 +148,7 @@ class ResidentModelManager:
             last_measured_allocation_bytes=self._last_allocation,
             last_evicted_profiles=self._last_evicted,
             requests_served=self._served,
+            host_evicted_profiles=tuple(self._host_evictions),
         )
 
     @contextlib.contextmanager
@@ -170,7 +178,41 @@ class ResidentModelManager:
     def _refresh_ids(self) -> None:
         self._resident_ids = tuple(self._resident)
 
-    def _unload(self, profile_id: str) -> None:
+    def evict_for_host(self, profile_id: str, reason: str) -> bool:
+        """Unload a resident model because the host needs its memory.
+
+        Never waits and never interrupts: while a request holds the lock
+        (loading or generating), or when the host asks from inside this
+        manager's own request (admission asking the host to free memory), the
+        request is declined and the host moves on to its other models.
+
+        Args:
+            profile_id: The resident to unload.
+            reason: Why the host asked, for the next request's telemetry
+                (``evicted_by_host``, ``host_eviction_reason``).
+
+        Returns:
+            True when the model is no longer resident (unloaded now, or it was
+            not resident); False when declined.
+        """
+        if self._owner == threading.get_ident():
+            return False
+        if not self._lock.acquire(blocking=False):
+            logger.info("Declined the host's request to unload %s: it is in use", profile_id)
+            return False
+        self._owner = threading.get_ident()
+        try:
+            if profile_id not in self._resident:
+                return True
+            self._unload(profile_id, by_host=True)
+            self._host_evictions[profile_id] = reason
+            logger.info("Unloaded %s for the host: %s", profile_id, reason)
+            return True
+        finally:
+            self._owner = None
+            self._lock.release()
+
+    def _unload(self, profile_id: str, *, by_host: bool = False) -> None:
         entry = self._resident.pop(profile_id)
         self._refresh_ids()
         try:
@@ -185,6 +227,7 @@ class ResidentModelManager:
             self._probe.clear_cache()
         except Exception:
             logger.exception("Clearing the memory cache after unloading %s failed", profile_id)
+        notify_unloaded(self._host_listener, profile_id, by_host=by_host)
 
     def _evict_oldest(self) -> str | None:
         if not self._resident:
@@ -268,6 +311,7 @@ class ResidentModelManager:
             facts = RequestFacts(
                 cache_status=cache_status,
                 load_seconds=entry.load_seconds if cache_status == "cold" else 0.0,
+                host_eviction_reason=entry.host_eviction_reason if cache_status == "cold" else None,
                 allocated_bytes=entry.allocated_bytes,
                 reserve_bytes=reserve_bytes,
                 evicted_profiles=admission.evicted_profiles if admission else (),
@@ -308,6 +352,18 @@ class ResidentModelManager:
             return InferenceResult(
                 response=parsed.response, reasoning=parsed.reasoning, metadata=metadata
             )
+
+    def _allocated_now(self) -> int | None:
+        """The probe's reading of this process's own allocation, when it has one."""
+        reader = getattr(self._probe, "allocated_bytes", None)
+        if reader is None:
+            return None
+        try:
+            value = reader()
+        except Exception:
+            logger.exception("Reading the process's allocated memory failed")
+            return None
+        return None if value is None else int(value)
 
     def _read_memory(self, admission: AdmissionOutcome | None) -> MemorySnapshot:
         """Read memory for the metadata; a failing probe must not lose a finished answer."""
@@ -390,6 +446,7 @@ class ResidentModelManager:
             )
         )
         started = self._clock()
+        before = self._allocated_now()
         try:
             backend = self._factory(profile, path, progress)
         except BaseException:
@@ -401,9 +458,23 @@ class ResidentModelManager:
         load_seconds = max(0.0, self._clock() - started)
         after = self._probe.snapshot()
         allocated = max(0, outcome.snapshot.available_bytes - after.available_bytes)
+        after_allocated = self._allocated_now()
+        if before is not None and after_allocated is not None and after_allocated > before:
+            allocated = after_allocated - before
         entry = Resident(profile, backend, path, load_seconds, allocated)
+        entry.host_eviction_reason = self._host_evictions.pop(profile.profile_id, None)
         self._resident[profile.profile_id] = entry
         self._refresh_ids()
+        notify_loaded(
+            self._host_listener,
+            ResidentInfo(
+                profile_id=profile.profile_id,
+                repository=profile.repository,
+                backend=str(getattr(profile.backend, "value", profile.backend)),
+                resident_bytes=allocated,
+                device=after.device,
+            ),
+        )
         self._last_cache_status = "cold"
         self._last_load_seconds = load_seconds
         self._last_allocation = allocated

@@ -8,6 +8,7 @@ Apple install never imports it.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import gc
 import sys
@@ -57,6 +58,15 @@ class MemoryProbe(Protocol):
         """Return cached-but-unused memory to the device (after an unload)."""
         ...
 
+    def allocated_bytes(self) -> int | None:
+        """Memory this process holds on the device now, or None when unknown.
+
+        The manager measures a load as the change of this reading (falling
+        back to the change of ``available_bytes`` when it is None or shows
+        nothing, e.g. an engine that allocates in a subprocess).
+        """
+        ...
+
 
 class PsutilMemoryProbe:
     """Host/unified memory through ``psutil.virtual_memory()`` (Apple, CPU)."""
@@ -83,9 +93,24 @@ class PsutilMemoryProbe:
     def clear_cache(self) -> None:
         """Collect garbage so freed Python objects release their buffers.
 
-        Engine caches (MLX's) are cleared by the backend's ``unload``.
+        Engine caches (MLX's) are cleared by the backend's ``unload``. On
+        glibc, freed heap pages are then handed back to the OS, so the
+        process's resident memory really drops after an unload.
         """
         gc.collect()
+        _trim_heap()
+
+    def allocated_bytes(self) -> int | None:
+        """MLX's active memory when MLX is loaded (Apple), else the process RSS.
+
+        Returns:
+            Bytes this process holds now.
+        """
+        mlx_core = sys.modules.get("mlx.core")
+        get_active = getattr(mlx_core, "get_active_memory", None)
+        if self.device == "apple_unified" and callable(get_active):
+            return int(get_active())
+        return int(psutil.Process().memory_info().rss)
 
 
 class CudaMemoryProbe:
@@ -146,6 +171,30 @@ class CudaMemoryProbe:
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+    def allocated_bytes(self) -> int | None:
+        """What torch's allocator holds allocated on the device in this process.
+
+        Returns:
+            ``torch.cuda.memory_allocated`` of the device.
+
+        Raises:
+            MemoryProbeError: When torch is missing or no CUDA device exists.
+        """
+        torch = self._torch()
+        index = torch.cuda.current_device() if self.device_index is None else self.device_index
+        return int(torch.cuda.memory_allocated(index))
+
+
+def _trim_heap() -> None:
+    """Return free heap pages to the OS where the C library can (glibc)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        return
 
 
 def probe_for_target(target: ExecutionTarget | str) -> MemoryProbe:

@@ -113,6 +113,8 @@ class RequestFacts:
     Attributes:
         cache_status: ``"warm"`` or ``"cold"``.
         load_seconds: Load time of this request (0.0 on a warm hit).
+        host_eviction_reason: Why the host unloaded this model before this
+            cold load, or None when the host did not.
         allocated_bytes: Memory drop measured across the model's load.
         reserve_bytes: The reserve admission kept free.
         evicted_profiles: Profiles unloaded for this request.
@@ -137,6 +139,7 @@ class RequestFacts:
     unsafe_for_reuse: bool
     keep_loaded: bool
     prompt_id: str | None
+    host_eviction_reason: str | None = None
 
 
 def build_metadata(
@@ -216,6 +219,8 @@ def build_metadata(
         "total_memory_gb": _gb(facts.memory.total_bytes),
         "memory_wait_seconds": _round(facts.memory_wait_seconds),
         "evicted_profiles": list(facts.evicted_profiles),
+        "evicted_by_host": facts.host_eviction_reason is not None,
+        "host_eviction_reason": facts.host_eviction_reason,
         "resident_profiles": list(facts.resident_profiles),
         "max_resident_models": facts.max_resident,
         "keep_model_loaded": facts.keep_loaded,

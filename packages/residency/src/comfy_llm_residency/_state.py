@@ -24,6 +24,7 @@ class Resident:
     snapshot_path: Path
     load_seconds: float
     allocated_bytes: int | None
+    host_eviction_reason: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -42,6 +43,8 @@ class ManagerState:
         last_measured_allocation_bytes: Memory drop across that load.
         last_evicted_profiles: Profiles evicted by the most recent request.
         requests_served: Requests that returned a result.
+        host_evicted_profiles: Profiles the host (ComfyUI) unloaded that have
+            not been loaded again since.
     """
 
     target: str
@@ -54,12 +57,14 @@ class ManagerState:
     last_measured_allocation_bytes: int | None
     last_evicted_profiles: tuple[str, ...]
     requests_served: int
+    host_evicted_profiles: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
         data = dataclasses.asdict(self)
         data["resident_profiles"] = list(self.resident_profiles)
         data["last_evicted_profiles"] = list(self.last_evicted_profiles)
+        data["host_evicted_profiles"] = list(self.host_evicted_profiles)
         return data
 
 
