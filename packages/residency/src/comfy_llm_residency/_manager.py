@@ -295,10 +295,12 @@ class ResidentModelManager:
         reserve_bytes = self._reserve_bytes(reserve_gb)
         with self._locked():
             relay = TokenRelay(settings.max_new_tokens, progress, on_token, self._clock)
+            cold: Resident | None = None
             try:
                 entry, cache_status, admission = self._ensure_loaded(
                     profile, snapshot_path, reserve_bytes, progress
                 )
+                cold = entry if cache_status == "cold" else None
                 backend = entry.backend
                 relay.start()
                 answer = generate_answer(profile, backend, inputs, settings, relay)
@@ -308,6 +310,8 @@ class ResidentModelManager:
             finally:
                 if not keep_loaded and profile.profile_id in self._resident:
                     self._unload(profile.profile_id)
+                elif cold is not None and profile.profile_id in self._resident:
+                    self._announce(cold)
             facts = RequestFacts(
                 cache_status=cache_status,
                 load_seconds=entry.load_seconds if cache_status == "cold" else 0.0,
@@ -352,6 +356,30 @@ class ResidentModelManager:
             return InferenceResult(
                 response=parsed.response, reasoning=parsed.reasoning, metadata=metadata
             )
+
+    def _announce(self, entry: Resident) -> None:
+        """Measure the cold load once more after its first generation, then tell the host.
+
+        Weights an engine maps from the snapshot (safetensors through mmap)
+        only count once generation touches them, so the load's own delta can
+        miss most of the model.
+        """
+        now = self._allocated_now()
+        if entry.allocation_base is not None and now is not None:
+            grown = now - entry.allocation_base
+            entry.allocated_bytes = max(entry.allocated_bytes or 0, grown)
+            self._last_allocation = entry.allocated_bytes
+        profile = entry.profile
+        notify_loaded(
+            self._host_listener,
+            ResidentInfo(
+                profile_id=profile.profile_id,
+                repository=profile.repository,
+                backend=str(getattr(profile.backend, "value", profile.backend)),
+                resident_bytes=int(entry.allocated_bytes or 0),
+                device=entry.device,
+            ),
+        )
 
     def _allocated_now(self) -> int | None:
         """The probe's reading of this process's own allocation, when it has one."""
@@ -463,18 +491,10 @@ class ResidentModelManager:
             allocated = after_allocated - before
         entry = Resident(profile, backend, path, load_seconds, allocated)
         entry.host_eviction_reason = self._host_evictions.pop(profile.profile_id, None)
+        entry.allocation_base = before
+        entry.device = after.device
         self._resident[profile.profile_id] = entry
         self._refresh_ids()
-        notify_loaded(
-            self._host_listener,
-            ResidentInfo(
-                profile_id=profile.profile_id,
-                repository=profile.repository,
-                backend=str(getattr(profile.backend, "value", profile.backend)),
-                resident_bytes=allocated,
-                device=after.device,
-            ),
-        )
         self._last_cache_status = "cold"
         self._last_load_seconds = load_seconds
         self._last_allocation = allocated

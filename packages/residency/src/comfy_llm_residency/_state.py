@@ -25,6 +25,8 @@ class Resident:
     load_seconds: float
     allocated_bytes: int | None
     host_eviction_reason: str | None = None
+    allocation_base: int | None = None
+    device: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
