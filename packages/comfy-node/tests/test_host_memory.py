@@ -193,6 +193,12 @@ def test_an_unknown_comfyui_surface_falls_back_to_one_way_and_says_so_once(
 
     monkeypatch.delattr(mm, "LoadedModel")  # an older/newer ComfyUI
     caplog.set_level(logging.INFO, logger="comfy_llm")
+    import asyncio
+
+    from comfy_llm import comfy_entrypoint
+
+    asyncio.run(comfy_entrypoint())  # ComfyUI loading the extension checks the surface
+    assert "model manager differs" in caplog.text
     node = _node(comfyui)
     _run(node)
     _run(node)
