@@ -212,3 +212,23 @@ def test_an_unknown_comfyui_surface_falls_back_to_one_way_and_says_so_once(
     assert mm.free_memory_calls[-1] == (123, "cpu")
     mm.unload_all_models()
     assert _run(node)["cache_status"] == "warm"  # ComfyUI cannot reach it
+
+
+@pytest.mark.slow
+def test_the_caption_nodes_model_is_visible_to_comfyui_too(
+    cpu_target: str, model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    import comfy.model_management as mm
+    import numpy as np
+    from comfy_api.latest import io
+    from comfy_llm._caption_node import CaptionImagesNode
+
+    CaptionImagesNode.hidden = io.HiddenHolder(unique_id="9")
+    images = np.random.default_rng(0).random((2, 24, 32, 3), dtype=np.float32)
+    CaptionImagesNode.execute(
+        model_profile=MODEL, prompt="Caption it.", images=images, max_new_tokens=4
+    )
+    assert [entry.repository for entry in _ours(mm)] == [MODEL]
+    mm.unload_all_models()
+    assert _ours(mm) == []
+    assert _manager(cpu_target).state().resident_profiles == ()

@@ -20,7 +20,7 @@ from typing import Any
 
 from comfy_llm_inputs import InputError
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
-from comfy_llm_residency import GenerationSettings, TokenCallback, get_manager
+from comfy_llm_residency import GenerationSettings, HostListener, TokenCallback, get_manager
 
 from comfy_llm._backends import create_backend
 from comfy_llm._pipeline import LLMRequest, prepare_request_inputs, resolve_and_stage
@@ -180,6 +180,7 @@ def run_captions(
     on_token: TokenCallback | None = None,
     free_host_memory: Callable[[int], None] | None = None,
     prompt_id: str | None = None,
+    host_listener: HostListener | None = None,
 ) -> CaptionBatch:
     """Caption every item in order; see the module docstring.
 
@@ -196,7 +197,12 @@ def run_captions(
     root = storage_root(job.storage_root)
     resolved, snapshot = resolve_and_stage(job.model, target, root, progress)
     profile = resolved.profile
-    manager = get_manager(target, backend_factory=create_backend, free_host_memory=free_host_memory)
+    manager = get_manager(
+        target,
+        backend_factory=create_backend,
+        free_host_memory=free_host_memory,
+        host_listener=host_listener,
+    )
 
     def inner(event: ProgressEvent) -> None:
         if event.stage not in _PER_IMAGE_STAGES:  # the bar counts images, not tokens

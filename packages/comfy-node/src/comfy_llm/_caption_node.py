@@ -133,7 +133,9 @@ class CaptionImagesNode(io.ComfyNode):
 
         from comfy_llm._caption import CaptionJob, caption_items, run_captions
         from comfy_llm._comfy_glue import ComfyGlue, executing_prompt_id
+        from comfy_llm._host_memory import host_bridge
         from comfy_llm._storage import register_model_folder, storage_root
+        from comfy_llm._targets import detect_target
 
         node_id = getattr(cls.hidden, "unique_id", None) if cls.hidden is not None else None
         root = storage_root()
@@ -167,6 +169,7 @@ class CaptionImagesNode(io.ComfyNode):
             on_token=glue.on_token,
             free_host_memory=glue.free_memory,
             prompt_id=executing_prompt_id(),
+            host_listener=host_bridge(detect_target(job.target)),
         )
         glue.finish("\n".join(batch.captions), "")
         metadata = json.dumps(batch.metadata, sort_keys=True, indent=2, default=str)
