@@ -224,3 +224,18 @@ def test_a_warm_request_makes_no_hub_request(
     _, metadata, _ = _execute(node, prompt="b", model_profile="tiny/qwen35-scripted")
     assert metadata["cache_status"] == "warm"
     assert model_hub.requests == []
+
+
+def test_snapshot_files_are_never_listed_as_comfyui_models(comfyui: Path, tmp_path: Path) -> None:
+    import folder_paths
+    from comfy_llm._storage import register_model_folder
+
+    root = tmp_path / "modal_llm"
+    partial = root / "llm_models" / "repo-x" / ("a" * 40 + ".partial")
+    (partial / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    (partial / "model.safetensors").write_bytes(b"half")
+    (partial / "config.json").write_text("{}")
+    (partial / ".cache" / "huggingface" / "download" / "model.safetensors.incomplete").touch()
+    register_model_folder(root)
+    assert folder_paths.get_folder_paths("modal_llm") == [str(root)]
+    assert folder_paths.get_filename_list("modal_llm") == []

@@ -15,6 +15,13 @@ from comfy_llm_staging import default_storage_root
 __all__ = ["MODEL_FOLDER_NAME", "comfy_models_dir", "register_model_folder", "storage_root"]
 
 MODEL_FOLDER_NAME = "modal_llm"
+UNLISTED_EXTENSION = ".comfy-llm-unlisted"
+"""The only extension ComfyUI may list in the ``modal_llm`` folder; no file has it.
+
+ComfyUI lists (and its asset scanner hashes) every file of a folder registered
+with an empty extension set, so in-progress downloads (``<revision>.partial/``)
+would show up as models, and finished multi-GB weights would be hashed for
+nothing. The folder stays registered (``extra_model_paths.yaml`` can move it)."""
 
 
 def comfy_models_dir() -> Path | None:
@@ -37,8 +44,9 @@ def storage_root(explicit: str | Path | None = None) -> Path:
 def register_model_folder(root: Path) -> None:
     """Register the storage root with ComfyUI as the ``modal_llm`` model folder.
 
-    A no-op outside ComfyUI. Registering lets ComfyUI's model browser and
-    ``extra_model_paths.yaml`` users see where LLM snapshots go.
+    A no-op outside ComfyUI. Registering lets ``extra_model_paths.yaml`` users
+    see and move where LLM snapshots go; no file in it is listed as a model
+    (see :data:`UNLISTED_EXTENSION`).
     """
     try:
         import folder_paths
@@ -47,3 +55,9 @@ def register_model_folder(root: Path) -> None:
     add = getattr(folder_paths, "add_model_folder_path", None)
     if add is not None:
         add(MODEL_FOLDER_NAME, str(root), is_default=True)
+    registry = getattr(folder_paths, "folder_names_and_paths", None)
+    if not isinstance(registry, dict):
+        return
+    entry = registry.get(MODEL_FOLDER_NAME)
+    if isinstance(entry, tuple) and len(entry) == 2:  # (paths, extensions)
+        registry[MODEL_FOLDER_NAME] = (entry[0], {UNLISTED_EXTENSION})
