@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -75,17 +76,35 @@ def test_bar_moves_forward_through_every_stage_and_fills_once_on_comfyui_033(
     assert len(generating) >= 10, sent  # the generation stage is seen moving
 
 
-def test_live_text_shows_the_tail_of_each_channel(comfyui: Path) -> None:
+def test_live_text_shows_the_answer_first_and_the_tail_of_the_reasoning(comfyui: Path) -> None:
     from comfy_llm._comfy_glue import LIVE_TEXT_MAX_CHARS, ComfyGlue
     from server import PromptServer
 
-    glue = ComfyGlue("5", reasoning_enabled=True)
+    glue = ComfyGlue("5", reasoning_enabled=True, text_interval=0)
     long_reasoning = "r" * (LIVE_TEXT_MAX_CHARS * 3)
-    glue.progress(_generate(long_reasoning + "</think> the answer", 1))
+    glue.progress(_generate(long_reasoning, 1))
+    thinking = PromptServer.instance.progress_texts[-1][1]
+    assert thinking.startswith("Answer: (after the reasoning)\n\nReasoning:\n…")
+    assert len(thinking) < LIVE_TEXT_MAX_CHARS + 100
+    glue.progress(_generate(long_reasoning + "</think> the answer", 2))
     text = PromptServer.instance.progress_texts[-1][1]
-    assert text.startswith("Reasoning:\n…")
-    assert text.endswith("Answer:\nthe answer")
-    assert len(text) < LIVE_TEXT_MAX_CHARS + 100
+    assert text.startswith("Answer:\nthe answer\n\nReasoning:\n…r")
+    assert len(text) < 2000  # the answer stays visible at the node's default size
+
+
+def test_live_text_of_a_model_without_a_reasoning_parser_is_all_answer(comfyui: Path) -> None:
+    from comfy_llm._comfy_glue import ComfyGlue
+    from comfy_llm_profiles import ModelProfile
+    from server import PromptServer
+
+    glue = ComfyGlue("5", reasoning_enabled=True)
+    assert "reasoning_parser" in {f.name for f in dataclasses.fields(ModelProfile)}
+    profile = type("Profile", (), {"reasoning_parser": "none"})()
+    glue.use_profile(profile)
+    glue.progress(_generate("A red square.", 1))
+    assert PromptServer.instance.progress_texts[-1][1] == "Answer:\nA red square."
+    glue.finish("A red square.", "")
+    assert PromptServer.instance.progress_texts[-1][1] == "Answer:\nA red square."
 
 
 def test_every_token_checks_for_cancel(comfyui: Path) -> None:

@@ -64,6 +64,31 @@ def test_schema_keeps_the_seed_node_contract(comfyui: Path) -> None:
     assert files_input.io_type == "OPENAI_INPUT_FILES"
 
 
+def test_every_input_and_output_explains_itself(comfyui: Path) -> None:
+    schema = _node(comfyui).define_schema()
+    for item in [*schema.inputs, *schema.outputs]:
+        assert item.tooltip and len(item.tooltip) > 20, item.id
+    by_name = {item.id: item for item in schema.inputs}
+    # each reserve names the targets it applies to
+    assert "NVIDIA" in by_name["reserve_free_vram_gb"].tooltip
+    assert "Apple" in by_name["local_reserve_free_memory_gb"].tooltip
+    expert = {name for name, item in by_name.items() if item.options.get("advanced")}
+    assert expert == {
+        "system_prompt",
+        "temperature",
+        "top_p",
+        "reserve_free_vram_gb",
+        "local_reserve_free_memory_gb",
+        "run_on_modal",
+        "modal_gpu",
+        "response_schema",
+    }
+    assert by_name["seed"].options["control_after_generate"] == "fixed"
+    for name in ("run_on_modal", "modal_gpu"):
+        assert "not available" in by_name[name].display_name
+    assert {"LLM", "VLM", "caption", "describe", "vision"} <= set(schema.search_aliases)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS, indirect=True)
 def test_scripted_answer_then_warm_hit(
@@ -88,7 +113,7 @@ def test_scripted_answer_then_warm_hit(
     assert any(node_id == "7" for node_id, _, _ in comfy.utils.updates)
     texts = [text for node_id, text in PromptServer.instance.progress_texts if node_id == "7"]
     assert any(text.startswith("load:") for text in texts)
-    assert texts[-1] == "Reasoning:\na b\n\nAnswer:\nanswer"
+    assert texts[-1] == "Answer:\nanswer\n\nReasoning:\na b"  # the answer first
     # Second request: warm, no reload.
     response, metadata, _ = _execute(
         node, prompt="Again", model_profile="tiny/qwen35-scripted", images=image

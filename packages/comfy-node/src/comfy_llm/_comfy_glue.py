@@ -8,8 +8,8 @@
 * interruption: ``throw_exception_if_processing_interrupted()`` on every
   token and every progress event, so Cancel stops generation within a token;
 * live text: the text generated so far goes to the node through
-  ``PromptServer.instance.send_progress_text`` (throttled), reasoning and
-  answer labelled;
+  ``PromptServer.instance.send_progress_text`` (throttled), labelled by what
+  the model's parser can produce, the answer first;
 * memory: ``comfy.model_management.free_memory`` is the admission hook (comfy-llm's
   own entries kept loaded: admission evicts those itself), and the names of
   ComfyUI-managed models go into telemetry; the other direction, ComfyUI
@@ -65,18 +65,39 @@ def _stage_text(stage: ProgressStage, message: str) -> str:
     return f"{stage.value}: {message}"
 
 
-def _label_live_text(text: str, reasoning_open: bool) -> str:
-    """Split generated-so-far text into labelled reasoning and answer parts.
+REASONING_PREVIEW_CHARS = 1200
+"""Once the answer has started, the live text keeps only this much of the reasoning's
+tail below it: the answer comes first so it is visible at the node's default size."""
 
-    Each part shows at most its last ``LIVE_TEXT_MAX_CHARS`` characters.
+
+def _compose(answer: str | None, reasoning: str | None) -> str:
+    """``Answer:`` first (always shown), then the reasoning's tail when there is one."""
+    if reasoning is None:
+        return f"Answer:\n{_tail(answer or '')}"
+    if answer is None:
+        return f"Answer: (after the reasoning)\n\nReasoning:\n{_tail(reasoning)}"
+    short = (
+        reasoning
+        if len(reasoning) <= REASONING_PREVIEW_CHARS
+        else ("…" + reasoning[-REASONING_PREVIEW_CHARS:])
+    )
+    return f"Answer:\n{_tail(answer)}\n\nReasoning:\n{short}"
+
+
+def _label_live_text(text: str, reasoning_open: bool, can_reason: bool = True) -> str:
+    """Label generated-so-far text by what the model's parser can produce.
+
+    A model without a reasoning parser only ever shows ``Answer:``; one with a
+    parser shows its reasoning until ``</think>``, then the answer above it.
     """
+    if not can_reason:
+        return _compose(text.strip(), None)
     if _THINK_CLOSE in text:
         head, _, answer = text.partition(_THINK_CLOSE)
-        reasoning = head.replace(_THINK_OPEN, "").strip()
-        return f"Reasoning:\n{_tail(reasoning)}\n\nAnswer:\n{_tail(answer.strip())}"
+        return _compose(answer.strip(), head.replace(_THINK_OPEN, "").strip())
     if reasoning_open or _THINK_OPEN in text:
-        return f"Reasoning:\n{_tail(text.replace(_THINK_OPEN, '').strip())}"
-    return f"Answer:\n{_tail(text.strip())}"
+        return _compose(None, text.replace(_THINK_OPEN, "").strip())
+    return _compose(text.strip(), None)
 
 
 class ComfyGlue:
@@ -98,6 +119,7 @@ class ComfyGlue:
         self._node_id = node_id
         self._bar = comfy.utils.ProgressBar(_BAR_STEPS, node_id=node_id)
         self._reasoning_open = reasoning_enabled
+        self._can_reason = True  # until the profile says which parser it has
         self._text_interval = text_interval
         self._last_text = 0.0
         self._last_stage: ProgressStage | None = None
@@ -106,6 +128,13 @@ class ComfyGlue:
         self._finished = False
 
     # -- hooks handed to the pipeline -------------------------------------
+    def use_profile(self, profile: Any) -> None:
+        """Label the live text by the resolved profile's reasoning parser."""
+        parser = getattr(profile, "reasoning_parser", None)
+        if parser == "none":
+            self._can_reason = False
+            self._reasoning_open = False
+
     def progress(self, event: ProgressEvent) -> None:
         """ProgressCallback: check for Cancel, move the bar, show the stage."""
         self._mm.throw_exception_if_processing_interrupted()
@@ -124,7 +153,8 @@ class ComfyGlue:
         # Build the labelled text only when it will be sent: it grows with the answer.
         generating = event.stage is ProgressStage.GENERATE and event.text is not None
         if generating and (first_of_stage or self._text_due()):
-            self._send_text(_label_live_text(event.text or "", self._reasoning_open), force=True)
+            live = _label_live_text(event.text or "", self._reasoning_open, self._can_reason)
+            self._send_text(live, force=True)
 
     def on_token(self, token_id: int, text: str) -> None:
         """TokenCallback: Cancel is honoured between any two tokens."""
@@ -158,11 +188,7 @@ class ComfyGlue:
             self._finished = True
             self._bar_percent = 100
             self._bar.update_absolute(_BAR_STEPS, _BAR_STEPS)
-        if reasoning:
-            text = f"Reasoning:\n{_tail(reasoning)}\n\nAnswer:\n{_tail(response)}"
-        else:
-            text = _tail(response)
-        self._send_text(text, force=True)
+        self._send_text(_compose(response, reasoning or None), force=True)
 
     # -- helpers ------------------------------------------------------------
     def _move_bar(self, position: float) -> None:

@@ -9,6 +9,7 @@ the request itself follows the same path as ``comfy-llm run``.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from comfy_api.latest import ComfyExtension, io
@@ -19,6 +20,216 @@ __all__ = ["NODE_ID", "ComfyLLMExtension", "ModalLLMNode", "build_extension"]
 NODE_ID = "ModalLLM"
 MODAL_GPUS = ("L4", "L40S", "A100-40GB", "A100-80GB", "H100", "H200", "B200", "RTX-PRO-6000")
 _DEFAULT_MODEL = "HuggingFaceTB/SmolVLM-256M-Instruct"
+
+
+_SEARCH_ALIASES = ["LLM", "VLM", "caption", "describe", "vision", "multimodal", "chat"]
+_MODAL_NOT_YET = " Modal is not available in this version yet: leave this as it is."
+
+
+def _supported(factory: Any, **options: Any) -> dict[str, Any]:
+    """``options`` minus the keywords this ComfyUI's ``factory`` does not take.
+
+    ``advanced``, ``control_after_generate`` and ``search_aliases`` are newer
+    than some ComfyUI releases people run; the node must load on those too.
+    """
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return options
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return options
+    return {name: value for name, value in options.items() if name in parameters}
+
+
+def _seed_control() -> Any:
+    control = getattr(io, "ControlAfterGenerate", None)
+    return control.fixed if control is not None else True
+
+
+def _inputs() -> list[Any]:
+    """The inputs, in the seed node's order (saved ``widgets_values`` depend on it)."""
+    string, integer, number = io.String.Input, io.Int.Input, io.Float.Input
+    boolean, combo = io.Boolean.Input, io.Combo.Input
+    return [
+        string(
+            "prompt",
+            multiline=True,
+            default="Describe the image.",
+            tooltip="What to ask the model about the connected images, video and files.",
+            **_supported(string, placeholder="Ask about the images, video or files…"),
+        ),
+        string(
+            "model_profile",
+            default=_DEFAULT_MODEL,
+            tooltip=(
+                "A curated profile id or a Hugging Face id owner/model[@revision]; the first "
+                "run downloads it into models/modal_llm and pins the revision."
+            ),
+        ),
+        io.Image.Input(
+            "images", optional=True, tooltip="Optional IMAGE (a batch is several images)."
+        ),
+        io.Video.Input(
+            "video",
+            optional=True,
+            tooltip=(
+                "Optional VIDEO (Load Video; a Video Slice trim is honoured). video_frames "
+                "frames are sampled evenly, with their timestamps."
+            ),
+        ),
+        io.Custom("OPENAI_INPUT_FILES").Input(
+            "files",
+            optional=True,
+            tooltip=(
+                "Optional text or PDF files from 'OpenAI ChatGPT Input Files' nodes; their "
+                "text is added to the prompt (nothing is sent to OpenAI)."
+            ),
+        ),
+        string(
+            "system_prompt",
+            multiline=True,
+            default="",
+            optional=True,
+            tooltip="Instructions given before the prompt; empty uses the model's own default.",
+            **_supported(string, advanced=True),
+        ),
+        integer(
+            "max_new_tokens",
+            default=defaults.MAX_NEW_TOKENS,
+            min=1,
+            max=32768,
+            optional=True,
+            tooltip="Most tokens the model may generate, reasoning included.",
+        ),
+        boolean(
+            "enable_reasoning",
+            default=True,
+            optional=True,
+            tooltip=(
+                "Let reasoning models (e.g. Qwen3.5) think first; the thinking goes to the "
+                "reasoning output. Models without a reasoning mode ignore it."
+            ),
+        ),
+        number(
+            "temperature",
+            default=defaults.TEMPERATURE,
+            min=0.0,
+            max=2.0,
+            step=0.05,
+            optional=True,
+            tooltip="0 always picks the likeliest token (same answer every run); higher varies.",
+            **_supported(number, advanced=True),
+        ),
+        number(
+            "top_p",
+            default=defaults.TOP_P,
+            min=0.01,
+            max=1.0,
+            step=0.01,
+            optional=True,
+            tooltip="Sample only from the likeliest tokens making up this share of probability.",
+            **_supported(number, advanced=True),
+        ),
+        integer(
+            "seed",
+            default=0,
+            min=0,
+            max=2**32 - 1,
+            optional=True,
+            tooltip="Sampling seed: the same seed and inputs give the same answer.",
+            **_supported(integer, control_after_generate=_seed_control()),
+        ),
+        integer(
+            "video_frames",
+            default=defaults.VIDEO_FRAMES,
+            min=1,
+            max=256,
+            optional=True,
+            tooltip="Frames sampled evenly over the video (or its trim).",
+        ),
+        number(
+            "reserve_free_vram_gb",
+            default=defaults.RESERVE_GB["local_cuda"],
+            min=0.0,
+            max=512.0,
+            optional=True,
+            tooltip=(
+                "NVIDIA GPUs only: GB of GPU memory to keep free for other nodes when the model "
+                "loads. Apple Silicon and CPU use local_reserve_free_memory_gb."
+            ),
+            **_supported(number, advanced=True),
+        ),
+        boolean(
+            "keep_model_loaded",
+            default=True,
+            optional=True,
+            tooltip="Keep the model in memory for the next run (fast repeats); off unloads it.",
+        ),
+        number(
+            "local_reserve_free_memory_gb",
+            default=defaults.RESERVE_GB["local_apple"],
+            min=0.0,
+            max=512.0,
+            optional=True,
+            tooltip=(
+                "Apple Silicon and CPU only: GB of system memory to keep free when the model "
+                "loads. NVIDIA GPUs use reserve_free_vram_gb."
+            ),
+            **_supported(number, advanced=True),
+        ),
+        boolean(
+            "run_on_modal",
+            default=False,
+            optional=True,
+            display_name="run_on_modal (not available yet)",
+            tooltip="Run on a Modal cloud GPU instead of this machine." + _MODAL_NOT_YET,
+            **_supported(boolean, advanced=True),
+        ),
+        combo(
+            "modal_gpu",
+            options=list(MODAL_GPUS),
+            default="L40S",
+            optional=True,
+            display_name="modal_gpu (not available yet)",
+            tooltip="The Modal GPU type for run_on_modal." + _MODAL_NOT_YET,
+            **_supported(combo, advanced=True),
+        ),
+        # New inputs go last: saved workflows keep their widget order.
+        string(
+            "response_schema",
+            multiline=True,
+            default="",
+            optional=True,
+            tooltip=(
+                "Optional JSON Schema: the answer is constrained to JSON that satisfies "
+                "it and validated (one retry). Empty = free text."
+            ),
+            **_supported(string, advanced=True),
+        ),
+    ]
+
+
+def _outputs() -> list[Any]:
+    return [
+        io.String.Output(
+            "response",
+            display_name="response",
+            tooltip="The model's answer, without its reasoning.",
+        ),
+        io.String.Output(
+            "metadata_json",
+            display_name="metadata_json",
+            tooltip=(
+                "Indented JSON about the run: model and pinned revision, target and backend, "
+                "tokens, timings, memory, cache status."
+            ),
+        ),
+        io.String.Output(
+            "reasoning",
+            display_name="reasoning",
+            tooltip="The model's thinking, when it has a reasoning mode that is on; else empty.",
+        ),
+    ]
 
 
 class ModalLLMNode(io.ComfyNode):
@@ -32,81 +243,17 @@ class ModalLLMNode(io.ComfyNode):
             display_name="Multimodal LLM (comfy-llm)",
             category="comfy-llm",
             description=(
-                "Runs a Hugging Face vision-language model in this ComfyUI process "
-                "(MLX-VLM on Apple Silicon, Transformers on NVIDIA or CPU) or on Modal."
+                "Answers a prompt about images, video and text/PDF files with a Hugging Face "
+                "vision-language model, in this ComfyUI process (MLX-VLM on Apple Silicon, "
+                "Transformers on NVIDIA or CPU)."
             ),
-            inputs=[
-                io.String.Input("prompt", multiline=True, default="Describe the image."),
-                io.String.Input(
-                    "model_profile",
-                    default=_DEFAULT_MODEL,
-                    tooltip="A curated profile id or a Hugging Face id owner/model[@revision].",
-                ),
-                io.Image.Input("images", optional=True),
-                io.Video.Input("video", optional=True),
-                io.Custom("OPENAI_INPUT_FILES").Input("files", optional=True),
-                io.String.Input("system_prompt", multiline=True, default="", optional=True),
-                io.Int.Input(
-                    "max_new_tokens",
-                    default=defaults.MAX_NEW_TOKENS,
-                    min=1,
-                    max=32768,
-                    optional=True,
-                ),
-                io.Boolean.Input("enable_reasoning", default=True, optional=True),
-                io.Float.Input(
-                    "temperature",
-                    default=defaults.TEMPERATURE,
-                    min=0.0,
-                    max=2.0,
-                    step=0.05,
-                    optional=True,
-                ),
-                io.Float.Input(
-                    "top_p", default=defaults.TOP_P, min=0.01, max=1.0, step=0.01, optional=True
-                ),
-                io.Int.Input("seed", default=0, min=0, max=2**32 - 1, optional=True),
-                io.Int.Input(
-                    "video_frames", default=defaults.VIDEO_FRAMES, min=1, max=256, optional=True
-                ),
-                io.Float.Input(
-                    "reserve_free_vram_gb",
-                    default=defaults.RESERVE_GB["local_cuda"],
-                    min=0.0,
-                    max=512.0,
-                    optional=True,
-                ),
-                io.Boolean.Input("keep_model_loaded", default=True, optional=True),
-                io.Float.Input(
-                    "local_reserve_free_memory_gb",
-                    default=defaults.RESERVE_GB["local_apple"],
-                    min=0.0,
-                    max=512.0,
-                    optional=True,
-                ),
-                io.Boolean.Input("run_on_modal", default=False, optional=True),
-                io.Combo.Input(
-                    "modal_gpu", options=list(MODAL_GPUS), default="L40S", optional=True
-                ),
-                # New inputs go last: saved workflows keep their widget order.
-                io.String.Input(
-                    "response_schema",
-                    multiline=True,
-                    default="",
-                    optional=True,
-                    tooltip=(
-                        "Optional JSON Schema: the answer is constrained to JSON that satisfies "
-                        "it and validated (one retry). Empty = free text."
-                    ),
-                ),
-            ],
-            outputs=[
-                io.String.Output("response", display_name="response"),
-                io.String.Output("metadata_json", display_name="metadata_json"),
-                io.String.Output("reasoning", display_name="reasoning"),
-            ],
+            inputs=_inputs(),
+            outputs=_outputs(),
             hidden=[io.Hidden.unique_id],
             not_idempotent=True,
+            **_supported(
+                io.Schema, search_aliases=_SEARCH_ALIASES, essentials_category="Text Generation"
+            ),
         )
 
     @classmethod

@@ -17,8 +17,8 @@ __all__ = ["metadata_json", "run_node"]
 
 
 def metadata_json(metadata: dict[str, Any]) -> str:
-    """Compact, key-sorted JSON: stable for diffs and caches."""
-    return json.dumps(metadata, sort_keys=True, separators=(",", ":"), default=str)
+    """Indented, key-sorted JSON: readable in a Preview as Text node, stable for diffs."""
+    return json.dumps(metadata, sort_keys=True, indent=2, ensure_ascii=False, default=str)
 
 
 def run_node(
@@ -89,6 +89,7 @@ def run_node(
         comfy_models=glue.loaded_model_names,
         prompt_id=executing_prompt_id(),
         host_listener=host_bridge(target),
+        on_profile=glue.use_profile,
     )
     glue.finish(result.response, result.reasoning)
     return result.response, metadata_json(dict(result.metadata)), result.reasoning

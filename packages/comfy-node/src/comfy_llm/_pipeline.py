@@ -204,6 +204,7 @@ def run_request(
     comfy_models: Callable[[], Sequence[str]] | None = None,
     prompt_id: str | None = None,
     host_listener: HostListener | None = None,
+    on_profile: Callable[[Any], None] | None = None,
 ) -> InferenceResult:
     """Serve one request and return response, reasoning and metadata.
 
@@ -216,6 +217,8 @@ def run_request(
         prompt_id: The host's prompt id, for telemetry.
         host_listener: Mirrors the residents into the host's model manager
             (ComfyUI's), so the host can unload them; first request only.
+        on_profile: Called with the resolved ``ModelProfile`` before inputs are
+            prepared (the node labels its live text by the reasoning parser).
 
     Raises:
         TargetUnavailableError: ``run_on_modal`` is set (not in this version).
@@ -237,6 +240,8 @@ def run_request(
     root = storage_root(request.storage_root)
     resolved, snapshot = resolve_and_stage(request.model, target, root, progress)
     profile = resolved.profile
+    if on_profile is not None:
+        on_profile(profile)
     prepared = prepare_request_inputs(request, profile, progress)
     manager = get_manager(
         target,

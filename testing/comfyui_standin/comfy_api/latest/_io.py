@@ -85,6 +85,15 @@ def Custom(io_type: str) -> type:
     return _comfy_type(io_type)
 
 
+class ControlAfterGenerate(str, Enum):
+    """What the frontend does to a seed-like INT after each run (ComfyUI 0.33)."""
+
+    fixed = "fixed"
+    increment = "increment"
+    decrement = "decrement"
+    randomize = "randomize"
+
+
 class Hidden(str, Enum):
     """Hidden inputs a node can ask for."""
 
