@@ -53,6 +53,11 @@ def _build_parser() -> argparse.ArgumentParser:
     link = sub.add_parser("comfyui-link", help="make a ComfyUI folder load this installed node")
     link.add_argument("comfyui_dir", help="the ComfyUI folder (holding main.py)")
     link.add_argument("--force", action="store_true", help="replace a foreign comfy_llm_link")
+    link.add_argument(
+        "--python",
+        help="the Python ComfyUI runs with (default: the ComfyUI folder's .venv or venv, "
+        "else this interpreter); it must import comfy_llm",
+    )
     link.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
     from comfy_llm._cli_caption import add_caption_parser
@@ -138,7 +143,7 @@ def _cmd_stage(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_link(args: argparse.Namespace) -> dict[str, Any]:
     from comfy_llm._link import link_into_comfyui
 
-    init = link_into_comfyui(args.comfyui_dir, force=args.force)
+    init = link_into_comfyui(args.comfyui_dir, force=args.force, python=args.python)
     return {"shim": str(init), "restart": "restart ComfyUI to load the node"}
 
 

@@ -11,7 +11,13 @@ from pathlib import Path
 from comfy_llm_core import ComfyLLMError as _CoreError
 from comfy_llm_core import ErrorAction
 
-__all__ = ["CaptionFolderError", "ComfyLLMError", "ComfyUIDirError", "TargetUnavailableError"]
+__all__ = [
+    "CaptionFolderError",
+    "ComfyLLMError",
+    "ComfyUIDirError",
+    "ComfyUIInterpreterError",
+    "TargetUnavailableError",
+]
 
 
 class ComfyLLMError(_CoreError):
@@ -69,4 +75,25 @@ class CaptionFolderError(ComfyLLMError, ValueError):
         super().__init__(
             f"Caption folder {folder!r} {problem}. Give a folder of images (png, jpg, webp, "
             "...) directly inside it, or connect an IMAGE batch."
+        )
+
+
+class ComfyUIInterpreterError(ComfyLLMError, RuntimeError):
+    """ComfyUI's Python cannot import ``comfy_llm``, so a link shim would fail there.
+
+    Attributes:
+        python: The interpreter that was checked.
+        detail: Its last line of error output.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, python: Path, detail: str) -> None:
+        self.python = python
+        self.detail = detail
+        super().__init__(
+            f"ComfyUI's Python {str(python)!r} cannot import comfy_llm ({detail}); nothing was "
+            f"linked. Install the node into that interpreter first: `uv pip install --python "
+            f"{python} <wheels or a clone's packages>` (or its pip), or pass the interpreter "
+            "ComfyUI runs with as --python."
         )
