@@ -1,0 +1,69 @@
+"""The example workflows, loaded from the real server as the frontend loads templates,
+converted the frontend's way (widget slots included) and run green."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from comfy_llm_testworld.frontend_workflow import to_api_prompt, widget_slots
+from comfy_llm_testworld.media import write_test_video
+from comfy_llm_testworld.real_comfyui import ComfyUIClient
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(path.stem for path in (REPO_ROOT / "example_workflows").glob("*.json"))
+FOLDER = "comfy-llm"  # the custom_nodes folder the README's way 1 clones into
+
+
+def _fetch(client: ComfyUIClient, path: str) -> tuple[str, bytes]:
+    with urllib.request.urlopen(f"{client.url}{path}", timeout=60) as reply:
+        return reply.headers.get("Content-Type", ""), reply.read()
+
+
+def _inputs_for(workflow: dict[str, Any], client: ComfyUIClient, tmp_path: Path) -> None:
+    """Upload the files the workflow's loaders name (what a user picks in the UI)."""
+    for node in workflow["nodes"]:
+        if node["type"] == "LoadVideo":
+            clip = write_test_video(tmp_path / node["widgets_values"][0], frames=30, fps=10)
+            client.upload(clip)
+        if node["type"] == "OpenAIInputFiles":
+            notes = tmp_path / node["widgets_values"][0]
+            notes.write_text("The red square is called Rudy.\n", encoding="utf-8")
+            client.upload(notes)
+
+
+def test_the_server_lists_every_example_with_its_thumbnail(client: ComfyUIClient) -> None:
+    listed = client.get_json("/workflow_templates")
+    assert sorted(listed[FOLDER]) == EXAMPLES
+    for name in EXAMPLES:
+        kind, body = _fetch(client, f"/api/workflow_templates/{FOLDER}/{name}.jpg")
+        assert kind == "image/jpeg" and body[:3] == b"\xff\xd8\xff", name
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_loads_as_saved_and_runs(name: str, client: ComfyUIClient, tmp_path: Path) -> None:
+    _, body = _fetch(client, f"/api/workflow_templates/{FOLDER}/{name}.json")
+    workflow = json.loads(body)
+    types = {node["type"] for node in workflow["nodes"]}
+    info = {kind: client.object_info(kind) for kind in types}
+    for node in workflow["nodes"]:
+        # exactly the frontend's slots: nothing shifts when the UI loads it
+        assert len(node["widgets_values"]) == len(widget_slots(info[node["type"]])), node["type"]
+    prompt = to_api_prompt(workflow, info)
+    llm = next(node for node in prompt.values() if node["class_type"] == "ModalLLM")
+    assert llm["inputs"]["run_on_modal"] is False
+    assert (
+        llm["inputs"]["modal_gpu"]
+        in info["ModalLLM"]["input"]["optional"]["modal_gpu"][1]["options"]
+    )
+    _inputs_for(workflow, client, tmp_path)
+    run = client.run(prompt, workflow=workflow)
+    assert run.status == "execution_success", run.error()
+    texts = {prompt[node]["_meta"]["title"]: run.text_of(node) for node in run.outputs}
+    assert texts["Preview response"].strip()
+    metadata = json.loads(texts["Preview metadata_json"])
+    assert metadata["execution_target"] == "local_cpu"
+    assert "\n  " in texts["Preview metadata_json"]  # indented for reading

@@ -1,0 +1,160 @@
+"""The node inside a real ComfyUI 0.33 server, driven as the frontend drives it."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from comfy_llm_testworld import FakeHub
+from comfy_llm_testworld.checkpoints import SCRIPTED_ANSWER, SCRIPTED_REASONING
+from comfy_llm_testworld.media import write_test_video
+from comfy_llm_testworld.real_comfyui import ComfyUIClient, ComfyUIServer, PromptRun
+
+LLM = "10"
+
+
+def _llm(**inputs: Any) -> dict[str, Any]:
+    values = {
+        "prompt": "Say the scripted answer.",
+        "model_profile": "tiny/qwen35-scripted",
+        "temperature": 0.0,
+        "max_new_tokens": 16,
+        "seed": 0,
+        **inputs,
+    }
+    return {"class_type": "ModalLLM", "inputs": values}
+
+
+def _with_previews(nodes: dict[str, Any]) -> dict[str, Any]:
+    """Preview as Text on each of the node's three outputs (nodes 21, 22, 23)."""
+    previews = {
+        str(21 + slot): {"class_type": "PreviewAny", "inputs": {"source": [LLM, slot]}}
+        for slot in range(3)
+    }
+    return {**nodes, **previews}
+
+
+def _outputs(run: PromptRun) -> tuple[str, dict[str, Any], str]:
+    assert run.status == "execution_success", run.error()
+    return run.text_of("21"), json.loads(run.text_of("22")), run.text_of("23")
+
+
+def _assert_forward_to_full(run: PromptRun) -> list[tuple[float, float]]:
+    bar = run.progress(LLM)
+    values = [value for value, _ in bar]
+    assert values == sorted(set(values)), values  # only ever forward
+    assert bar[-1][0] == bar[-1][1], bar  # ends full ...
+    assert sum(1 for value, top in bar if value >= top) == 1, bar  # ... exactly once
+    return bar
+
+
+def test_object_info_lists_the_node_as_declared(client: ComfyUIClient) -> None:
+    info = client.object_info("ModalLLM")
+    assert info["output_name"] == ["response", "metadata_json", "reasoning"]
+    assert info["input_order"]["required"] == ["prompt", "model_profile"]
+    optional = info["input_order"]["optional"]
+    assert optional[:3] == ["images", "video", "files"]
+    assert info["input"]["optional"]["files"][0] == "OPENAI_INPUT_FILES"
+
+
+def test_scripted_answer_reasoning_progress_and_warm_repeat(
+    client: ComfyUIClient, hub: FakeHub, measurements: dict[str, Any]
+) -> None:
+    cold = client.run(_with_previews({LLM: _llm()}))
+    response, metadata, reasoning = _outputs(cold)
+    assert (response, reasoning) == (SCRIPTED_ANSWER, SCRIPTED_REASONING)
+    assert metadata["cache_status"] == "cold"
+    assert metadata["reasoning_tokens"] == 2
+    bar = _assert_forward_to_full(cold)
+    assert len(bar) >= 4, bar  # the stages are seen, not only the end
+    texts = [text for node, text in cold.texts if node == LLM]
+    assert any(text.startswith("download") for text in texts), texts
+    # the final live text: the answer first, then the reasoning
+    assert texts[-1] == f"Answer:\n{SCRIPTED_ANSWER}\n\nReasoning:\n{SCRIPTED_REASONING}"
+    measurements["progress_messages_cold"] = len(bar)
+    # the snapshot just downloaded into models/modal_llm is not listed as a model
+    assert client.get_json("/models/modal_llm") == []
+
+    hub.clear_requests()
+    warm = client.run(_with_previews({LLM: _llm(prompt="Again, please.")}))
+    response, metadata, reasoning = _outputs(warm)
+    assert (response, reasoning) == (SCRIPTED_ANSWER, SCRIPTED_REASONING)
+    assert metadata["cache_status"] == "warm"
+    assert hub.file_requests() == []  # nothing fetched again
+    _assert_forward_to_full(warm)
+    measurements["progress_messages_warm"] = len(warm.progress(LLM))
+    measurements["warm_tokens_per_second"] = metadata["tokens_per_second"]
+    measurements["warm_request_seconds"] = round(warm.seconds, 3)
+
+
+def test_trimmed_video_from_video_slice(
+    client: ComfyUIClient, server: ComfyUIServer, tmp_path: Path
+) -> None:
+    clip = write_test_video(tmp_path / "tier_clip.mp4", frames=30, fps=10)  # 3 s
+    name = client.upload(clip)
+    graph = {
+        "1": {"class_type": "LoadVideo", "inputs": {"file": name}},
+        "2": {
+            "class_type": "Video Slice",
+            "inputs": {
+                "video": ["1", 0],
+                "start_time": 1.0,
+                "duration": 0.5,
+                "strict_duration": False,
+            },
+        },
+    }
+    whole = client.run(_with_previews({**graph, LLM: _llm(video=["1", 0], video_frames=8)}))
+    trimmed = client.run(_with_previews({**graph, LLM: _llm(video=["2", 0], video_frames=8)}))
+    assert _outputs(whole)[1]["video_frame_count"] == 8
+    assert _outputs(trimmed)[1]["video_frame_count"] == 5  # frames at 1.0 .. 1.4 s
+
+
+def test_openai_input_files(client: ComfyUIClient, tmp_path: Path) -> None:
+    notes = tmp_path / "tier_notes.txt"
+    notes.write_text("A red square moves from left to right.\n", encoding="utf-8")
+    name = client.upload(notes)
+    graph = {
+        "1": {"class_type": "OpenAIInputFiles", "inputs": {"file": name}},
+        LLM: _llm(files=["1", 0]),
+    }
+    _, metadata, _ = _outputs(client.run(_with_previews(graph)))
+    assert metadata["file_count"] == 1
+
+
+def test_interrupt_then_a_successful_run(
+    client: ComfyUIClient, measurements: dict[str, Any]
+) -> None:
+    pressed: list[float] = []
+
+    def cancel_once_generating(run: PromptRun, kind: str, data: dict[str, Any]) -> None:
+        # The live text shows generated text: the model is generating; press Cancel.
+        live = kind == "progress_text" and data["node"] == LLM
+        if live and data["text"].startswith(("Reasoning", "Answer")) and not pressed:
+            client.interrupt()
+            pressed.append(time.monotonic())
+
+    long = _llm(model_profile="tiny/qwen35", max_new_tokens=4000, prompt="Ramble on.")
+    stopped = client.run(_with_previews({LLM: long}), on_message=cancel_once_generating)
+    ended = time.monotonic()
+    assert pressed, "generation ended before Cancel could be pressed"
+    assert stopped.status == "execution_interrupted", stopped.messages[-3:]
+    latency = ended - pressed[0]
+    measurements["interrupt_latency_seconds"] = round(latency, 3)
+    # how long the model kept generating after Cancel (live text still arriving)
+    last_text = max(stopped.text_times)
+    measurements["interrupt_last_live_text_after_seconds"] = round(last_text - pressed[0], 3)
+    assert latency < 5.0
+
+    response, _, _ = _outputs(client.run(_with_previews({LLM: _llm()})))
+    assert response == SCRIPTED_ANSWER  # the lock was released, the next run works
+
+
+def test_free_then_a_cold_run(client: ComfyUIClient) -> None:
+    _outputs(client.run(_with_previews({LLM: _llm(prompt="Before the unload.")})))
+    client.free(unload_models=True, free_memory=True)
+    response, metadata, _ = _outputs(client.run(_with_previews({LLM: _llm(prompt="After.")})))
+    assert response == SCRIPTED_ANSWER
+    assert metadata["cache_status"] in {"cold", "warm"}
