@@ -1,0 +1,79 @@
+"""The example workflows as saved by the frontend: every widget slot in place (the
+seed's control_after_generate included), a JPEG thumbnail each, no overlapping nodes.
+testing/comfyui_tier loads and runs each in a real ComfyUI server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((REPO_ROOT / "example_workflows").glob("*.json"))
+_WIDGET_TYPES = {"STRING", "INT", "FLOAT", "BOOLEAN", "COMBO"}
+_TITLE_HEIGHT = 30  # the frontend draws a node's title bar above its pos
+
+
+def _slots(schema: Any) -> list[str]:
+    """The frontend's widgets_values slots for the node (as in frontend_workflow)."""
+    slots = []
+    for item in schema.inputs:
+        if item.io_type in _WIDGET_TYPES:
+            slots.append(item.id)
+            if item.io_type == "INT" and (
+                item.id in {"seed", "noise_seed"} or item.options.get("control_after_generate")
+            ):
+                slots.append(f"{item.id}:control_after_generate")
+    return slots
+
+
+def test_there_are_two_examples_image_and_video_with_files() -> None:
+    assert [path.stem for path in EXAMPLES] == ["describe_image", "describe_video_with_notes"]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.stem)
+def test_example_matches_the_node_as_the_frontend_saves_it(
+    path: Path, comfyui_standin: Path
+) -> None:
+    from comfy_llm._node import MODAL_GPUS, ModalLLMNode
+
+    workflow = json.loads(path.read_text(encoding="utf-8"))
+    nodes = {node["id"]: node for node in workflow["nodes"]}
+    llm = next(node for node in nodes.values() if node["type"] == "ModalLLM")
+    schema = ModalLLMNode.define_schema()
+    assert [o["name"] for o in llm["outputs"]] == [o.id for o in schema.outputs]
+    slots = _slots(schema)
+    assert len(llm["widgets_values"]) == len(slots)
+    values = dict(zip(slots, llm["widgets_values"], strict=True))
+    assert values["seed:control_after_generate"] in {"fixed", "increment", "decrement", "randomize"}
+    assert values["run_on_modal"] is False
+    assert values["modal_gpu"] in MODAL_GPUS
+    assert isinstance(values["max_new_tokens"], int) and isinstance(values["temperature"], float)
+    for link_id, source, _from_slot, target, _to_slot, _type in workflow["links"]:
+        assert source in nodes and target in nodes, link_id
+    previews = [link for link in workflow["links"] if link[1] == llm["id"]]
+    assert sorted(link[2] for link in previews) == [0, 1, 2]
+    assert all(nodes[link[3]]["type"] == "PreviewAny" for link in previews)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.stem)
+def test_example_nodes_do_not_overlap(path: Path) -> None:
+    boxes = []
+    for node in json.loads(path.read_text(encoding="utf-8"))["nodes"]:
+        (x, y), (width, height) = node["pos"], node["size"]
+        boxes.append((node["id"], x, y - _TITLE_HEIGHT, x + width, y + height))
+    for index, (first, *a) in enumerate(boxes):
+        for second, *b in boxes[index + 1 :]:
+            apart = a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+            assert apart, f"nodes {first} and {second} overlap"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.stem)
+def test_example_has_a_jpeg_thumbnail(path: Path) -> None:
+    thumbnail = path.with_suffix(".jpg")
+    with Image.open(thumbnail) as image:
+        assert image.format == "JPEG"
+        assert image.width >= 256 and image.height >= 144
