@@ -68,7 +68,8 @@ def test_scripted_answer_reasoning_progress_and_warm_repeat(
     assert metadata["cache_status"] == "cold"
     assert metadata["reasoning_tokens"] == 2
     bar = _assert_forward_to_full(cold)
-    assert len(bar) >= 4, bar  # the stages are seen, not only the end
+    # the bar is seen between empty and full (ComfyUI sends at most one move per 100 ms)
+    assert any(0 < value < top for value, top in bar), bar
     texts = [text for node, text in cold.texts if node == LLM]
     assert any(text.startswith("download") for text in texts), texts
     # the final live text: the answer first, then the reasoning
