@@ -1,1 +1,56 @@
-"""Package."""
+"""comfy-llm-modal-remote: the Modal side of comfy-llm.
+
+The app (``_app``, imported only when Modal is used), the CPU ModelStager and
+GPU RemoteEngine bodies (``stage_model`` / ``serve_stage``, ``EngineService``),
+the wire between them and the local :class:`Dispatcher` the node uses when
+``run_on_modal`` is on. Only this package imports ``modal``, and only lazily.
+"""
+
+from ._connect import connect, use_transport
+from ._container import ContainerControl, ProgressChannel, VolumeStore
+from ._dispatch import DEFAULT_AFFINITY_KEY, Dispatcher, RemoteRun
+from ._engine import EngineService
+from ._image import ImageSpec, image_spec
+from ._installation import app_name, installation_id
+from ._settings import ModalSettings
+from ._stager import serve_stage, stage_model
+from ._transport import ModalTransport, RemoteCall, Transport, check_modal_available
+from ._wire import EngineRequest, StageRequest, StageResult
+from .errors import (
+    ModalRemoteError,
+    ModalUnavailableError,
+    RemoteExecutionError,
+    SnapshotNotVisibleError,
+    WorkerUnsafeError,
+)
+
+__all__ = [
+    "DEFAULT_AFFINITY_KEY",
+    "ContainerControl",
+    "Dispatcher",
+    "EngineRequest",
+    "EngineService",
+    "ImageSpec",
+    "ModalRemoteError",
+    "ModalSettings",
+    "ModalTransport",
+    "ModalUnavailableError",
+    "ProgressChannel",
+    "RemoteCall",
+    "RemoteExecutionError",
+    "RemoteRun",
+    "SnapshotNotVisibleError",
+    "StageRequest",
+    "StageResult",
+    "Transport",
+    "VolumeStore",
+    "WorkerUnsafeError",
+    "app_name",
+    "check_modal_available",
+    "connect",
+    "image_spec",
+    "installation_id",
+    "serve_stage",
+    "stage_model",
+    "use_transport",
+]

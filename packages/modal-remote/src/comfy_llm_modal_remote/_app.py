@@ -1,0 +1,109 @@
+"""The Modal app: image, Volumes, secret, ModelStager and RemoteEngine.
+
+Imported only when Modal is used (it imports ``modal``), on the local side to
+deploy and look functions up, and in the containers to run them. Its names
+come from :class:`ModalSettings` at import time; the image bakes them into
+the container environment, so both sides build the same definitions.
+
+* ``model_stager``: CPU only, the weight Volume and the secret (HF_TOKEN);
+  the only function that downloads.
+* ``RemoteEngine``: the GPU class, warm across calls, one container pool per
+  ``affinity`` key, the weight Volume at the storage root and the
+  compile-cache Volume at :data:`COMPILE_CACHE_MOUNT`; no secret (it never
+  touches the network). Its GPU is chosen per call with
+  ``RemoteEngine.with_options(gpu=...)``. Sync methods and no
+  ``@modal.concurrent``: a cancel then raises ``InputCancellation`` in the
+  request instead of stopping the container.
+"""
+
+
+
+from pathlib import Path
+from typing import Any
+
+import modal
+
+from ._container import ModalContainerControl, ModalQueueChannel, ModalVolume
+from ._engine import EngineService
+from ._image import build_image, image_spec
+from ._settings import COMPILE_CACHE_MOUNT, COMPILE_CACHE_ROOT_ENV, ModalSettings
+from ._stager import serve_stage
+
+__all__ = [
+    "DEFAULT_APP_NAME",
+    "DEFAULT_GPU",
+    "ENGINE_TIMEOUT_SECONDS",
+    "STAGER_TIMEOUT_SECONDS",
+    "RemoteEngine",
+    "app",
+    "compile_cache_volume",
+    "image",
+    "model_stager",
+    "secret",
+    "settings",
+    "weight_volume",
+]
+
+DEFAULT_APP_NAME = "comfy-llm"
+DEFAULT_GPU = "L40S"
+STAGER_TIMEOUT_SECONDS = 3 * 3600
+ENGINE_TIMEOUT_SECONDS = 3600
+ENGINE_SCALEDOWN_SECONDS = 600
+STAGER_CPU = 2.0
+STAGER_MEMORY_MB = 16 * 1024
+
+settings = ModalSettings.from_env()
+image = build_image(image_spec(settings, {COMPILE_CACHE_ROOT_ENV: COMPILE_CACHE_MOUNT}))
+weight_volume = modal.Volume.from_name(settings.volume_name, create_if_missing=True)
+compile_cache_volume = modal.Volume.from_name(
+    settings.compile_cache_volume_name, create_if_missing=True
+)
+secret = modal.Secret.from_name(settings.secret_name)
+app = modal.App(settings.app_name or DEFAULT_APP_NAME, image=image)
+
+
+def _channel(queue_name: str, request: dict[str, Any]) -> ModalQueueChannel:
+    return ModalQueueChannel(modal.Queue.from_name(queue_name), str(request.get("request_id")))
+
+
+@app.function(
+    cpu=STAGER_CPU,
+    memory=STAGER_MEMORY_MB,
+    volumes={settings.storage_root: weight_volume},
+    secrets=[secret],
+    timeout=STAGER_TIMEOUT_SECONDS,
+)
+def model_stager(request: dict[str, Any], queue_name: str) -> dict[str, Any]:
+    """Resolve and stage one reference on the weight Volume (see ``_stager``)."""
+    return serve_stage(
+        request,
+        _channel(queue_name, request),
+        storage_root=Path(settings.storage_root),
+        volume=ModalVolume(weight_volume),
+    )
+
+
+@app.cls(
+    gpu=DEFAULT_GPU,
+    volumes={settings.storage_root: weight_volume, COMPILE_CACHE_MOUNT: compile_cache_volume},
+    timeout=ENGINE_TIMEOUT_SECONDS,
+    scaledown_window=ENGINE_SCALEDOWN_SECONDS,
+)
+class RemoteEngine:
+    """The warm GPU worker (see ``_engine``)."""
+
+    affinity: str = modal.parameter(default="default")
+
+    @modal.enter()
+    def start(self) -> None:
+        """Create the container's engine service once."""
+        self.service = EngineService(
+            storage_root=Path(settings.storage_root),
+            volume=ModalVolume(weight_volume),
+            container=ModalContainerControl(),
+        )
+
+    @modal.method()
+    def generate(self, request: dict[str, Any], queue_name: str) -> dict[str, Any]:
+        """Serve one request; progress goes to the request's queue partition."""
+        return self.service.serve(request, _channel(queue_name, request))

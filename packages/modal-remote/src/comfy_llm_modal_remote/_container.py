@@ -1,0 +1,90 @@
+"""What the worker bodies need from their container, behind small interfaces.
+
+Volume commit/reload and ``stop_fetching_inputs`` exist only inside a Modal
+container, so the stager and engine bodies take these interfaces and the
+Modal functions pass the real ones; tests pass a directory-backed stand-in.
+Progress goes through a :class:`ProgressChannel` for the same reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "ContainerControl",
+    "ModalContainerControl",
+    "ModalQueueChannel",
+    "ModalVolume",
+    "ProgressChannel",
+    "VolumeStore",
+]
+
+
+@runtime_checkable
+class VolumeStore(Protocol):
+    """A shared Volume as one container sees it."""
+
+    def commit(self) -> None:
+        """Publish this container's writes to other containers."""
+        ...
+
+    def reload(self) -> None:
+        """See the writes other containers committed since this one mounted."""
+        ...
+
+
+@runtime_checkable
+class ContainerControl(Protocol):
+    """The container's own lifecycle."""
+
+    def stop_fetching_inputs(self) -> None:
+        """Take no further inputs; the platform retires the container after this one."""
+        ...
+
+
+@runtime_checkable
+class ProgressChannel(Protocol):
+    """A per-request stream of plain-data progress events (worker → dispatcher)."""
+
+    def put_many(self, items: Sequence[dict[str, Any]]) -> None:
+        """Append events, in order."""
+        ...
+
+
+class ModalVolume:
+    """A ``modal.Volume`` mounted in this container."""
+
+    def __init__(self, volume: Any) -> None:
+        self._volume = volume
+
+    def commit(self) -> None:
+        """``Volume.commit()``."""
+        self._volume.commit()
+
+    def reload(self) -> None:
+        """``Volume.reload()``."""
+        self._volume.reload()
+
+
+class ModalContainerControl:
+    """``modal.experimental.stop_fetching_inputs`` for this container."""
+
+    def stop_fetching_inputs(self) -> None:
+        """Retire the container after the current input."""
+        import modal.experimental
+
+        modal.experimental.stop_fetching_inputs()
+
+
+class ModalQueueChannel:
+    """One partition (the request id) of a ``modal.Queue``."""
+
+    def __init__(self, queue: Any, partition: str) -> None:
+        self._queue = queue
+        self._partition = partition
+
+    def put_many(self, items: Sequence[dict[str, Any]]) -> None:
+        """``Queue.put_many`` into this request's partition."""
+        if items:
+            self._queue.put_many(list(items), partition=self._partition)

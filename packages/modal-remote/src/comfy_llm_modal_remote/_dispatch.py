@@ -1,0 +1,192 @@
+"""The local dispatcher: what the node does when ``run_on_modal`` is on.
+
+    transport ready (deploy on first use)
+    ModelStager: resolve for ``modal`` + stage on the Volume   (no GPU yet)
+    prepare inputs locally with the modal profile's limits     (frames, not videos)
+    RemoteEngine on the chosen GPU, progress relayed into the node
+      WorkerUnsafeError → once more with a fresh affinity key and the
+      retired worker's promotion state
+    result + Modal telemetry
+
+Every event goes to ``progress`` (the node's bar and live text); when it or
+``check_interrupt`` raises (ComfyUI's Cancel), the remote call is cancelled
+and the exception propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from comfy_llm_inputs import PreparedInputs
+from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ignore_progress
+from comfy_llm_residency import GenerationSettings, InferenceResult
+
+from ._transport import RemoteCall, Transport
+from ._wire import EngineRequest, StageRequest, StageResult, result_from_wire, unwrap
+from .errors import WorkerUnsafeError
+
+__all__ = ["DEFAULT_AFFINITY_KEY", "Dispatcher", "RemoteRun"]
+
+DEFAULT_AFFINITY_KEY = "default"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemoteRun:
+    """One remote request as the node hands it over.
+
+    Attributes:
+        model: ``owner/model[@revision]`` or a curated id.
+        prepare: Builds the inputs once the modal profile (its limits) is known.
+        settings: Sampling settings.
+        gpu: The node's ``modal_gpu``.
+        reserve_gb: VRAM to keep free on the worker (None: the worker's default).
+        keep_loaded: Keep the model resident on the worker.
+        prompt_id: The ComfyUI prompt id.
+    """
+
+    model: str
+    prepare: Callable[[ModelProfile], PreparedInputs]
+    settings: GenerationSettings
+    gpu: str
+    reserve_gb: float | None = None
+    keep_loaded: bool = True
+    prompt_id: str | None = None
+
+
+class Dispatcher:
+    """Runs requests on one deployed app through a transport.
+
+    Args:
+        transport: Reaches the workers.
+        affinity_key: The warm worker pool requests go to.
+        poll_seconds: Longest wait for events before checking for Cancel.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        affinity_key: str = DEFAULT_AFFINITY_KEY,
+        poll_seconds: float = 0.1,
+    ) -> None:
+        self.transport = transport
+        self.affinity_key = affinity_key
+        self.poll_seconds = poll_seconds
+
+    def run(
+        self,
+        run: RemoteRun,
+        *,
+        progress: ProgressCallback = ignore_progress,
+        check_interrupt: Callable[[], None] = lambda: None,
+    ) -> InferenceResult:
+        """Stage, prepare, generate (one retry on a retired worker); see the module docstring.
+
+        Raises:
+            Exception: The remote error with its original class and message,
+                or whatever ``progress``/``check_interrupt`` raised.
+        """
+        self.transport.ensure_ready(progress)
+        staged = StageResult.from_wire(
+            self._follow(
+                self.transport.start_stage(StageRequest(_request_id(), run.model).to_wire()),
+                progress,
+                check_interrupt,
+            )
+        )
+        profile = ModelProfile.from_dict(staged.profile)
+        inputs_wire = run.prepare(profile).to_wire()
+        check_interrupt()
+        promotion: dict[str, Any] | None = None
+        key = self.affinity_key
+        for attempt in range(2):
+            request = EngineRequest(
+                request_id=_request_id(),
+                profile=staged.profile,
+                snapshot=staged.snapshot,
+                inputs=inputs_wire,
+                settings=run.settings.to_dict(),
+                reserve_gb=run.reserve_gb,
+                keep_loaded=run.keep_loaded,
+                prompt_id=run.prompt_id,
+                promotion_state=promotion,
+            )
+            started = time.monotonic()
+            call = self.transport.start_generate(request.to_wire(), gpu=run.gpu, affinity_key=key)
+            try:
+                answer = self._follow(call, progress, check_interrupt)
+            except WorkerUnsafeError as error:
+                if attempt == 1:
+                    raise
+                promotion = dict(error.promotion_state)
+                key = f"retry-{uuid.uuid4().hex[:16]}"
+                continue
+            result = result_from_wire(answer)
+            return self._with_telemetry(result, run, staged, key, attempt, started, inputs_wire)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _follow(
+        self, call: RemoteCall, progress: ProgressCallback, check_interrupt: Callable[[], None]
+    ) -> dict[str, Any]:
+        try:
+            while True:
+                finished = call.done()
+                for item in call.events(0.0 if finished else self.poll_seconds):
+                    progress(ProgressEvent.from_dict(item))
+                check_interrupt()
+                if finished:
+                    leftover = call.events(0.0)
+                    for item in leftover:
+                        progress(ProgressEvent.from_dict(item))
+                    if not leftover:
+                        break
+        except BaseException:
+            call.cancel()
+            raise
+        return unwrap(call.outcome())
+
+    def _with_telemetry(
+        self,
+        result: InferenceResult,
+        run: RemoteRun,
+        staged: StageResult,
+        key: str,
+        retries: int,
+        started: float,
+        inputs_wire: dict[str, Any],
+    ) -> InferenceResult:
+        remote_seconds = time.monotonic() - started
+        worker_seconds = float(result.metadata.get("modal_worker_seconds") or 0.0)
+        metadata = dict(result.metadata)
+        metadata.update(
+            modal_gpu=run.gpu,
+            modal_app_name=self.transport.app_name,
+            modal_affinity_key=key,
+            modal_retry_count=retries,
+            modal_staging_downloaded=staged.downloaded,
+            modal_manifest_created=staged.manifest_created,
+            modal_stage_seconds=staged.seconds,
+            modal_remote_seconds=round(remote_seconds, 3),
+            modal_transfer_seconds=round(max(0.0, remote_seconds - worker_seconds), 3),
+            modal_request_image_bytes=_image_bytes(inputs_wire),
+            snapshot_downloaded=staged.downloaded,
+            manifest_created=staged.manifest_created,
+        )
+        if run.prompt_id:
+            metadata["prompt_id"] = run.prompt_id
+        return dataclasses.replace(result, metadata=metadata)
+
+
+def _request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _image_bytes(inputs_wire: dict[str, Any]) -> int:
+    frames = inputs_wire.get("video_frames") or []
+    return sum(len(image) for image in inputs_wire.get("images") or []) + sum(
+        len(frame["image"]) for frame in frames
+    )

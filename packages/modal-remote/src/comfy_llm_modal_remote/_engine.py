@@ -1,0 +1,202 @@
+"""The RemoteEngine's body: one warm GPU worker serving requests one at a time.
+
+Per request::
+
+    retired already?                      → WorkerUnsafeError (the dispatcher retries)
+    import carried promotion state        (a retry after auto promotion stays compiled)
+    snapshot visible under the root?  no  → Volume.reload(), look again, else
+                                            SnapshotNotVisibleError
+    residency manager for ``modal``       (CUDA probe, reserve, LRU limit, recovery
+                                           timeout, backend chosen by the profile)
+      memory recovery exhausted           → retire: stop fetching inputs, raise
+                                            WorkerUnsafeError with the exported state
+    result + the seed's gpu_* fields
+
+Cancellation arrives as Modal's ``InputCancellation`` (a ``BaseException``)
+inside the running request; the manager and backend let it through, the model
+stays resident and the lock is released for the next input.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from comfy_llm_inputs import PreparedInputs
+from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProgressCallback
+from comfy_llm_residency import (
+    BackendFactory,
+    InferenceResult,
+    InsufficientMemoryError,
+    MemoryProbe,
+    ResidentModelManager,
+)
+from comfy_llm_staging import IncompleteSnapshotError, require_completed_snapshot
+
+from ._container import ContainerControl, ProgressChannel, VolumeStore
+from ._wire import EngineRequest, EventSender, error_envelope, ok_envelope
+from .errors import SnapshotNotVisibleError, WorkerUnsafeError
+
+__all__ = ["EngineService", "create_cuda_backend"]
+
+logger = logging.getLogger("comfy_llm_modal_remote")
+_GIB = 1024**3
+
+
+def create_cuda_backend(profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback) -> Any:
+    """The worker's ``BackendFactory``: Transformers or vLLM, as the profile says."""
+    from comfy_llm_backend_cuda import create_backend
+
+    return create_backend(profile, snapshot_path, progress)
+
+
+class EngineService:
+    """The state of one GPU container: its manager, Volume view and retirement flag.
+
+    Args:
+        storage_root: Where the weight Volume is mounted.
+        volume: The weight Volume (reloaded when a snapshot is not visible yet).
+        container: Retires the container when memory does not come back.
+        backend_factory: Loads backends; the CUDA backends when None.
+        memory_probe: The manager's probe; ``torch.cuda.mem_get_info`` when None.
+        event_interval: Seconds between progress sends while generating.
+    """
+
+    def __init__(
+        self,
+        *,
+        storage_root: Path,
+        volume: VolumeStore,
+        container: ContainerControl,
+        backend_factory: BackendFactory | None = None,
+        memory_probe: MemoryProbe | None = None,
+        event_interval: float = 0.2,
+    ) -> None:
+        self.storage_root = Path(storage_root)
+        self._volume = volume
+        self._container = container
+        self.manager = ResidentModelManager(
+            ExecutionTarget.MODAL,
+            backend_factory=backend_factory or create_cuda_backend,
+            memory_probe=memory_probe,
+        )
+        self._event_interval = event_interval
+        self._carried_state: dict[str, Any] = {}
+        self.unsafe = False
+        self.reloads = 0
+
+    # -- vLLM promotion state ------------------------------------------------
+    def export_promotion_state(self) -> dict[str, Any]:
+        """The execution state a fresh worker should start from."""
+        exporter = _backend_hook("export_execution_state")
+        state = dict(self._carried_state)
+        if exporter is not None:
+            state.update(exporter())
+        return state
+
+    def import_promotion_state(self, state: Mapping[str, Any]) -> None:
+        """Adopt a retired worker's execution state (auto promotion survives)."""
+        importer = _backend_hook("import_execution_state")
+        if importer is not None:
+            importer(dict(state))
+        self._carried_state.update(state)
+
+    # -- one request ---------------------------------------------------------
+    def serve(self, request_wire: Mapping[str, Any], channel: ProgressChannel) -> dict[str, Any]:
+        """Serve one wire request; every ordinary error comes back as an envelope."""
+        try:
+            request = EngineRequest.from_wire(request_wire)
+            result = self.generate(request, channel)
+        except Exception as error:
+            logger.info("Request failed: %s: %s", type(error).__name__, error)
+            return error_envelope(error)
+        return ok_envelope(result.to_dict())
+
+    def generate(self, request: EngineRequest, channel: ProgressChannel) -> InferenceResult:
+        """Serve one request (see the module docstring for the order)."""
+        started = time.monotonic()
+        if self.unsafe:
+            raise WorkerUnsafeError(
+                "this worker was already retired after a failed memory recovery.",
+                self.export_promotion_state(),
+            )
+        if request.promotion_state:
+            self.import_promotion_state(request.promotion_state)
+        profile = ModelProfile.from_dict(request.profile)
+        path = self._visible_snapshot(profile, request.snapshot)
+        inputs = PreparedInputs.from_wire(request.inputs)
+        settings = request.generation_settings()
+        sender = EventSender(channel, interval=self._event_interval)
+        free_before = self._free_bytes()
+        try:
+            result = self.manager.run(
+                profile,
+                path,
+                inputs,
+                settings,
+                reserve_gb=request.reserve_gb,
+                keep_loaded=request.keep_loaded,
+                progress=sender,
+                prompt_id=request.prompt_id,
+            )
+        except InsufficientMemoryError as error:
+            if error.recovery_timed_out or self.manager.unsafe_for_reuse:
+                raise self._retire(str(error)) from error
+            raise
+        finally:
+            sender.flush()
+        if self.manager.unsafe_for_reuse:
+            self._retire("an unload failed after the request.")
+        metadata = dict(result.metadata)
+        total = int(metadata.get("total_memory_bytes") or 0)
+        metadata.update(
+            gpu_total_gib=total / _GIB,
+            gpu_free_before_gib=(free_before if free_before is not None else 0) / _GIB,
+            gpu_free_after_gib=int(metadata.get("available_memory_bytes") or 0) / _GIB,
+            modal_volume_reloads=self.reloads,
+            modal_worker_seconds=round(time.monotonic() - started, 3),
+        )
+        return InferenceResult(result.response, result.reasoning, metadata)
+
+    def _visible_snapshot(self, profile: ModelProfile, relative: str) -> Path:
+        path = (self.storage_root / relative).resolve()
+        if not path.is_relative_to(self.storage_root.resolve()):
+            raise SnapshotNotVisibleError(profile.repository, profile.revision, relative)
+        for attempt in range(2):
+            try:
+                return require_completed_snapshot(
+                    path, repository=profile.repository, revision=profile.revision
+                )
+            except IncompleteSnapshotError:
+                if attempt == 1:
+                    break
+                self._volume.reload()
+                self.reloads += 1
+        raise SnapshotNotVisibleError(profile.repository, profile.revision, str(self.storage_root))
+
+    def _free_bytes(self) -> int | None:
+        try:
+            return self.manager.memory_probe.snapshot().available_bytes
+        except Exception:
+            logger.exception("Reading GPU memory before the request failed")
+            return None
+
+    def _retire(self, reason: str) -> WorkerUnsafeError:
+        self.unsafe = True
+        try:
+            self._container.stop_fetching_inputs()
+        except Exception:
+            logger.exception("stop_fetching_inputs failed; the worker stays marked unsafe")
+        return WorkerUnsafeError(reason, self.export_promotion_state())
+
+
+def _backend_hook(name: str) -> Any:
+    """A promotion-state hook of the vLLM backend, when it provides one."""
+    try:
+        import comfy_llm_backend_cuda
+    except ImportError:
+        return None
+    return getattr(comfy_llm_backend_cuda, name, None)

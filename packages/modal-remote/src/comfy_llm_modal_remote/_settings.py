@@ -1,0 +1,84 @@
+"""The Modal deployment's names and paths, read from the environment at call time.
+
+The names are the seed system's, so a user moving over keeps their Volume,
+secret and app. The same values must hold on both sides: the local side
+bakes them into the image's environment when it defines the app, so the
+container reads what the dispatcher read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from comfy_llm_core import env_str
+
+__all__ = [
+    "APP_NAME_ENV",
+    "COMPILE_CACHE_MOUNT",
+    "COMPILE_CACHE_ROOT_ENV",
+    "COMPILE_CACHE_VOLUME_ENV",
+    "DEFAULT_SECRET_NAME",
+    "DEFAULT_STORAGE_ROOT",
+    "DEFAULT_VOLUME_NAME",
+    "SECRET_NAME_ENV",
+    "STORAGE_ROOT_ENV",
+    "VOLUME_NAME_ENV",
+    "ModalSettings",
+]
+
+APP_NAME_ENV = "COMFY_MODAL_APP_NAME"
+VOLUME_NAME_ENV = "COMFY_MODAL_VOLUME_NAME"
+COMPILE_CACHE_VOLUME_ENV = "COMFY_MODAL_LLM_COMPILE_CACHE_VOLUME_NAME"
+SECRET_NAME_ENV = "COMFY_MODAL_SECRET_NAME"
+STORAGE_ROOT_ENV = "COMFY_MODAL_REMOTE_STORAGE_ROOT"
+
+DEFAULT_VOLUME_NAME = "comfy-universal-storage"
+DEFAULT_SECRET_NAME = "comfy"
+DEFAULT_STORAGE_ROOT = "/storage"
+COMPILE_CACHE_ROOT_ENV = "COMFY_LLM_COMPILE_CACHE_ROOT"
+"""The vLLM backend's compile-cache root; set in the GPU image to the mount below."""
+COMPILE_CACHE_MOUNT = "/llm-compile-cache"
+"""Where the compile-cache Volume is mounted in the GPU container (the vLLM
+backend's cache root points here)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModalSettings:
+    """Names and paths of one deployment.
+
+    Attributes:
+        app_name: ``COMFY_MODAL_APP_NAME``, or None for the per-installation name.
+        volume_name: The weight Volume (``COMFY_MODAL_VOLUME_NAME``).
+        compile_cache_volume_name: ``COMFY_MODAL_LLM_COMPILE_CACHE_VOLUME_NAME``,
+            default ``<volume_name>-llm-compile-cache``.
+        secret_name: The secret collection holding HF_TOKEN (``COMFY_MODAL_SECRET_NAME``).
+        storage_root: Where the weight Volume is mounted (``COMFY_MODAL_REMOTE_STORAGE_ROOT``).
+    """
+
+    app_name: str | None
+    volume_name: str
+    compile_cache_volume_name: str
+    secret_name: str
+    storage_root: str
+
+    @classmethod
+    def from_env(cls) -> ModalSettings:
+        """Read every setting from the environment (defaults where unset)."""
+        volume = env_str(VOLUME_NAME_ENV, DEFAULT_VOLUME_NAME) or DEFAULT_VOLUME_NAME
+        return cls(
+            app_name=env_str(APP_NAME_ENV),
+            volume_name=volume,
+            compile_cache_volume_name=env_str(COMPILE_CACHE_VOLUME_ENV)
+            or f"{volume}-llm-compile-cache",
+            secret_name=env_str(SECRET_NAME_ENV, DEFAULT_SECRET_NAME) or DEFAULT_SECRET_NAME,
+            storage_root=env_str(STORAGE_ROOT_ENV, DEFAULT_STORAGE_ROOT) or DEFAULT_STORAGE_ROOT,
+        )
+
+    def container_env(self) -> dict[str, str]:
+        """The variables baked into the image so the container reads the same values."""
+        return {
+            VOLUME_NAME_ENV: self.volume_name,
+            COMPILE_CACHE_VOLUME_ENV: self.compile_cache_volume_name,
+            SECRET_NAME_ENV: self.secret_name,
+            STORAGE_ROOT_ENV: self.storage_root,
+        }

@@ -1,0 +1,213 @@
+"""How the dispatcher reaches the workers: a small interface and its Modal form.
+
+A call is *spawned* (so its ``FunctionCall`` can be cancelled) and streams
+progress through its own partition of one ``modal.Queue`` named after the
+app; generator functions cannot be spawned, hence the queue. Tests replace
+the transport with an in-process stand-in running the same worker bodies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol
+
+from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+
+from .errors import ModalUnavailableError
+
+__all__ = ["ModalTransport", "RemoteCall", "Transport", "check_modal_available"]
+
+_EVENTS_PER_READ = 256
+DEPLOY_RECORD = "comfy-llm-modal-deployed.json"
+
+
+class RemoteCall(Protocol):
+    """One spawned worker call."""
+
+    def events(self, timeout: float) -> list[dict[str, Any]]:
+        """Progress events that arrived, waiting at most ``timeout`` seconds for one."""
+        ...
+
+    def done(self) -> bool:
+        """True once the call returned (its events may still be queued)."""
+        ...
+
+    def outcome(self) -> dict[str, Any]:
+        """The worker's envelope (after :meth:`done`)."""
+        ...
+
+    def cancel(self) -> None:
+        """Cancel the remote input (the worker sees ``InputCancellation``)."""
+        ...
+
+
+class Transport(Protocol):
+    """Starts worker calls for one deployed app."""
+
+    app_name: str
+
+    def ensure_ready(self, progress: ProgressCallback) -> None:
+        """Deploy the app if this installation has not yet (or its code changed)."""
+        ...
+
+    def start_stage(self, request: dict[str, Any]) -> RemoteCall:
+        """Spawn the ModelStager."""
+        ...
+
+    def start_generate(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> RemoteCall:
+        """Spawn ``RemoteEngine(affinity=affinity_key).with_options(gpu=gpu).generate``."""
+        ...
+
+
+def check_modal_available() -> None:
+    """Refuse at once, before any input is prepared, when Modal cannot be used.
+
+    Raises:
+        ModalUnavailableError: ``modal`` is not installed, or no token is configured.
+    """
+    try:
+        from modal.config import config
+    except ImportError as error:
+        raise ModalUnavailableError("package", str(error)) from error
+    if not (config.get("token_id") and config.get("token_secret")):
+        raise ModalUnavailableError("credentials")
+
+
+def code_fingerprint() -> str:
+    """A digest of the image lock and every local source file the image carries."""
+    from ._image import _lock
+
+    digest = hashlib.sha256(json.dumps(_lock(), sort_keys=True).encode())
+    for name in sorted(_lock()["local_packages"]):
+        try:
+            root = Path(str(resources.files(name)))
+        except ModuleNotFoundError:
+            continue
+        for path in sorted(root.rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class _ModalCall:
+    def __init__(self, function_call: Any, queue: Any, partition: str) -> None:
+        self._call = function_call
+        self._queue = queue
+        self._partition = partition
+        self._outcome: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._wait, name="comfy-llm-modal-call", daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        try:
+            self._outcome = self._call.get()
+        except BaseException as error:
+            self._error = error
+
+    def events(self, timeout: float) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._queue.get_many(
+            _EVENTS_PER_READ, block=True, timeout=timeout, partition=self._partition
+        )
+        return items
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def outcome(self) -> dict[str, Any]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._outcome is not None
+        return self._outcome
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
+class ModalTransport:
+    """The real transport: deploys on demand, spawns, streams through a Queue.
+
+    Args:
+        app_name: The installation's app name.
+        record_dir: Where the last deployment's fingerprint is remembered.
+    """
+
+    def __init__(self, app_name: str, record_dir: Path) -> None:
+        self.app_name = app_name
+        self._record = Path(record_dir) / DEPLOY_RECORD
+        self._lock = threading.Lock()
+        self._ready = False
+        self._queue: Any = None
+
+    def ensure_ready(self, progress: ProgressCallback) -> None:
+        with self._lock:
+            if self._ready:
+                return
+            import modal
+
+            fingerprint = code_fingerprint()
+            if self._recorded() != fingerprint or not self._deployed():
+                progress(
+                    ProgressEvent(
+                        stage=ProgressStage.INSPECT,
+                        message=f"Deploying the Modal app {self.app_name} (first use or new code)",
+                        indeterminate=True,
+                    )
+                )
+                os.environ.setdefault("COMFY_MODAL_APP_NAME", self.app_name)
+                from . import _app
+
+                _app.app.deploy(name=self.app_name)
+                self._remember(fingerprint)
+            self._queue = modal.Queue.from_name(
+                f"{self.app_name}-progress", create_if_missing=True
+            )
+            self._ready = True
+
+    def _deployed(self) -> bool:
+        import modal
+        import modal.exception
+
+        try:
+            modal.Function.from_name(self.app_name, "model_stager").hydrate()
+        except modal.exception.NotFoundError:
+            return False
+        return True
+
+    def _recorded(self) -> str | None:
+        try:
+            data = json.loads(self._record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        value = data.get(self.app_name) if isinstance(data, dict) else None
+        return value if isinstance(value, str) else None
+
+    def _remember(self, fingerprint: str) -> None:
+        self._record.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self._record.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({self.app_name: fingerprint}), encoding="utf-8")
+        os.replace(temporary, self._record)
+
+    def _spawn(self, start: Callable[[str], Any], request: dict[str, Any]) -> RemoteCall:
+        queue_name = f"{self.app_name}-progress"
+        return _ModalCall(start(queue_name), self._queue, str(request["request_id"]))
+
+    def start_stage(self, request: dict[str, Any]) -> RemoteCall:
+        import modal
+
+        stager = modal.Function.from_name(self.app_name, "model_stager")
+        return self._spawn(lambda queue: stager.spawn(request, queue), request)
+
+    def start_generate(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> RemoteCall:
+        import modal
+
+        engine_cls = modal.Cls.from_name(self.app_name, "RemoteEngine").with_options(gpu=gpu)
+        engine = engine_cls(affinity=affinity_key)
+        return self._spawn(lambda queue: engine.generate.spawn(request, queue), request)

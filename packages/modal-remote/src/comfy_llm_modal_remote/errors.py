@@ -1,0 +1,110 @@
+"""Errors raised by the Modal side (app, stager, engine, dispatcher).
+
+Errors from the lower packages (profiles, staging, inputs, residency,
+backends) cross the wire with their own class, message and attributes; this
+module holds only what the Modal side adds. Every class pickles (the base
+does it), so a worker can send any of them to the dispatcher.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from comfy_llm_core import ComfyLLMError, ErrorAction
+
+__all__ = [
+    "ModalRemoteError",
+    "ModalUnavailableError",
+    "RemoteExecutionError",
+    "SnapshotNotVisibleError",
+    "WorkerUnsafeError",
+]
+
+INSTALL_HINT = 'pip install "comfy-llm[modal]"'
+AUTH_HINT = "modal token new"
+
+
+class ModalRemoteError(ComfyLLMError):
+    """Base class of every error raised by ``comfy_llm_modal_remote``."""
+
+
+class ModalUnavailableError(ModalRemoteError, RuntimeError):
+    """The ``modal`` package or Modal credentials are missing on this machine.
+
+    Attributes:
+        missing: ``"package"`` or ``"credentials"``.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, missing: str, detail: str = "") -> None:
+        self.missing = missing
+        if missing == "package":
+            fix = f"install it into ComfyUI's Python with `{INSTALL_HINT}`, then `{AUTH_HINT}`"
+            what = "the `modal` package is not installed"
+        else:
+            fix = f"run `{AUTH_HINT}` once (or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET)"
+            what = "no Modal credentials were found"
+        suffix = f" ({detail})" if detail else ""
+        super().__init__(
+            f"run_on_modal is on but {what}{suffix}. Fix: {fix}, then queue the prompt again; "
+            "or switch run_on_modal off to run in this ComfyUI process."
+        )
+
+
+class WorkerUnsafeError(ModalRemoteError, RuntimeError):
+    """The GPU worker could not get its memory back and retired itself.
+
+    The dispatcher recognises this class and retries once on a fresh worker.
+
+    Attributes:
+        reason: What the worker saw (the admission refusal, with numbers).
+        promotion_state: The worker's exported vLLM execution state, carried
+            into the fresh worker so it does not fall back to eager.
+    """
+
+    action = ErrorAction.RETRY
+
+    def __init__(self, reason: str, promotion_state: dict[str, Any] | None = None) -> None:
+        self.reason = reason
+        self.promotion_state = dict(promotion_state or {})
+        super().__init__(
+            "The Modal GPU worker did not recover its memory and was retired for reuse: "
+            f"{reason} The request is retried once on a fresh worker; if it fails again, "
+            "choose a larger modal_gpu or a smaller model."
+        )
+
+
+class SnapshotNotVisibleError(ModalRemoteError, RuntimeError):
+    """The staged snapshot is not on the worker's Volume even after a reload.
+
+    Attributes:
+        repository: ``owner/name``.
+        revision: The pinned commit.
+    """
+
+    action = ErrorAction.RETRY
+
+    def __init__(self, repository: str, revision: str, storage_root: str) -> None:
+        self.repository = repository
+        self.revision = revision
+        super().__init__(
+            f"The snapshot {repository}@{revision[:12]} staged by the ModelStager is not visible "
+            f"under {storage_root} on the GPU worker even after reloading the Volume. Fix: check "
+            "that COMFY_MODAL_VOLUME_NAME and COMFY_MODAL_REMOTE_STORAGE_ROOT are the same for "
+            "the stager and the engine (redeploy the app), then queue the prompt again."
+        )
+
+
+class RemoteExecutionError(ModalRemoteError, RuntimeError):
+    """A remote error whose class does not exist on this machine.
+
+    Attributes:
+        remote_class: The remote error's ``module.QualName``.
+        remote_message: Its message.
+    """
+
+    def __init__(self, remote_class: str, remote_message: str) -> None:
+        self.remote_class = remote_class
+        self.remote_message = remote_message
+        super().__init__(f"{remote_class}: {remote_message}")

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from comfy_llm_testworld import FakeHub
+from comfy_llm_testworld.checkpoints import build_checkpoint_files
+from comfy_llm_testworld.modal_standin import StandinTransport
+
+SCRIPTED = "tiny/smolvlm-scripted"
+OTHER = "tiny/smolvlm"
+
+
+@pytest.fixture
+def model_hub(hf_env: FakeHub, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
+    """The fake Hub serving the scripted SmolVLM (``modal`` runs it with Transformers)."""
+    hf_env.add_repo(SCRIPTED, build_checkpoint_files("smolvlm", scripted=True))
+    hf_env.add_repo(OTHER, build_checkpoint_files("smolvlm"))
+    return hf_env
+
+
+@pytest.fixture
+def transport(tmp_path: Path) -> StandinTransport:
+    return StandinTransport("comfy-llm-test", tmp_path / "user", root=tmp_path / "modal")

@@ -1,0 +1,169 @@
+"""The Modal app as defined offline: image pins, functions, Volumes, secret, GPUs."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def app_module() -> Any:
+    from comfy_llm_modal_remote import _app
+
+    return _app
+
+
+def _unwrap(obj: Any) -> Any:
+    from modal._utils.async_utils import synchronizer
+
+    return synchronizer._translate_in(obj)
+
+
+def _layers(image: Any) -> tuple[list[str], list[str]]:
+    """Every Dockerfile command and every mounted module of the image definition."""
+    commands: list[str] = []
+    modules: list[str] = []
+    pending = [_unwrap(image)]
+    while pending:
+        layer = pending.pop()
+        nonlocals = inspect.getclosurevars(layer._load).nonlocals
+        build = nonlocals.get("dockerfile_function")
+        if build is not None:
+            commands.extend(build("2025.06").commands)
+        mount = nonlocals.get("mount")
+        if mount is not None:
+            modules.extend(re.findall(r"module_name='([\w.]+)'", repr(mount)))
+        pending.extend((nonlocals.get("base_images") or {}).values())
+        if nonlocals.get("base_image") is not None:
+            pending.append(nonlocals["base_image"])
+    return commands, modules
+
+
+def test_image_pins_every_package_python_and_uv_and_holds_nothing_mlx(app_module: Any) -> None:
+    commands, modules = _layers(app_module.image)
+    (install,) = [c for c in commands if "/.uv/uv pip install" in c]
+    packages = install.split("--compile-bytecode", 1)[1].split()
+    assert len(packages) > 100
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+==[A-Za-z0-9.+!_-]+", p) for p in packages), packages
+    names = {p.split("==")[0].lower() for p in packages}
+    assert {"torch", "transformers", "vllm", "huggingface-hub", "hf-xet"} <= names
+    assert "COPY --from=ghcr.io/astral-sh/uv:0.13.9 /uv /.uv/uv" in commands
+    assert any(c.startswith("FROM python:3.11.") for c in commands)
+    assert not [c for c in commands if "mlx" in c.lower()]
+    assert not {n for n in names if "mlx" in n}
+    # The workspace's own code goes in as local sources; the Apple backend does not.
+    assert {"comfy_llm_backend_cuda", "comfy_llm_modal_remote", "comfy_llm_staging"} <= set(
+        modules
+    )
+    assert "comfy_llm_backend_mlx" not in modules and "comfy_llm" not in modules
+    assert "ENV COMFY_MODAL_REMOTE_STORAGE_ROOT=/storage" in commands
+
+
+def test_image_lock_matches_uv_lock() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "modal_image_lock.py"), "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lock = json.loads(
+        (ROOT / "packages/modal-remote/src/comfy_llm_modal_remote/image_lock.json").read_text()
+    )
+    assert lock["uv_version"] == "0.13.9" and lock["python_version"] == "3.11"
+
+
+def test_stager_is_cpu_only_with_the_weight_volume_and_the_secret(app_module: Any) -> None:
+    info = app_module.model_stager.info()
+    assert info.gpus == []
+    assert {path: mount.name for path, mount in info.volumes.items()} == {
+        "/storage": "comfy-universal-storage"
+    }
+    assert info.secrets == ["modal.Secret.from_name('comfy')"]
+
+
+def test_engine_has_the_gpu_both_volumes_and_no_secret(app_module: Any) -> None:
+    info = app_module.RemoteEngine._get_class_service_function().info()
+    assert info.gpus == [("L40S", 1)]
+    assert {path: mount.name for path, mount in info.volumes.items()} == {
+        "/storage": "comfy-universal-storage",
+        "/llm-compile-cache": "comfy-universal-storage-llm-compile-cache",
+    }
+    # HF_TOKEN reaches the stager only: the GPU worker never downloads.
+    assert info.secrets == []
+    assert info.method_names == ["generate"]
+    assert info.concurrency_info is None  # a cancel stops the input, not the container
+
+
+@pytest.mark.parametrize("gpu", ["L4", "H100", "B200", "RTX-PRO-6000"])
+def test_gpu_variants_come_from_with_options(app_module: Any, gpu: str) -> None:
+    variant = _unwrap(app_module.RemoteEngine.with_options(gpu=gpu))
+    assert variant._options.resources.gpu_config.gpu_type == gpu
+
+
+def test_settings_defaults_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    from comfy_llm_modal_remote import ModalSettings
+
+    defaults = ModalSettings.from_env()
+    assert (defaults.volume_name, defaults.secret_name, defaults.storage_root) == (
+        "comfy-universal-storage",
+        "comfy",
+        "/storage",
+    )
+    assert defaults.compile_cache_volume_name == "comfy-universal-storage-llm-compile-cache"
+    monkeypatch.setenv("COMFY_MODAL_VOLUME_NAME", "weights")
+    assert ModalSettings.from_env().compile_cache_volume_name == "weights-llm-compile-cache"
+    monkeypatch.setenv("COMFY_MODAL_LLM_COMPILE_CACHE_VOLUME_NAME", "jit")
+    monkeypatch.setenv("COMFY_MODAL_SECRET_NAME", "hf")
+    monkeypatch.setenv("COMFY_MODAL_REMOTE_STORAGE_ROOT", "/models")
+    changed = ModalSettings.from_env()
+    assert (changed.compile_cache_volume_name, changed.secret_name, changed.storage_root) == (
+        "jit",
+        "hf",
+        "/models",
+    )
+    from comfy_llm_modal_remote import image_spec
+
+    assert ("COMFY_MODAL_REMOTE_STORAGE_ROOT", "/models") in image_spec(changed).env
+
+
+def test_app_name_is_per_installation_and_persisted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from comfy_llm_modal_remote import app_name, installation_id
+
+    monkeypatch.delenv("COMFY_MODAL_APP_NAME", raising=False)
+    first = app_name(tmp_path / "a")
+    assert re.fullmatch(r"comfy-llm-[0-9a-f]{16}", first)
+    assert app_name(tmp_path / "a") == first
+    assert installation_id(tmp_path / "a") == first.removeprefix("comfy-llm-")
+    assert app_name(tmp_path / "b") != first
+    monkeypatch.setenv("COMFY_MODAL_APP_NAME", "my-llm")
+    assert app_name(tmp_path / "a") == "my-llm"
+
+
+def test_missing_credentials_are_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from comfy_llm_modal_remote import ModalUnavailableError, check_modal_available
+
+    monkeypatch.delenv("MODAL_TOKEN_ID", raising=False)
+    monkeypatch.delenv("MODAL_TOKEN_SECRET", raising=False)
+    monkeypatch.setenv("MODAL_CONFIG_PATH", "/nonexistent/.modal.toml")
+    with pytest.raises(ModalUnavailableError, match=r"modal token new") as raised:
+        check_modal_available()
+    assert 'comfy-llm[modal]' not in str(raised.value) or raised.value.missing == "package"
+    assert raised.value.missing == "credentials"
+
+
+def test_importing_the_package_imports_neither_modal_nor_torch() -> None:
+    code = "import sys, comfy_llm_modal_remote; print('modal' in sys.modules, 'torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]

@@ -1,0 +1,182 @@
+"""The RemoteEngine body with the tiny checkpoints through Transformers on the CPU.
+
+Requests, events, answers and errors go through the stand-in transport, so each
+crosses ``pickle`` once, as on Modal.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from comfy_llm_inputs import PreparedInputs
+from comfy_llm_modal_remote import (
+    EngineRequest,
+    StageRequest,
+    StageResult,
+    WorkerUnsafeError,
+)
+from comfy_llm_modal_remote._wire import unwrap
+from comfy_llm_profiles import ModelProfile, ProgressStage
+from comfy_llm_residency import GenerationSettings
+from comfy_llm_testworld import FakeHub
+from comfy_llm_testworld.modal_standin import GIB, FixedMemoryProbe, StandinTransport
+from PIL import Image
+
+from .conftest import OTHER, SCRIPTED
+
+pytestmark = pytest.mark.slow
+TIMING_KEYS = {
+    "generation_seconds",
+    "time_to_first_token_seconds",
+    "tokens_per_second",
+    "load_seconds",
+    "modal_worker_seconds",
+    "memory_wait_seconds",
+}
+
+
+def stage(transport: StandinTransport, reference: str = SCRIPTED) -> StageResult:
+    call = transport.start_stage(StageRequest("s-" + reference, reference).to_wire())
+    call.join()
+    return StageResult.from_wire(unwrap(call.outcome()))
+
+
+def engine_request(staged: StageResult, **changes: Any) -> dict[str, Any]:
+    inputs = PreparedInputs("What is this?", images=(Image.new("RGB", (24, 16), "red"),))
+    request = EngineRequest(
+        request_id=changes.pop("request_id", "g1"),
+        profile=staged.profile,
+        snapshot=staged.snapshot,
+        inputs=inputs.to_wire(),
+        settings=GenerationSettings(temperature=0.0, max_new_tokens=16).to_dict(),
+        reserve_gb=changes.pop("reserve_gb", 0.0),
+        prompt_id="prompt-1",
+        **changes,
+    )
+    return request.to_wire()
+
+
+def drain(call: Any) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    while not call.done():
+        events.extend(call.events(0.05))
+    events.extend(call.events(0.0))
+    return events
+
+
+def test_events_in_order_and_the_same_answer_as_the_manager_in_process(
+    model_hub: FakeHub, transport: StandinTransport
+) -> None:
+    container = transport.container("default")  # warm before the stager commits
+    staged = stage(transport)
+    assert container.volume.reloads == 0
+    call = transport.start_generate(engine_request(staged), gpu="L4", affinity_key="default")
+    events = drain(call)
+    answer = unwrap(call.outcome())
+    # The engine saw the freshly staged snapshot only after reloading its Volume view.
+    assert container.volume.reloads == 1
+    stages = [event["stage"] for event in events]
+    order = [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s]
+    assert order == ["admission", "load", "generate", "done"]
+    generated = [e for e in events if e["stage"] == "generate"]
+    assert [e["value"] for e in generated] == sorted(e["value"] for e in generated)
+    assert answer["response"].endswith("answer")  # SmolVLM has no reasoning parser
+    metadata = answer["metadata"]
+    assert metadata["execution_target"] == "modal"
+    assert metadata["gpu_total_gib"] == 80.0
+    assert metadata["gpu_free_before_gib"] == 80.0
+
+    # The same request served by the same manager in-process, without the wire.
+    service = container.service
+    service.manager.unload_all()
+    direct = service.manager.run(
+        ModelProfile.from_dict(staged.profile),
+        container.volume.view / staged.snapshot,
+        PreparedInputs("What is this?", images=(Image.new("RGB", (24, 16), "red"),)),
+        GenerationSettings(temperature=0.0, max_new_tokens=16),
+        reserve_gb=0.0,
+        prompt_id="prompt-1",
+    )
+    assert (direct.response, direct.reasoning) == (answer["response"], answer["reasoning"])
+    local = {k: v for k, v in direct.metadata.items() if k not in TIMING_KEYS}
+    remote = {k: v for k, v in metadata.items() if k in local and k not in TIMING_KEYS}
+    assert remote == {k: v for k, v in local.items() if k != "requests_served"}
+
+
+def test_cancel_mid_generation_keeps_the_worker_serving(
+    model_hub: FakeHub, transport: StandinTransport
+) -> None:
+    from modal.exception import InputCancellation
+
+    staged = stage(transport)
+    settings = GenerationSettings(temperature=0.7, seed=1, max_new_tokens=4000).to_dict()
+    slow = engine_request(staged, request_id="long")
+    slow["settings"] = settings
+    call = transport.start_generate(slow, gpu="L4", affinity_key="default")
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 120
+    while not any(e["stage"] == "generate" for e in seen) and time.monotonic() < deadline:
+        seen.extend(call.events(0.05))
+    call.cancel()
+    with pytest.raises(InputCancellation):
+        call.outcome()
+    service = transport.container("default").service
+    assert len(service.manager.state().resident_profiles) == 1
+    assert not service.manager.state().busy
+    # The next input on the same container runs at once, warm.
+    again = transport.start_generate(engine_request(staged, request_id="next"), gpu="L4",
+                                     affinity_key="default")
+    answer = unwrap(again.outcome())
+    assert answer["metadata"]["cache_status"] == "warm"
+
+
+def test_exhausted_memory_recovery_retires_the_worker(
+    model_hub: FakeHub, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", "1")
+    monkeypatch.setenv("COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS", "0.1")
+    transport = StandinTransport(
+        "comfy-llm-test",
+        tmp_path / "user",
+        root=tmp_path / "modal",
+        probe_for=lambda key: FixedMemoryProbe(total_bytes=8 * GIB, available_bytes=4 * GIB),
+    )
+    first, other = stage(transport), stage(transport, OTHER)
+    warm = transport.start_generate(engine_request(first), gpu="L4", affinity_key="default")
+    unwrap(warm.outcome())
+    container = transport.container("default")
+    container.service.import_promotion_state({"vllm_execution_mode": "throughput"})
+    # A second model evicts the first; the memory does not come back.
+    call = transport.start_generate(
+        engine_request(other, request_id="big", reserve_gb=3.0), gpu="L4", affinity_key="default"
+    )
+    with pytest.raises(WorkerUnsafeError) as raised:
+        unwrap(call.outcome())
+    assert raised.value.promotion_state == {"vllm_execution_mode": "throughput"}
+    assert "did not recover its memory" in str(raised.value)
+    assert container.stopped and container.service.unsafe
+    # A retired worker refuses whatever still reaches it, the same way.
+    late = container.service.serve(engine_request(first, request_id="late"), _Sink())
+    with pytest.raises(WorkerUnsafeError):
+        unwrap(late)
+
+
+class _Sink:
+    def put_many(self, items: Any) -> None:
+        del items
+
+
+def test_a_snapshot_missing_from_the_volume_is_a_clear_error(
+    model_hub: FakeHub, transport: StandinTransport
+) -> None:
+    from comfy_llm_modal_remote import SnapshotNotVisibleError
+
+    staged = stage(transport)
+    request = engine_request(staged)
+    request["snapshot"] = staged.snapshot.replace(staged.profile["revision"], "0" * 40)
+    call = transport.start_generate(request, gpu="L4", affinity_key="default")
+    with pytest.raises(SnapshotNotVisibleError, match="COMFY_MODAL_VOLUME_NAME"):
+        unwrap(call.outcome())
+    assert transport.container("default").volume.reloads == 1

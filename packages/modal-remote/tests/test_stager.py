@@ -1,0 +1,56 @@
+"""The ModelStager body against the fake Hub, a directory standing in for the Volume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from comfy_llm_modal_remote import StageRequest, stage_model
+from comfy_llm_profiles import ProgressEvent, ProgressStage
+from comfy_llm_testworld import FakeHub
+from comfy_llm_testworld.modal_standin import DirectoryVolume
+
+from .conftest import SCRIPTED
+
+
+def test_commits_only_when_something_changed_and_restages_nothing(
+    model_hub: FakeHub, tmp_path: Path
+) -> None:
+    volume = DirectoryVolume(tmp_path / "store", tmp_path / "stager")
+    events: list[ProgressEvent] = []
+    first = stage_model(
+        StageRequest("r1", SCRIPTED), storage_root=volume.view, volume=volume, progress=events.append
+    )
+    assert first.downloaded and first.manifest_created and first.committed
+    assert volume.commits == 1
+    assert first.bytes_downloaded > 0
+    assert first.profile["execution_target"] == "modal"
+    assert first.profile["backend"] == "transformers"
+    # What was committed is on the shared store, at the path the engine will be told.
+    assert (volume.store / first.snapshot / "config.json").is_file()
+    assert ProgressStage.DOWNLOAD in {event.stage for event in events}
+
+    model_hub.clear_requests()
+    second = stage_model(
+        StageRequest("r2", SCRIPTED), storage_root=volume.view, volume=volume, progress=events.append
+    )
+    assert not second.downloaded and not second.manifest_created and not second.committed
+    assert volume.commits == 1
+    assert second.snapshot == first.snapshot
+    # Resolution reads config.json again (metadata); no weight is fetched twice.
+    assert [f for f in model_hub.file_requests() if f.endswith(".safetensors")] == []
+
+
+def test_a_new_manifest_alone_is_committed(model_hub: FakeHub, tmp_path: Path) -> None:
+    volume = DirectoryVolume(tmp_path / "store", tmp_path / "stager")
+    first = stage_model(
+        StageRequest("r1", SCRIPTED), storage_root=volume.view, volume=volume, progress=print
+    )
+    # The weights stay; the manifest is gone (e.g. written by an older app version).
+    manifest = volume.view / "profiles" / f"{first.profile['profile_id']}.json"
+    assert manifest.is_file()
+    manifest.unlink()
+    again = stage_model(
+        StageRequest("r2", SCRIPTED), storage_root=volume.view, volume=volume, progress=print
+    )
+    assert (again.downloaded, again.manifest_created, again.committed) == (False, True, True)
+    assert volume.commits == 2

@@ -1,0 +1,236 @@
+"""An in-process stand-in for Modal: the real worker bodies, a fake platform.
+
+Tests never set Modal credentials, so nothing here talks to Modal. What is
+replaced is only the platform: containers are threads, each with its own
+view of a shared Volume (a directory copied on commit/reload, so a snapshot
+is invisible to an engine until it reloads), progress channels and answers
+go through ``pickle`` exactly once each way (so every request, event,
+result and error really crosses a serialization boundary), and cancelling a
+call raises Modal's own ``InputCancellation`` inside the worker at its next
+progress send, as a cancelled Modal input does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import queue
+import shutil
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DirectoryVolume",
+    "FixedMemoryProbe",
+    "StandinContainer",
+    "StandinTransport",
+]
+
+GIB = 1024**3
+
+
+class DirectoryVolume:
+    """One container's view of a shared Volume; ``store`` holds what was committed."""
+
+    def __init__(self, store: Path, view: Path) -> None:
+        self.store = Path(store)
+        self.view = Path(view)
+        self.store.mkdir(parents=True, exist_ok=True)
+        self.view.mkdir(parents=True, exist_ok=True)
+        self.commits = 0
+        self.reloads = 0
+        self._copy(self.store, self.view)  # what a fresh container mounts
+
+    @staticmethod
+    def _copy(source: Path, dest: Path) -> None:
+        shutil.copytree(source, dest, dirs_exist_ok=True, symlinks=True)
+
+    def commit(self) -> None:
+        self.commits += 1
+        self._copy(self.view, self.store)
+
+    def reload(self) -> None:
+        self.reloads += 1
+        self._copy(self.store, self.view)
+
+
+@dataclasses.dataclass
+class FixedMemoryProbe:
+    """A GPU-like device reading that never changes.
+
+    A small ``available_bytes`` models memory that does not come back after
+    an eviction (the unsafe-worker path).
+    """
+
+    total_bytes: int = 80 * GIB
+    available_bytes: int = 80 * GIB
+    device: str = "cuda:0"
+
+    def snapshot(self) -> Any:
+        from comfy_llm_residency import MemorySnapshot
+
+        return MemorySnapshot(self.available_bytes, self.total_bytes, self.device)
+
+    def clear_cache(self) -> None:
+        return None
+
+
+class _Cancelled:
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+
+class _Channel:
+    def __init__(self, cancelled: _Cancelled) -> None:
+        self.items: queue.Queue[bytes] = queue.Queue()
+        self._cancelled = cancelled
+
+    def put_many(self, items: Sequence[dict[str, Any]]) -> None:
+        if self._cancelled.event.is_set():
+            from modal.exception import InputCancellation
+
+            raise InputCancellation("input cancelled by the dispatcher")
+        self.items.put(pickle.dumps(list(items)))
+
+
+class _Call:
+    def __init__(self, body: Any, request: dict[str, Any]) -> None:
+        self._cancelled = _Cancelled()
+        self.channel = _Channel(self._cancelled)
+        self._wire = pickle.dumps(request)
+        self._answer: bytes | None = None
+        self.raised: BaseException | None = None
+        self._body = body
+        self._thread = threading.Thread(target=self._run, name="standin-container", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._answer = pickle.dumps(self._body(pickle.loads(self._wire), self.channel))
+        except BaseException as error:
+            self.raised = error
+
+    def events(self, timeout: float) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        try:
+            first = (
+                self.channel.items.get(timeout=timeout)
+                if timeout > 0
+                else self.channel.items.get_nowait()
+            )
+        except queue.Empty:
+            return out
+        out.extend(pickle.loads(first))
+        while True:
+            try:
+                out.extend(pickle.loads(self.channel.items.get_nowait()))
+            except queue.Empty:
+                return out
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def outcome(self) -> dict[str, Any]:
+        self._thread.join()
+        if self.raised is not None:
+            raise self.raised
+        assert self._answer is not None
+        answer: dict[str, Any] = pickle.loads(self._answer)
+        return answer
+
+    def cancel(self) -> None:
+        self._cancelled.event.set()
+
+    def join(self, timeout: float = 60.0) -> None:
+        self._thread.join(timeout)
+
+
+@dataclasses.dataclass
+class StandinContainer:
+    """One GPU container: its Volume view, engine service and retirement."""
+
+    volume: DirectoryVolume
+    service: Any
+    stopped: bool = False
+
+    def stop_fetching_inputs(self) -> None:
+        self.stopped = True
+
+
+class StandinTransport:
+    """A ``Transport`` whose workers are threads in this process.
+
+    Args:
+        app_name: The app name the dispatcher reports.
+        directory: The installation directory (unused; the signature of a factory).
+        root: Where the shared Volume and the containers' views live.
+        probe_for: ``affinity key -> MemoryProbe`` for each new GPU container.
+        event_interval: The workers' progress send interval (0: every event).
+    """
+
+    def __init__(
+        self,
+        app_name: str,
+        directory: Path,
+        *,
+        root: Path,
+        probe_for: Any = None,
+        event_interval: float = 0.0,
+    ) -> None:
+        self.app_name = app_name
+        self.directory = directory
+        self.root = Path(root)
+        self.store = self.root / "volume"
+        self._probe_for = probe_for or (lambda key: FixedMemoryProbe())
+        self._event_interval = event_interval
+        self.stager_volume = DirectoryVolume(self.store, self.root / "stager")
+        self.containers: dict[str, StandinContainer] = {}
+        self.calls: list[tuple[str, dict[str, Any], _Call]] = []
+        self.deploys = 0
+        self._started = 0
+
+    def ensure_ready(self, progress: Any) -> None:
+        self.deploys += 1
+
+    def start_stage(self, request: dict[str, Any]) -> _Call:
+        from comfy_llm_modal_remote import serve_stage
+
+        def body(wire: dict[str, Any], channel: _Channel) -> dict[str, Any]:
+            return serve_stage(
+                wire,
+                channel,
+                storage_root=self.stager_volume.view,
+                volume=self.stager_volume,
+                event_interval=self._event_interval,
+            )
+
+        call = _Call(body, request)
+        self.calls.append(("stage", {"request": request}, call))
+        return call
+
+    def container(self, affinity_key: str) -> StandinContainer:
+        from comfy_llm_modal_remote import EngineService
+
+        existing = self.containers.get(affinity_key)
+        if existing is not None and not existing.stopped:
+            return existing
+        index = self._started = self._started + 1
+        volume = DirectoryVolume(self.store, self.root / f"engine-{index}")
+        holder = StandinContainer(volume=volume, service=None)
+        holder.service = EngineService(
+            storage_root=volume.view,
+            volume=volume,
+            container=holder,
+            memory_probe=self._probe_for(affinity_key),
+            event_interval=self._event_interval,
+        )
+        self.containers[affinity_key] = holder
+        return holder
+
+    def start_generate(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> _Call:
+        holder = self.container(affinity_key)
+        call = _Call(holder.service.serve, request)
+        self.calls.append(("generate", {"gpu": gpu, "affinity_key": affinity_key}, call))
+        return call
