@@ -96,6 +96,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
+    """Write the lock file, or with ``--check`` report whether it is stale."""
     text = render()
     if "--check" in argv:
         current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""

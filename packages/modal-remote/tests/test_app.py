@@ -61,9 +61,7 @@ def test_image_pins_every_package_python_and_uv_and_holds_nothing_mlx(app_module
     assert not [c for c in commands if "mlx" in c.lower()]
     assert not {n for n in names if "mlx" in n}
     # The workspace's own code goes in as local sources; the Apple backend does not.
-    assert {"comfy_llm_backend_cuda", "comfy_llm_modal_remote", "comfy_llm_staging"} <= set(
-        modules
-    )
+    assert {"comfy_llm_backend_cuda", "comfy_llm_modal_remote", "comfy_llm_staging"} <= set(modules)
     assert "comfy_llm_backend_mlx" not in modules and "comfy_llm" not in modules
     assert "ENV COMFY_MODAL_REMOTE_STORAGE_ROOT=/storage" in commands
 
@@ -159,11 +157,13 @@ def test_missing_credentials_are_one_clear_error(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("MODAL_CONFIG_PATH", "/nonexistent/.modal.toml")
     with pytest.raises(ModalUnavailableError, match=r"modal token new") as raised:
         check_modal_available()
-    assert 'comfy-llm[modal]' not in str(raised.value) or raised.value.missing == "package"
+    assert "comfy-llm[modal]" not in str(raised.value) or raised.value.missing == "package"
     assert raised.value.missing == "credentials"
 
 
 def test_importing_the_package_imports_neither_modal_nor_torch() -> None:
-    code = "import sys, comfy_llm_modal_remote; print('modal' in sys.modules, 'torch' in sys.modules)"
+    code = (
+        "import sys, comfy_llm_modal_remote; print('modal' in sys.modules, 'torch' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]

@@ -18,7 +18,7 @@ from comfy_llm_modal_remote import (
     WorkerUnsafeError,
 )
 from comfy_llm_modal_remote._wire import unwrap
-from comfy_llm_profiles import ModelProfile, ProgressStage
+from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_standin import GIB, FixedMemoryProbe, StandinTransport
@@ -126,8 +126,9 @@ def test_cancel_mid_generation_keeps_the_worker_serving(
     assert len(service.manager.state().resident_profiles) == 1
     assert not service.manager.state().busy
     # The next input on the same container runs at once, warm.
-    again = transport.start_generate(engine_request(staged, request_id="next"), gpu="L4",
-                                     affinity_key="default")
+    again = transport.start_generate(
+        engine_request(staged, request_id="next"), gpu="L4", affinity_key="default"
+    )
     answer = unwrap(again.outcome())
     assert answer["metadata"]["cache_status"] == "warm"
 

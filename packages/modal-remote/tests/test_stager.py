@@ -18,7 +18,10 @@ def test_commits_only_when_something_changed_and_restages_nothing(
     volume = DirectoryVolume(tmp_path / "store", tmp_path / "stager")
     events: list[ProgressEvent] = []
     first = stage_model(
-        StageRequest("r1", SCRIPTED), storage_root=volume.view, volume=volume, progress=events.append
+        StageRequest("r1", SCRIPTED),
+        storage_root=volume.view,
+        volume=volume,
+        progress=events.append,
     )
     assert first.downloaded and first.manifest_created and first.committed
     assert volume.commits == 1
@@ -31,7 +34,10 @@ def test_commits_only_when_something_changed_and_restages_nothing(
 
     model_hub.clear_requests()
     second = stage_model(
-        StageRequest("r2", SCRIPTED), storage_root=volume.view, volume=volume, progress=events.append
+        StageRequest("r2", SCRIPTED),
+        storage_root=volume.view,
+        volume=volume,
+        progress=events.append,
     )
     assert not second.downloaded and not second.manifest_created and not second.committed
     assert volume.commits == 1

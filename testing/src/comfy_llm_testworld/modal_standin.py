@@ -48,10 +48,12 @@ class DirectoryVolume:
         shutil.copytree(source, dest, dirs_exist_ok=True, symlinks=True)
 
     def commit(self) -> None:
+        """Publish this view to the store (Volume.commit)."""
         self.commits += 1
         self._copy(self.view, self.store)
 
     def reload(self) -> None:
+        """Refresh this view from the store (Volume.reload)."""
         self.reloads += 1
         self._copy(self.store, self.view)
 
@@ -69,11 +71,13 @@ class FixedMemoryProbe:
     device: str = "cuda:0"
 
     def snapshot(self) -> Any:
+        """The fixed reading."""
         from comfy_llm_residency import MemorySnapshot
 
         return MemorySnapshot(self.available_bytes, self.total_bytes, self.device)
 
     def clear_cache(self) -> None:
+        """Nothing to clear."""
         return None
 
 
@@ -156,6 +160,7 @@ class StandinContainer:
     stopped: bool = False
 
     def stop_fetching_inputs(self) -> None:
+        """Retire this container (the next call on its key starts a new one)."""
         self.stopped = True
 
 
@@ -192,9 +197,11 @@ class StandinTransport:
         self._started = 0
 
     def ensure_ready(self, progress: Any) -> None:
+        """Count a deploy; nothing to deploy."""
         self.deploys += 1
 
     def start_stage(self, request: dict[str, Any]) -> _Call:
+        """Run the real stager body in a worker thread."""
         from comfy_llm_modal_remote import serve_stage
 
         def body(wire: dict[str, Any], channel: _Channel) -> dict[str, Any]:
@@ -211,6 +218,7 @@ class StandinTransport:
         return call
 
     def container(self, affinity_key: str) -> StandinContainer:
+        """The live container of ``affinity_key`` (a new one after retirement)."""
         from comfy_llm_modal_remote import EngineService
 
         existing = self.containers.get(affinity_key)
@@ -230,6 +238,7 @@ class StandinTransport:
         return holder
 
     def start_generate(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> _Call:
+        """Run the real engine body in the key's container, in a worker thread."""
         holder = self.container(affinity_key)
         call = _Call(holder.service.serve, request)
         self.calls.append(("generate", {"gpu": gpu, "affinity_key": affinity_key}, call))

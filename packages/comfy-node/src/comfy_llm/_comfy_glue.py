@@ -161,6 +161,10 @@ class ComfyGlue:
         del token_id, text
         self._mm.throw_exception_if_processing_interrupted()
 
+    def check_interrupt(self) -> None:
+        """Raise ComfyUI's interrupt exception once Cancel was pressed."""
+        self._mm.throw_exception_if_processing_interrupted()
+
     def free_memory(self, needed_bytes: int) -> None:
         """Ask ComfyUI to unload idle models until ``needed_bytes`` are free."""
         from comfy_llm._host_memory import resident_entries

@@ -40,7 +40,7 @@ def run_node(
     keep_model_loaded: bool = True,
     local_reserve_free_memory_gb: float = defaults.RESERVE_GB["local_apple"],
     run_on_modal: bool = False,
-    modal_gpu: str | None = None,
+    modal_gpu: str = "L40S",
     response_schema: str = "",
 ) -> tuple[str, str, str]:
     """Run the node once; returns (response, metadata_json, reasoning).
@@ -49,7 +49,6 @@ def run_node(
         Exception: Whatever the pipeline raises, ComfyUI's
             ``InterruptProcessingException`` included, unchanged.
     """
-    del modal_gpu  # used by the Modal dispatcher (a later version)
     root = storage_root()
     register_model_folder(root)
     settings = GenerationSettings(
@@ -63,7 +62,7 @@ def run_node(
     from comfy_llm._targets import detect_target
 
     target = detect_target()
-    local_apple_or_cpu = target.value in {"local_apple", "local_cpu"}
+    local_apple_or_cpu = not run_on_modal and target.value in {"local_apple", "local_cpu"}
     reserve = local_reserve_free_memory_gb if local_apple_or_cpu else reserve_free_vram_gb
     glue = ComfyGlue(node_id, reasoning_enabled=enable_reasoning)
     request = LLMRequest(
@@ -77,6 +76,7 @@ def run_node(
         settings=settings,
         target=target.value,
         run_on_modal=run_on_modal,
+        modal_gpu=modal_gpu,
         storage_root=root,
         reserve_gb=reserve,
         keep_loaded=keep_model_loaded,
@@ -90,6 +90,7 @@ def run_node(
         prompt_id=executing_prompt_id(),
         host_listener=host_bridge(target),
         on_profile=glue.use_profile,
+        check_interrupt=glue.check_interrupt,
     )
     glue.finish(result.response, result.reasoning)
     return result.response, metadata_json(dict(result.metadata)), result.reasoning

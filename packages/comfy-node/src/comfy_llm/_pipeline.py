@@ -63,6 +63,7 @@ class LLMRequest:
         settings: Generation settings.
         target: Explicit execution target name, else detected.
         run_on_modal: The node's Modal toggle.
+        modal_gpu: The Modal GPU type the RemoteEngine runs on.
         storage_root: Explicit storage root, else the default.
         reserve_gb: Memory to keep free beyond the model (None: the default).
         keep_loaded: Keep the model resident after the request.
@@ -78,6 +79,7 @@ class LLMRequest:
     settings: GenerationSettings = dataclasses.field(default_factory=GenerationSettings)
     target: str | None = None
     run_on_modal: bool = False
+    modal_gpu: str = "L40S"
     storage_root: str | Path | None = None
     reserve_gb: float | None = None
     keep_loaded: bool = True
@@ -205,6 +207,7 @@ def run_request(
     prompt_id: str | None = None,
     host_listener: HostListener | None = None,
     on_profile: Callable[[Any], None] | None = None,
+    check_interrupt: Callable[[], None] | None = None,
 ) -> InferenceResult:
     """Serve one request and return response, reasoning and metadata.
 
@@ -214,28 +217,38 @@ def run_request(
         on_token: Called per generated token (may raise to cancel).
         free_host_memory: Asks the host (ComfyUI) to free this many bytes.
         comfy_models: Names of the host's loaded models, for telemetry.
-        prompt_id: The host's prompt id, for telemetry.
+        prompt_id: The host's prompt id, for telemetry (and the Modal worker's
+            execution-mode controller).
+        check_interrupt: Raises when the host cancelled (polled while a Modal
+            call runs).
         host_listener: Mirrors the residents into the host's model manager
             (ComfyUI's), so the host can unload them; first request only.
         on_profile: Called with the resolved ``ModelProfile`` before inputs are
             prepared (the node labels its live text by the reasoning parser).
 
     Raises:
-        TargetUnavailableError: ``run_on_modal`` is set (not in this version).
+        TargetUnavailableError: ``run_on_modal`` is set and the Modal extra is
+            not installed (ModalUnavailableError: no credentials).
         ProfileError: The model reference or repository was refused.
         StagingError: The snapshot could not be downloaded or verified.
         InputError: An input was refused.
         ResidencyError: The model does not fit, or targets mismatch.
     """
     if request.run_on_modal:
-        raise TargetUnavailableError(
-            ExecutionTarget.MODAL.value,
-            "the Modal worker is not part of this version; switch run_on_modal off to run locally",
+        from comfy_llm._remote import run_on_modal
+
+        result = run_on_modal(
+            request,
+            prepare=lambda profile: _prepare(request, profile, progress),
+            progress=progress,
+            check_interrupt=check_interrupt,
+            prompt_id=prompt_id,
         )
+        return _with_host_facts(result, comfy_models, prompt_id)
     target = detect_target(request.target)
     if target is ExecutionTarget.MODAL:
         raise TargetUnavailableError(
-            target.value, "Modal execution is not part of this version; use a local target"
+            target.value, "the modal target runs through the node's run_on_modal toggle"
         )
     root = storage_root(request.storage_root)
     resolved, snapshot = resolve_and_stage(request.model, target, root, progress)
@@ -261,11 +274,17 @@ def run_request(
         prompt_id=prompt_id,
     )
     metadata = dict(result.metadata)
-    metadata.update(
-        snapshot_downloaded=snapshot.downloaded,
-        manifest_created=resolved.created,
-        comfyui_managed_models=list(comfy_models()) if comfy_models else [],
-    )
+    metadata.update(snapshot_downloaded=snapshot.downloaded, manifest_created=resolved.created)
+    return _with_host_facts(dataclasses.replace(result, metadata=metadata), comfy_models, prompt_id)
+
+
+def _with_host_facts(
+    result: InferenceResult,
+    comfy_models: Callable[[], Sequence[str]] | None,
+    prompt_id: str | None,
+) -> InferenceResult:
+    metadata = dict(result.metadata)
+    metadata["comfyui_managed_models"] = list(comfy_models()) if comfy_models else []
     if prompt_id:
         metadata["prompt_id"] = prompt_id
     return dataclasses.replace(result, metadata=metadata)

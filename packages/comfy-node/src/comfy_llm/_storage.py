@@ -12,7 +12,13 @@ from pathlib import Path
 
 from comfy_llm_staging import default_storage_root
 
-__all__ = ["MODEL_FOLDER_NAME", "comfy_models_dir", "register_model_folder", "storage_root"]
+__all__ = [
+    "MODEL_FOLDER_NAME",
+    "comfy_models_dir",
+    "installation_dir",
+    "register_model_folder",
+    "storage_root",
+]
 
 MODEL_FOLDER_NAME = "modal_llm"
 UNLISTED_EXTENSION = ".comfy-llm-unlisted"
@@ -61,3 +67,13 @@ def register_model_folder(root: Path) -> None:
     entry = registry.get(MODEL_FOLDER_NAME)
     if isinstance(entry, tuple) and len(entry) == 2:  # (paths, extensions)
         registry[MODEL_FOLDER_NAME] = (entry[0], {UNLISTED_EXTENSION})
+
+
+def installation_dir(root: Path) -> Path:
+    """Where this installation's Modal id lives: ComfyUI's user directory, else ``root``."""
+    try:
+        import folder_paths
+    except ImportError:
+        return root
+    get_user_directory = getattr(folder_paths, "get_user_directory", None)
+    return Path(get_user_directory()) if get_user_directory is not None else root

@@ -16,8 +16,6 @@ the container environment, so both sides build the same definitions.
   request instead of stopping the container.
 """
 
-
-
 from pathlib import Path
 from typing import Any
 

@@ -21,7 +21,7 @@ _FACTORY: TransportFactory | None = None
 
 def use_transport(factory: TransportFactory | None) -> None:
     """Replace the Modal transport (tests: an in-process stand-in); None restores it."""
-    global _FACTORY
+    global _FACTORY  # noqa: PLW0603 - the one process-wide seam tests replace
     with _LOCK:
         _FACTORY = factory
         _DISPATCHERS.clear()

@@ -149,7 +149,7 @@ class Dispatcher:
             raise
         return unwrap(call.outcome())
 
-    def _with_telemetry(
+    def _with_telemetry(  # noqa: PLR0917
         self,
         result: InferenceResult,
         run: RemoteRun,
@@ -160,7 +160,8 @@ class Dispatcher:
         inputs_wire: dict[str, Any],
     ) -> InferenceResult:
         remote_seconds = time.monotonic() - started
-        worker_seconds = float(result.metadata.get("modal_worker_seconds") or 0.0)
+        reported = result.metadata.get("modal_worker_seconds")
+        worker_seconds = float(reported) if isinstance(reported, int | float) else 0.0
         metadata = dict(result.metadata)
         metadata.update(
             modal_gpu=run.gpu,

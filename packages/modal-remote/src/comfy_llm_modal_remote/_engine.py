@@ -19,6 +19,7 @@ stays resident and the lock is released for the next input.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from collections.abc import Mapping
@@ -44,13 +45,18 @@ __all__ = ["EngineService", "create_cuda_backend"]
 
 logger = logging.getLogger("comfy_llm_modal_remote")
 _GIB = 1024**3
+_CUDA_BACKEND = "comfy_llm_backend_cuda"
 
 
-def create_cuda_backend(profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback) -> Any:
-    """The worker's ``BackendFactory``: Transformers or vLLM, as the profile says."""
-    from comfy_llm_backend_cuda import create_backend
+def create_cuda_backend(
+    profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback
+) -> Any:
+    """The worker's ``BackendFactory``: Transformers or vLLM, as the profile says.
 
-    return create_backend(profile, snapshot_path, progress)
+    Imported by name, like the node's engine table, so importing this package
+    (the node does, for the dispatcher) never reaches an engine.
+    """
+    return importlib.import_module(_CUDA_BACKEND).create_backend(profile, snapshot_path, progress)
 
 
 class EngineService:
@@ -151,11 +157,11 @@ class EngineService:
         if self.manager.unsafe_for_reuse:
             self._retire("an unload failed after the request.")
         metadata = dict(result.metadata)
-        total = int(metadata.get("total_memory_bytes") or 0)
+        total = _number(metadata.get("total_memory_bytes"))
         metadata.update(
             gpu_total_gib=total / _GIB,
             gpu_free_before_gib=(free_before if free_before is not None else 0) / _GIB,
-            gpu_free_after_gib=int(metadata.get("available_memory_bytes") or 0) / _GIB,
+            gpu_free_after_gib=_number(metadata.get("available_memory_bytes")) / _GIB,
             modal_volume_reloads=self.reloads,
             modal_worker_seconds=round(time.monotonic() - started, 3),
         )
@@ -196,7 +202,11 @@ class EngineService:
 def _backend_hook(name: str) -> Any:
     """A promotion-state hook of the vLLM backend, when it provides one."""
     try:
-        import comfy_llm_backend_cuda
+        module = importlib.import_module(_CUDA_BACKEND)
     except ImportError:
         return None
-    return getattr(comfy_llm_backend_cuda, name, None)
+    return getattr(module, name, None)
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0

@@ -64,7 +64,6 @@ def build_image(spec: ImageSpec) -> Any:
     """Turn the spec into a ``modal.Image`` (offline: nothing is built yet)."""
     import modal
 
-
     return (
         modal.Image.debian_slim(python_version=spec.python_version)
         .uv_pip_install(*spec.requirements, uv_version=spec.uv_version)

@@ -166,9 +166,7 @@ class ModalTransport:
 
                 _app.app.deploy(name=self.app_name)
                 self._remember(fingerprint)
-            self._queue = modal.Queue.from_name(
-                f"{self.app_name}-progress", create_if_missing=True
-            )
+            self._queue = modal.Queue.from_name(f"{self.app_name}-progress", create_if_missing=True)
             self._ready = True
 
     def _deployed(self) -> bool:

@@ -201,8 +201,9 @@ class EventSender:
     """The worker's progress callback: ships events in order, coalescing tokens.
 
     The first event, a stage change, or ``interval`` seconds since the last
-    send sends what is buffered (the body flushes the rest when it ends); consecutive GENERATE events collapse to the latest (its text and
-    counts are cumulative), so a long generation costs a few sends a second.
+    send sends what is buffered (the body flushes the rest when it ends);
+    consecutive GENERATE events collapse to the latest (its text and counts
+    are cumulative), so a long generation costs a few sends a second.
     """
 
     def __init__(

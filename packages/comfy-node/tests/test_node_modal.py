@@ -1,0 +1,152 @@
+"""The node with run_on_modal on, end to end through the dispatcher.
+
+The transport is the in-process stand-in: the real ModelStager and
+RemoteEngine bodies run in worker threads, and every request, event, answer
+and error crosses ``pickle`` on the way. No Modal credentials are set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from comfy_llm_testworld import FakeHub
+from comfy_llm_testworld.modal_standin import StandinTransport
+
+SCRIPTED = "tiny/smolvlm-scripted"
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Iterator[list[StandinTransport]]:
+    from comfy_llm_modal_remote import use_transport
+
+    made: list[StandinTransport] = []
+
+    def factory(name: str, directory: Path) -> StandinTransport:
+        made.append(StandinTransport(name, directory, root=tmp_path / "modal"))
+        return made[-1]
+
+    use_transport(factory)
+    yield made
+    use_transport(None)
+
+
+def _execute(comfyui: Path, **kwargs: Any) -> tuple[str, dict[str, Any], str]:
+    from comfy_api.latest import io
+    from comfy_llm._node import ModalLLMNode
+
+    ModalLLMNode.hidden = io.HiddenHolder(unique_id="9")
+    kwargs.setdefault("temperature", 0.0)
+    kwargs.setdefault("reserve_free_vram_gb", 0.0)
+    kwargs.setdefault("local_reserve_free_memory_gb", 0.0)
+    response, metadata, reasoning = ModalLLMNode.execute(**kwargs).args
+    return response, json.loads(metadata), reasoning
+
+
+@pytest.mark.slow
+def test_run_on_modal_answers_like_the_local_run(
+    model_hub: FakeHub,
+    storage: Path,
+    comfyui: Path,
+    standin: list[StandinTransport],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import comfy.utils
+    from server import PromptServer
+
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
+    image = np.random.default_rng(0).random((1, 24, 32, 3), dtype=np.float32)
+    common = {"prompt": "What is this?", "model_profile": SCRIPTED, "images": image}
+    local = _execute(comfyui, **common)
+    comfy.utils.updates.clear()
+    PromptServer.instance.progress_texts.clear()
+    remote = _execute(comfyui, **common, run_on_modal=True, modal_gpu="H100")
+
+    assert (remote[0], remote[2]) == (local[0], local[2])
+    local_meta, remote_meta = local[1], remote[1]
+    for key in ("output_tokens", "reasoning_tokens", "finish_reason", "image_count", "backend"):
+        assert remote_meta[key] == local_meta[key], key
+    assert remote_meta["execution_target"] == "modal"
+    assert remote_meta["modal_gpu"] == "H100"
+    assert remote_meta["modal_retry_count"] == 0
+    assert remote_meta["modal_staging_downloaded"] is True
+    assert remote_meta["modal_app_name"].startswith("comfy-llm-")
+    assert "gpu_free_after_gib" in remote_meta and "comfyui_managed_models" in remote_meta
+    # The GPU call went to the chosen GPU, after the stager.
+    (transport,) = standin
+    assert [(kind, info.get("gpu")) for kind, info, _ in transport.calls] == [
+        ("stage", None),
+        ("generate", "H100"),
+    ]
+    # Remote progress reached ComfyUI's bar and the node's live text.
+    assert any(node_id == "9" for node_id, _, _ in comfy.utils.updates)
+    texts = [text for node_id, text in PromptServer.instance.progress_texts if node_id == "9"]
+    assert any(text.startswith("download") for text in texts)
+    assert any(text.startswith("load") for text in texts)
+    assert texts[-1].endswith("answer")
+
+
+@pytest.mark.slow
+def test_cancel_in_comfyui_cancels_the_remote_call(
+    model_hub: FakeHub, storage: Path, comfyui: Path, standin: list[StandinTransport]
+) -> None:
+    import threading
+    import time
+
+    import comfy.model_management as mm
+    from modal.exception import InputCancellation
+
+    _execute(comfyui, prompt="warm", model_profile=SCRIPTED, run_on_modal=True)
+    (transport,) = standin
+    before = len(transport.calls)
+
+    def press_cancel_once_generating() -> None:  # as POST /interrupt does
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            calls = transport.calls[before:]
+            if calls and calls[-1][0] == "generate":
+                break
+            time.sleep(0.01)
+        time.sleep(0.2)
+        mm.interrupt_current_processing(True)
+
+    presser = threading.Thread(target=press_cancel_once_generating)
+    presser.start()
+    with pytest.raises(mm.InterruptProcessingException):
+        _execute(
+            comfyui,
+            prompt="long",
+            model_profile="tiny/smolvlm",  # random weights: runs to max_new_tokens
+            run_on_modal=True,
+            max_new_tokens=4000,
+        )
+    presser.join()
+    kind, _, call = transport.calls[-1]
+    call.join()
+    assert kind == "generate"
+    assert isinstance(call.raised, InputCancellation)
+    # The worker is free: the next request is served warm at once.
+    _, metadata, _ = _execute(comfyui, prompt="again", model_profile=SCRIPTED, run_on_modal=True)
+    assert metadata["cache_status"] == "warm"
+
+
+def test_without_credentials_one_clear_error_before_inputs(
+    model_hub: FakeHub, storage: Path, comfyui: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from comfy_llm_modal_remote import ModalUnavailableError, use_transport
+    from server import PromptServer
+
+    use_transport(None)
+    monkeypatch.delenv("MODAL_TOKEN_ID", raising=False)
+    monkeypatch.delenv("MODAL_TOKEN_SECRET", raising=False)
+    PromptServer.instance.progress_texts.clear()
+    bad_image = object()  # preparing it would fail: it must never be prepared
+    with pytest.raises(ModalUnavailableError, match="modal token new") as raised:
+        _execute(comfyui, prompt="hi", model_profile=SCRIPTED, images=bad_image, run_on_modal=True)
+    assert raised.value.missing == "credentials"
+    assert model_hub.requests == []
+    assert PromptServer.instance.progress_texts == []

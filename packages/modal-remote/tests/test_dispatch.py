@@ -1,0 +1,152 @@
+"""The dispatcher through the in-process stand-in: stage, prepare, generate, retry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from comfy_llm_inputs import PreparedInputs
+from comfy_llm_modal_remote import Dispatcher, RemoteRun
+from comfy_llm_profiles import ModelNotFoundError, ModelProfile, ProgressEvent
+from comfy_llm_residency import GenerationSettings
+from comfy_llm_testworld import FakeHub
+from comfy_llm_testworld.modal_standin import GIB, FixedMemoryProbe, StandinTransport
+
+from .conftest import OTHER, SCRIPTED
+
+pytestmark = pytest.mark.slow
+
+
+def _run(model: str, prepared: list[ModelProfile] | None = None, **changes: Any) -> RemoteRun:
+    def prepare(profile: ModelProfile) -> PreparedInputs:
+        if prepared is not None:
+            prepared.append(profile)
+        return PreparedInputs("hi")
+
+    values: dict[str, Any] = {
+        "model": model,
+        "prepare": prepare,
+        "settings": GenerationSettings(temperature=0.0, max_new_tokens=16),
+        "gpu": "H100",
+        "reserve_gb": 0.0,
+        "prompt_id": "p1",
+    }
+    values.update(changes)
+    return RemoteRun(**values)
+
+
+def test_stage_then_generate_with_modal_telemetry(
+    model_hub: FakeHub, transport: StandinTransport
+) -> None:
+    events: list[ProgressEvent] = []
+    profiles: list[ModelProfile] = []
+    result = Dispatcher(transport).run(_run(SCRIPTED, profiles), progress=events.append)
+    assert result.response.endswith("answer")
+    # Inputs were prepared with the modal profile the stager resolved.
+    assert [p.execution_target.value for p in profiles] == ["modal"]
+    stages = [e.stage.value for e in events]
+    assert stages.index("download") < stages.index("load") < stages.index("done")
+    metadata = result.metadata
+    assert metadata["modal_gpu"] == "H100"
+    assert metadata["modal_app_name"] == "comfy-llm-test"
+    assert metadata["modal_affinity_key"] == "default"
+    assert metadata["modal_retry_count"] == 0
+    assert metadata["modal_staging_downloaded"] is True
+    assert metadata["modal_remote_seconds"] >= metadata["modal_transfer_seconds"] >= 0
+    assert {"gpu_total_gib", "gpu_free_before_gib", "gpu_free_after_gib"} <= set(metadata)
+    assert [(kind, info.get("gpu")) for kind, info, _ in transport.calls] == [
+        ("stage", None),
+        ("generate", "H100"),
+    ]
+    again = Dispatcher(transport).run(_run(SCRIPTED))
+    assert again.metadata["modal_staging_downloaded"] is False
+    assert again.metadata["cache_status"] == "warm"
+
+
+def test_a_remote_error_keeps_its_class_and_message(
+    model_hub: FakeHub, transport: StandinTransport
+) -> None:
+    profiles: list[ModelProfile] = []
+    with pytest.raises(ModelNotFoundError, match="tiny/missing") as raised:
+        Dispatcher(transport).run(_run("tiny/missing", profiles))
+    assert type(raised.value) is ModelNotFoundError and vars(raised.value)
+    assert profiles == []  # nothing was prepared, no GPU call was made
+    assert [kind for kind, _, _ in transport.calls] == ["stage"]
+
+
+def test_unsafe_worker_is_retried_once_on_a_fresh_key_with_its_promotion_state(
+    model_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", "1")
+    monkeypatch.setenv("COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS", "0.1")
+
+    def probe(key: str) -> FixedMemoryProbe:
+        # The first worker leaks (memory never comes back); a fresh one is clean.
+        available = 4 * GIB if key == "default" else 40 * GIB
+        return FixedMemoryProbe(total_bytes=48 * GIB, available_bytes=available)
+
+    transport = StandinTransport("app", tmp_path / "u", root=tmp_path / "m", probe_for=probe)
+    dispatcher = Dispatcher(transport)
+    dispatcher.run(_run(SCRIPTED))
+    promoted = {"vllm_execution_mode": "throughput", "vllm_auto_promoted": True}
+    transport.container("default").service.import_promotion_state(promoted)
+
+    result = dispatcher.run(_run(OTHER, reserve_gb=3.0))
+    assert result.metadata["modal_retry_count"] == 1
+    fresh_key = result.metadata["modal_affinity_key"]
+    assert fresh_key.startswith("retry-") and fresh_key != "default"
+    assert transport.containers["default"].stopped
+    fresh = transport.containers[fresh_key].service
+    assert fresh.export_promotion_state() == promoted
+    generate_keys = [
+        info["affinity_key"] for kind, info, _ in transport.calls if kind == "generate"
+    ]
+    assert generate_keys == ["default", "default", fresh_key]
+
+
+def test_the_retry_happens_once_and_its_own_error_surfaces(
+    model_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from comfy_llm_residency import InsufficientMemoryError
+
+    monkeypatch.setenv("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", "1")
+    monkeypatch.setenv("COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS", "0.1")
+    transport = StandinTransport(
+        "app",
+        tmp_path / "u",
+        root=tmp_path / "m",
+        probe_for=lambda key: FixedMemoryProbe(total_bytes=8 * GIB, available_bytes=4 * GIB),
+    )
+    dispatcher = Dispatcher(transport)
+    dispatcher.run(_run(SCRIPTED))
+    # The fresh worker cannot fit the request either (nothing to evict there).
+    with pytest.raises(InsufficientMemoryError) as raised:
+        dispatcher.run(_run(OTHER, reserve_gb=3.0))
+    assert not raised.value.recovery_timed_out
+    assert len([kind for kind, _, _ in transport.calls if kind == "generate"]) == 3
+
+
+def test_cancel_from_the_node_cancels_the_remote_call(
+    model_hub: FakeHub, transport: StandinTransport
+) -> None:
+    class Interrupted(BaseException):
+        pass
+
+    seen: list[str] = []
+
+    def progress(event: ProgressEvent) -> None:
+        seen.append(event.stage.value)
+        if event.stage.value == "generate":
+            raise Interrupted
+
+    run = _run(SCRIPTED, settings=GenerationSettings(temperature=0.7, seed=3, max_new_tokens=4000))
+    with pytest.raises(Interrupted):
+        Dispatcher(transport).run(run, progress=progress)
+    _, _, call = transport.calls[-1]
+    call.join()
+    from modal.exception import InputCancellation
+
+    assert isinstance(call.raised, InputCancellation)
+    service = transport.container("default").service
+    assert not service.manager.state().busy
