@@ -59,9 +59,21 @@ def test_stage_then_generate_with_modal_telemetry(
         ("stage", None),
         ("generate", "H100"),
     ]
-    again = Dispatcher(transport).run(_run(SCRIPTED))
+    dispatcher = Dispatcher(transport)
+    again = dispatcher.run(_run(SCRIPTED))
     assert again.metadata["modal_staging_downloaded"] is False
+    assert again.metadata["modal_stage_reused"] is False  # a new dispatcher asks the stager
     assert again.metadata["cache_status"] == "warm"
+    # The same dispatcher reuses its staging answer: one Modal call per warm request.
+    third = dispatcher.run(_run(SCRIPTED))
+    assert third.metadata["modal_stage_reused"] is True
+    assert [kind for kind, _, _ in transport.calls] == [
+        "stage",
+        "generate",
+        "stage",
+        "generate",
+        "generate",
+    ]
 
 
 def test_a_remote_error_keeps_its_class_and_message(
@@ -89,7 +101,13 @@ def test_unsafe_worker_is_retried_once_on_a_fresh_key_with_its_promotion_state(
     transport = StandinTransport("app", tmp_path / "u", root=tmp_path / "m", probe_for=probe)
     dispatcher = Dispatcher(transport)
     dispatcher.run(_run(SCRIPTED))
-    promoted = {"vllm_execution_mode": "throughput", "vllm_auto_promoted": True}
+    # As if auto promotion had happened there (the vLLM backend's state format).
+    promoted = {
+        "version": 1,
+        "promoted": True,
+        "observed_workflow_count": 2,
+        "prompt_ids": ["a", "b"],
+    }
     transport.container("default").service.import_promotion_state(promoted)
 
     result = dispatcher.run(_run(OTHER, reserve_gb=3.0))

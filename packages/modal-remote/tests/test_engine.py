@@ -148,14 +148,20 @@ def test_exhausted_memory_recovery_retires_the_worker(
     warm = transport.start_generate(engine_request(first), gpu="L4", affinity_key="default")
     unwrap(warm.outcome())
     container = transport.container("default")
-    container.service.import_promotion_state({"vllm_execution_mode": "throughput"})
+    promoted = {
+        "version": 1,
+        "promoted": True,
+        "observed_workflow_count": 2,
+        "prompt_ids": ["a", "b"],
+    }
+    container.service.import_promotion_state(promoted)
     # A second model evicts the first; the memory does not come back.
     call = transport.start_generate(
         engine_request(other, request_id="big", reserve_gb=3.0), gpu="L4", affinity_key="default"
     )
     with pytest.raises(WorkerUnsafeError) as raised:
         unwrap(call.outcome())
-    assert raised.value.promotion_state == {"vllm_execution_mode": "throughput"}
+    assert raised.value.promotion_state["promoted"] is True
     assert "did not recover its memory" in str(raised.value)
     assert container.stopped and container.service.unsafe
     # A retired worker refuses whatever still reaches it, the same way.

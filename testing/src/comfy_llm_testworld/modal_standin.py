@@ -241,5 +241,6 @@ class StandinTransport:
         """Run the real engine body in the key's container, in a worker thread."""
         holder = self.container(affinity_key)
         call = _Call(holder.service.serve, request)
-        self.calls.append(("generate", {"gpu": gpu, "affinity_key": affinity_key}, call))
+        info = {"gpu": gpu, "affinity_key": affinity_key, "request": request}
+        self.calls.append(("generate", info, call))
         return call

@@ -27,11 +27,14 @@ from comfy_llm_residency import GenerationSettings, InferenceResult
 
 from ._transport import RemoteCall, Transport
 from ._wire import EngineRequest, StageRequest, StageResult, result_from_wire, unwrap
-from .errors import WorkerUnsafeError
+from .errors import SnapshotNotVisibleError, WorkerUnsafeError
 
-__all__ = ["DEFAULT_AFFINITY_KEY", "Dispatcher", "RemoteRun"]
+__all__ = ["DEFAULT_AFFINITY_KEY", "STAGE_REUSE_SECONDS", "Dispatcher", "RemoteRun"]
 
 DEFAULT_AFFINITY_KEY = "default"
+STAGE_REUSE_SECONDS = 300.0
+"""How long a branch reference's staging answer is reused before the stager
+is asked again; pinned and curated references are reused for the process."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -76,6 +79,24 @@ class Dispatcher:
         self.transport = transport
         self.affinity_key = affinity_key
         self.poll_seconds = poll_seconds
+        self._staged: dict[str, tuple[float, StageResult]] = {}
+
+    def forget_staged(self) -> None:
+        """Ask the stager again on the next request (after the Volume changed)."""
+        self._staged.clear()
+
+    def _stage(
+        self, model: str, progress: ProgressCallback, check_interrupt: Callable[[], None]
+    ) -> tuple[StageResult, bool]:
+        cached = self._staged.get(model)
+        if cached is not None and (
+            _immutable(model) or time.monotonic() - cached[0] < STAGE_REUSE_SECONDS
+        ):
+            return cached[1], True
+        call = self.transport.start_stage(StageRequest(_request_id(), model).to_wire())
+        staged = StageResult.from_wire(self._follow(call, progress, check_interrupt))
+        self._staged[model] = (time.monotonic(), staged)
+        return staged, False
 
     def run(
         self,
@@ -91,13 +112,7 @@ class Dispatcher:
                 or whatever ``progress``/``check_interrupt`` raised.
         """
         self.transport.ensure_ready(progress)
-        staged = StageResult.from_wire(
-            self._follow(
-                self.transport.start_stage(StageRequest(_request_id(), run.model).to_wire()),
-                progress,
-                check_interrupt,
-            )
-        )
+        staged, reused = self._stage(run.model, progress, check_interrupt)
         profile = ModelProfile.from_dict(staged.profile)
         inputs_wire = run.prepare(profile).to_wire()
         check_interrupt()
@@ -119,6 +134,9 @@ class Dispatcher:
             call = self.transport.start_generate(request.to_wire(), gpu=run.gpu, affinity_key=key)
             try:
                 answer = self._follow(call, progress, check_interrupt)
+            except SnapshotNotVisibleError:
+                self._staged.pop(run.model, None)  # the Volume changed: stage again next time
+                raise
             except WorkerUnsafeError as error:
                 if attempt == 1:
                     raise
@@ -126,7 +144,17 @@ class Dispatcher:
                 key = f"retry-{uuid.uuid4().hex[:16]}"
                 continue
             result = result_from_wire(answer)
-            return self._with_telemetry(result, run, staged, key, attempt, started, inputs_wire)
+            result = self._with_telemetry(result, run, staged, key, attempt, started, inputs_wire)
+            if reused:
+                result.metadata.update(
+                    modal_stage_reused=True,
+                    modal_staging_downloaded=False,
+                    modal_manifest_created=False,
+                    modal_stage_seconds=0.0,
+                    snapshot_downloaded=False,
+                    manifest_created=False,
+                )
+            return result
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _follow(
@@ -171,6 +199,7 @@ class Dispatcher:
             modal_staging_downloaded=staged.downloaded,
             modal_manifest_created=staged.manifest_created,
             modal_stage_seconds=staged.seconds,
+            modal_stage_reused=False,
             modal_remote_seconds=round(remote_seconds, 3),
             modal_transfer_seconds=round(max(0.0, remote_seconds - worker_seconds), 3),
             modal_request_image_bytes=_image_bytes(inputs_wire),
@@ -180,6 +209,17 @@ class Dispatcher:
         if run.prompt_id:
             metadata["prompt_id"] = run.prompt_id
         return dataclasses.replace(result, metadata=metadata)
+
+
+def _immutable(model: str) -> bool:
+    """Pinned to a commit or a curated id: its staging answer never changes."""
+    from comfy_llm_profiles import ProfileError, load_curated_registry, parse_reference
+
+    try:
+        parsed = parse_reference(model, curated_ids=load_curated_registry().ids)
+    except ProfileError:
+        return False
+    return bool(parsed.is_curated or parsed.is_pinned)
 
 
 def _request_id() -> str:

@@ -96,19 +96,24 @@ class EngineService:
 
     # -- vLLM promotion state ------------------------------------------------
     def export_promotion_state(self) -> dict[str, Any]:
-        """The execution state a fresh worker should start from."""
-        exporter = _backend_hook("export_execution_state")
-        state = dict(self._carried_state)
-        if exporter is not None:
-            state.update(exporter())
-        return state
+        """The execution state a fresh worker should start from.
+
+        The vLLM backend's process-wide execution modes when backend-cuda has
+        them, else what this worker was handed (carried through unchanged).
+        """
+        modes = _execution_modes()
+        if modes is not None:
+            state: dict[str, Any] = modes.export_state()
+            return state
+        return dict(self._carried_state)
 
     def import_promotion_state(self, state: Mapping[str, Any]) -> None:
         """Adopt a retired worker's execution state (auto promotion survives)."""
-        importer = _backend_hook("import_execution_state")
-        if importer is not None:
-            importer(dict(state))
-        self._carried_state.update(state)
+        modes = _execution_modes()
+        if modes is not None:
+            modes.import_state(dict(state))
+        else:
+            self._carried_state.update(state)
 
     # -- one request ---------------------------------------------------------
     def serve(self, request_wire: Mapping[str, Any], channel: ProgressChannel) -> dict[str, Any]:
@@ -199,13 +204,14 @@ class EngineService:
         return WorkerUnsafeError(reason, self.export_promotion_state())
 
 
-def _backend_hook(name: str) -> Any:
-    """A promotion-state hook of the vLLM backend, when it provides one."""
+def _execution_modes() -> Any:
+    """backend-cuda's process-wide vLLM execution modes, when it provides them."""
     try:
         module = importlib.import_module(_CUDA_BACKEND)
     except ImportError:
         return None
-    return getattr(module, name, None)
+    accessor = getattr(module, "execution_modes", None)
+    return accessor() if accessor is not None else None
 
 
 def _number(value: object) -> float:

@@ -35,8 +35,9 @@ STORAGE_ROOT_ENV = "COMFY_MODAL_REMOTE_STORAGE_ROOT"
 DEFAULT_VOLUME_NAME = "comfy-universal-storage"
 DEFAULT_SECRET_NAME = "comfy"
 DEFAULT_STORAGE_ROOT = "/storage"
-COMPILE_CACHE_ROOT_ENV = "COMFY_LLM_COMPILE_CACHE_ROOT"
-"""The vLLM backend's compile-cache root; set in the GPU image to the mount below."""
+COMPILE_CACHE_ROOT_ENV = "COMFY_MODAL_LLM_COMPILE_CACHE_ROOT"
+"""The vLLM backend's compile-cache root (backend-cuda reads it); the GPU image
+sets it to the mount below."""
 COMPILE_CACHE_MOUNT = "/llm-compile-cache"
 """Where the compile-cache Volume is mounted in the GPU container (the vLLM
 backend's cache root points here)."""

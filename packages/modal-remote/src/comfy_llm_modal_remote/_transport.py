@@ -95,6 +95,22 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
+def _require_secret(name: str) -> None:
+    """A missing secret collection fails the deploy: say how to create it first."""
+    import modal
+    import modal.exception
+
+    try:
+        modal.Secret.from_name(name).hydrate()
+    except modal.exception.NotFoundError as error:
+        raise ModalUnavailableError(
+            "secret",
+            f"the Modal secret {name!r} does not exist; create it with "
+            f"`modal secret create {name} HF_TOKEN=<your token>` (an empty HF_TOKEN= is fine "
+            "for public models) or point COMFY_MODAL_SECRET_NAME at an existing one",
+        ) from error
+
+
 class _ModalCall:
     def __init__(self, function_call: Any, queue: Any, partition: str) -> None:
         self._call = function_call
@@ -161,13 +177,19 @@ class ModalTransport:
                         indeterminate=True,
                     )
                 )
-                os.environ.setdefault("COMFY_MODAL_APP_NAME", self.app_name)
                 from . import _app
 
+                _require_secret(_app.settings.secret_name)
                 _app.app.deploy(name=self.app_name)
                 self._remember(fingerprint)
             self._queue = modal.Queue.from_name(f"{self.app_name}-progress", create_if_missing=True)
             self._ready = True
+
+    def forget_deployment(self) -> None:
+        """Deploy again on the next call (after the app was stopped)."""
+        with self._lock:
+            self._ready = False
+            self._record.unlink(missing_ok=True)
 
     def _deployed(self) -> bool:
         import modal

@@ -32,7 +32,7 @@ class ModalUnavailableError(ModalRemoteError, RuntimeError):
     """The ``modal`` package or Modal credentials are missing on this machine.
 
     Attributes:
-        missing: ``"package"`` or ``"credentials"``.
+        missing: ``"package"``, ``"credentials"`` or ``"secret"``.
     """
 
     action = ErrorAction.FIX_INPUT
@@ -42,6 +42,9 @@ class ModalUnavailableError(ModalRemoteError, RuntimeError):
         if missing == "package":
             fix = f"install it into ComfyUI's Python with `{INSTALL_HINT}`, then `{AUTH_HINT}`"
             what = "the `modal` package is not installed"
+        elif missing == "secret":
+            fix = "create the secret as said"
+            what = "the app cannot be deployed"
         else:
             fix = f"run `{AUTH_HINT}` once (or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET)"
             what = "no Modal credentials were found"
