@@ -239,7 +239,7 @@ def run_request(
 
         result = run_on_modal(
             request,
-            prepare=lambda profile: _prepare(request, profile, progress),
+            prepare=lambda profile: prepare_request_inputs(request, profile, progress),
             progress=progress,
             check_interrupt=check_interrupt,
             prompt_id=prompt_id,
