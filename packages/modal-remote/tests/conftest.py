@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,14 @@ def model_hub(hf_env: FakeHub, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
 @pytest.fixture
 def transport(tmp_path: Path) -> StandinTransport:
     return StandinTransport("comfy-llm-test", tmp_path / "user", root=tmp_path / "modal")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_execution_modes() -> Iterator[None]:
+    """The vLLM backend's promotion state is process-wide: no test leaks it to another."""
+    import importlib
+
+    yield
+    accessor = getattr(importlib.import_module("comfy_llm_backend_cuda"), "execution_modes", None)
+    if accessor is not None:
+        accessor().reset()
