@@ -80,6 +80,10 @@ class FixedMemoryProbe:
         """Nothing to clear."""
         return None
 
+    def allocated_bytes(self) -> int | None:
+        """Unknown: the manager falls back to the change of ``available_bytes``."""
+        return None
+
 
 class _Cancelled:
     def __init__(self) -> None:
