@@ -27,6 +27,8 @@ AUTH_HINT = "modal token new"
 class ModalRemoteError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_modal_remote``."""
 
+    action = ErrorAction.FATAL
+
 
 class ModalUnavailableError(ModalRemoteError, RuntimeError):
     """The ``modal`` package or Modal credentials are missing on this machine.
@@ -106,6 +108,8 @@ class RemoteExecutionError(ModalRemoteError, RuntimeError):
         remote_class: The remote error's ``module.QualName``.
         remote_message: Its message.
     """
+
+    action = ErrorAction.FATAL  # unknown class: nothing says a retry would help
 
     def __init__(self, remote_class: str, remote_message: str) -> None:
         self.remote_class = remote_class
