@@ -23,7 +23,6 @@ _DEFAULT_MODEL = "HuggingFaceTB/SmolVLM-256M-Instruct"
 
 
 _SEARCH_ALIASES = ["LLM", "VLM", "caption", "describe", "vision", "multimodal", "chat"]
-_MODAL_NOT_YET = " Modal is not available in this version yet: leave this as it is."
 
 
 def _supported(factory: Any, **options: Any) -> dict[str, Any]:
@@ -181,8 +180,11 @@ def _inputs() -> list[Any]:
             "run_on_modal",
             default=False,
             optional=True,
-            display_name="run_on_modal (not available yet)",
-            tooltip="Run on a Modal cloud GPU instead of this machine." + _MODAL_NOT_YET,
+            tooltip=(
+                "Run on a Modal cloud GPU instead of this machine (needs "
+                'pip install "comfy-llm[modal]" and `modal token new` once). The first run '
+                "deploys this installation's Modal app."
+            ),
             **_supported(boolean, advanced=True),
         ),
         combo(
@@ -190,8 +192,7 @@ def _inputs() -> list[Any]:
             options=list(MODAL_GPUS),
             default="L40S",
             optional=True,
-            display_name="modal_gpu (not available yet)",
-            tooltip="The Modal GPU type for run_on_modal." + _MODAL_NOT_YET,
+            tooltip="The Modal GPU type the model runs on when run_on_modal is on.",
             **_supported(combo, advanced=True),
         ),
         # New inputs go last: saved workflows keep their widget order.

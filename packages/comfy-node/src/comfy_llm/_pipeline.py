@@ -237,9 +237,14 @@ def run_request(
     if request.run_on_modal:
         from comfy_llm._remote import run_on_modal
 
+        def prepare_remote(profile: ModelProfile) -> Any:
+            if on_profile is not None:
+                on_profile(profile)
+            return prepare_request_inputs(request, profile, progress)
+
         result = run_on_modal(
             request,
-            prepare=lambda profile: prepare_request_inputs(request, profile, progress),
+            prepare=prepare_remote,
             progress=progress,
             check_interrupt=check_interrupt,
             prompt_id=prompt_id,
