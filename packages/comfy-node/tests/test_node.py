@@ -85,7 +85,8 @@ def test_every_input_and_output_explains_itself(comfyui: Path) -> None:
     }
     assert by_name["seed"].options["control_after_generate"] == "fixed"
     for name in ("run_on_modal", "modal_gpu"):
-        assert "not available" in by_name[name].display_name
+        assert "not available" not in (by_name[name].display_name or "")
+    assert "comfy-llm[modal]" in by_name["run_on_modal"].tooltip
     assert {"LLM", "VLM", "caption", "describe", "vision"} <= set(schema.search_aliases)
 
 
