@@ -96,7 +96,7 @@ def test_comfyui_link_writes_an_importable_shim(
 def test_comfyui_link_refuses_a_folder_that_is_not_comfyui(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["comfyui-link", str(tmp_path)]) == 1
+    assert main(["comfyui-link", str(tmp_path)]) == 2  # fix the input
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
     assert str(tmp_path) in err and "main.py" in err
@@ -109,7 +109,7 @@ def test_comfyui_link_leaves_a_foreign_folder_alone(
     foreign = comfyui / "custom_nodes" / "comfy_llm_link"
     foreign.mkdir()
     (foreign / "__init__.py").write_text("# someone else's\n")
-    assert main(["comfyui-link", str(comfyui)]) == 1
+    assert main(["comfyui-link", str(comfyui)]) == 2  # fix the input
     assert "--force" in capsys.readouterr().err
     assert (foreign / "__init__.py").read_text() == "# someone else's\n"
     assert main(["comfyui-link", str(comfyui), "--force"]) == 0

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import http.client
+import http.server
+import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,3 +56,76 @@ def comfyui(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
         comfy.model_management.reset()
         yield path
+
+
+GOOD_TOKEN = "hf_WellFormedSecret42"
+"""A well-formed token the echoing proxy below puts into library error text."""
+
+
+class EchoingProxy:
+    """Forwards to the fake Hub, but answers weight downloads (GET) with a 400
+    whose body echoes the Authorization header, as a misconfigured mirror might."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.removeprefix("http://").split(":")
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.answer(self)
+
+            def do_HEAD(self) -> None:
+                outer.answer(self)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.upstream = (host, int(port))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def answer(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        weights = "/resolve/" in handler.path and handler.path.endswith(".safetensors")
+        if weights and handler.command == "GET":
+            auth = handler.headers.get("Authorization", "")
+            body = json.dumps({"error": f"Bad credentials {auth!s} for this mirror"}).encode()
+            status, headers = 400, [("Content-Type", "application/json")]
+            headers.append(("X-Error-Message", f"Bad credentials {auth}"))
+        else:
+            connection = http.client.HTTPConnection(*self.upstream, timeout=30)
+            connection.request(handler.command, handler.path, headers=dict(handler.headers))
+            reply = connection.getresponse()
+            body = reply.read()
+            status = reply.status
+            hop = {"connection", "transfer-encoding", "keep-alive"}
+            headers = [(k, v) for k, v in reply.getheaders() if k.lower() not in hop]
+            connection.close()
+        if not any(key.lower() == "content-length" for key, _value in headers):
+            headers.append(("Content-Length", str(len(body))))
+        handler.send_response(status)
+        for key, value in headers:
+            handler.send_header(key, value)
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(body)
+
+    def __enter__(self) -> EchoingProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def echoing_proxy(model_hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> Iterator[EchoingProxy]:
+    """:func:`model_hub` behind an :class:`EchoingProxy`, with HF_ENDPOINT
+    pointing at the proxy and HF_TOKEN set to :data:`GOOD_TOKEN`."""
+    model_hub.valid_tokens.add(GOOD_TOKEN)
+    with EchoingProxy(model_hub.endpoint) as proxy:
+        monkeypatch.setenv("HF_ENDPOINT", proxy.endpoint)
+        monkeypatch.setenv("HF_TOKEN", GOOD_TOKEN)
+        yield proxy

@@ -65,13 +65,13 @@ def test_stage_downloads_once_then_reuses(
 def test_failures_are_one_line_and_non_zero(
     model_hub: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["resolve", "nobody/nothing", "--target", "local_cpu"]) == 1
+    assert main(["resolve", "nobody/nothing", "--target", "local_cpu"]) == 2  # fix the input
     # Progress lines may precede it; the failure itself is exactly one line.
     err_lines = capsys.readouterr().err.strip().splitlines()
     errors = [line for line in err_lines if line.startswith("comfy-llm: error:")]
     assert errors == [err_lines[-1]]
     assert "nobody/nothing" in errors[0]
-    assert main(["resolve", "https://huggingface.co/x/y", "--target", "local_cpu"]) == 1
+    assert main(["resolve", "https://huggingface.co/x/y", "--target", "local_cpu"]) == 2
     assert "owner/model" in capsys.readouterr().err
     assert main(["resolve", "tiny/qwen35", "--target", "mars"]) == 1
     assert "local_cpu" in capsys.readouterr().err
@@ -243,5 +243,5 @@ def test_run_with_a_missing_image_fails_before_loading_any_engine(tmp_path: Path
         "if m in sys.modules))\n"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "1 []", result.stdout
-    assert "missing.png" in result.stderr and "could not be read" in result.stderr
+    assert result.stdout.strip() == "2 []", result.stdout  # 2: fix the input
+    assert "missing.png" in result.stderr and "was not found" in result.stderr

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["build_text_pdf", "write_test_video"]
+__all__ = ["build_text_pdf", "png_header", "png_stub", "write_large_png", "write_test_video"]
 
 import numpy as np
 
@@ -72,3 +74,50 @@ def build_text_pdf(pages: Sequence[str | None]) -> bytes:
         b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
     )
     return out.getvalue()
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    body = kind + data
+    return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+
+def png_header(width: int, height: int) -> bytes:
+    """The signature and IHDR of an 8-bit RGB PNG of this size (no pixel data).
+
+    Enough for an image library to read the size: a "decompression bomb" probe.
+    """
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr)
+
+
+def png_stub(width: int, height: int) -> bytes:
+    """A PNG that claims ``width`` x ``height`` but carries one row of pixels.
+
+    Image libraries open it (the size comes from the header): the shape of
+    a "decompression bomb", without gigabytes of test data.
+    """
+    row = zlib.compress(b"\x00" + bytes(3 * min(width, 64)))
+    return png_header(width, height) + _png_chunk(b"IDAT", row) + _png_chunk(b"IEND", b"")
+
+
+def write_large_png(path: Path, width: int, height: int) -> Path:
+    """Write a real, complete 8-bit RGB PNG row by row (memory: one row).
+
+    Rows are a horizontal gradient with a few coloured bands, so decoders do
+    real work; the file stays small because rows repeat.
+    """
+    row = bytearray(width * 3)
+    for x in range(width):
+        row[3 * x] = x * 255 // max(1, width - 1)
+        row[3 * x + 1] = 128
+    compressor = zlib.compressobj(1)
+    with path.open("wb") as handle:
+        handle.write(png_header(width, height))
+        for y in range(height):
+            row[2::3] = bytes([(y * 8 // max(1, height)) * 32]) * width
+            data = compressor.compress(b"\x00" + bytes(row))
+            if data:
+                handle.write(_png_chunk(b"IDAT", data))
+        handle.write(_png_chunk(b"IDAT", compressor.flush()))
+        handle.write(_png_chunk(b"IEND", b""))
+    return path

@@ -128,7 +128,24 @@ class CaptionImagesNode(io.ComfyNode):
 
     @classmethod
     def execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
-        """Caption the batch; returns the captions (a list) and metadata_json."""
+        """Caption the batch; returns the captions (a list) and metadata_json.
+
+        Errors reach ComfyUI unchanged unless their text would show a Hub
+        token (see ``comfy_llm._node_run.scrubbed``).
+        """
+        from comfy_llm._node_run import scrubbed
+
+        try:
+            return cls._execute(model_profile, prompt, **optional)
+        except Exception as error:
+            replacement = scrubbed(error)
+            if replacement is error:
+                raise
+            raise replacement from None
+
+    @classmethod
+    def _execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
+        from comfy_llm_core import redact
         from comfy_llm_residency import GenerationSettings
 
         from comfy_llm._caption import CaptionJob, caption_items, run_captions
@@ -172,5 +189,5 @@ class CaptionImagesNode(io.ComfyNode):
             host_listener=host_bridge(detect_target(job.target)),
         )
         glue.finish("\n".join(batch.captions), "")
-        metadata = json.dumps(batch.metadata, sort_keys=True, indent=2, default=str)
+        metadata = redact(json.dumps(batch.metadata, sort_keys=True, indent=2, default=str))
         return io.NodeOutput(batch.captions, metadata)

@@ -4,7 +4,11 @@ Subcommands share the node's code path: ``resolve`` inspects and pins a model
 without downloading weights, ``stage`` downloads its snapshot, ``run`` answers
 a prompt, ``comfyui-link`` makes ComfyUI load the installed node. ``--json``
 prints one JSON document on stdout; progress always goes to stderr; failures
-print one line and exit non-zero.
+print exactly one line, ``comfy-llm: error: <message>`` (rendered by
+``comfy_llm_core.render_error``: tokens scrubbed), and exit with a code that
+says what to do (see ``EXIT_CODES_HELP``). Library logging (huggingface_hub's
+retry messages, HTTP client chatter) stays off stderr unless ``--debug``,
+which is accepted before or after the subcommand.
 """
 
 from __future__ import annotations
@@ -16,10 +20,30 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["main"]
+from comfy_llm_core import ErrorAction, configure_library_logging, redact, render_error
+
+__all__ = ["EXIT_CODES", "main"]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_RETRY = 75  # sysexits.h EX_TEMPFAIL
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES = {
+    ErrorAction.FATAL: EXIT_FAILURE,
+    ErrorAction.FIX_INPUT: EXIT_USAGE,
+    ErrorAction.RETRY: EXIT_RETRY,
+}
+"""Exit code per :class:`~comfy_llm_core.ErrorAction` of the failure."""
+
+EXIT_CODES_HELP = (
+    "exit codes: 0 success; 1 failed (this setup cannot serve the request); "
+    "2 fix the input (a bad argument, setting, token, model or file); "
+    "75 temporary (network, Hub, a busy lease): try again; 130 interrupted"
+)
+
+_DEBUG_FLAG = "--debug"
+_DEBUG_HELP = "show library logging and a traceback on failure (tokens scrubbed)"
 
 _TARGET_HELP = "local_apple, local_cuda, local_cpu or modal (default: detected for this machine)"
 
@@ -32,14 +56,23 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "<ComfyUI models>/modal_llm inside ComfyUI, else a per-user cache folder)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    _add_debug(parser)
+
+
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after the subcommand; SUPPRESS keeps one given before it."""
+    parser.add_argument(
+        _DEBUG_FLAG, action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP
+    )
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="comfy-llm",
         description="Run multimodal language models the way the comfy-llm ComfyUI node does.",
+        epilog=EXIT_CODES_HELP,
     )
-    parser.add_argument("--debug", action="store_true", help="show a traceback on failure")
+    parser.add_argument(_DEBUG_FLAG, action="store_true", default=False, help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     resolve = sub.add_parser("resolve", help="inspect and pin a model without downloading weights")
@@ -59,6 +92,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "else this interpreter); it must import comfy_llm",
     )
     link.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    _add_debug(link)
 
     from comfy_llm._cli_caption import add_caption_parser
     from comfy_llm._cli_run import add_run_parser
@@ -147,15 +181,35 @@ def _cmd_link(args: argparse.Namespace) -> dict[str, Any]:
     return {"shim": str(init), "restart": "restart ComfyUI to load the node"}
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return f"comfy-llm: error: {text}"
+def _configure_logging(debug: bool) -> None:
+    """Library chatter off stderr, or shown scrubbed with ``--debug``.
+
+    Without ``--debug`` nothing heavy is imported for it (a bad argument still
+    fails at once); with it huggingface_hub is loaded now (through staging) so
+    its own stderr handler gets the token filter too.
+    """
+    if debug:
+        import comfy_llm_staging  # noqa: F401  (loads huggingface_hub and its handler)
+    configure_library_logging(debug)
+
+
+def _exit_code(error: BaseException) -> int:
+    action = getattr(error, "action", ErrorAction.FATAL)
+    return EXIT_CODES.get(action, EXIT_FAILURE)
+
+
+def _fail(error: BaseException, debug: bool) -> int:
+    if debug:
+        sys.stderr.write(redact("".join(traceback.format_exception(error))))
+    print(f"comfy-llm: error: {render_error(error)}", file=sys.stderr)
+    return _exit_code(error)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code."""
+    """Run the CLI; returns the process exit code (see ``EXIT_CODES_HELP``)."""
     parser = _build_parser()
     args = parser.parse_args(argv)
+    _configure_logging(args.debug)
     commands: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
         "resolve": _cmd_resolve,
         "stage": _cmd_stage,
@@ -170,12 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = commands[args.command](args)
     except KeyboardInterrupt:
         print("comfy-llm: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as error:
-        if args.debug:
-            traceback.print_exc()
-        print(_one_line(error), file=sys.stderr)
-        return EXIT_FAILURE
+        return _fail(error, args.debug)
     if args.json:
         print(json.dumps(result, sort_keys=True))
     elif args.command == "run":

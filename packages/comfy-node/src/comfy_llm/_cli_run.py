@@ -26,7 +26,12 @@ def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], Non
     )
     run.add_argument("--prompt", required=True, help="the user prompt")
     run.add_argument("--system", help="a system prompt")
-    run.add_argument("--image", action="append", default=[], help="an image file (repeatable)")
+    run.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        help="an image file (repeatable; downscaled to fit 4096x4096 as it is decoded)",
+    )
     run.add_argument("--video", help="a video file")
     run.add_argument(
         "--video-frames",
@@ -39,24 +44,45 @@ def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], Non
     run.add_argument("--no-reasoning", action="store_true", help="disable the reasoning channel")
     run.add_argument("--temperature", type=float, default=defaults.TEMPERATURE)
     run.add_argument("--top-p", type=float, default=defaults.TOP_P)
-    run.add_argument("--seed", type=int)
+    run.add_argument("--seed", type=int, help=f"sampling seed, 0 to {defaults.SEED_MAX}")
     run.add_argument("--schema", help="a JSON Schema file the answer must satisfy (JSON output)")
     add_common(run)
 
 
 def load_image_files(paths: list[str]) -> list[Any] | None:
+    """Decode image files as RGB with bounded memory (``comfy_llm_inputs.images_from_files``).
+
+    Raises:
+        ImageInputError: A path is not a regular file, not an image, or over
+            the pixel limit; the message names the file.
+    """
     if not paths:
         return None
-    from PIL import Image, UnidentifiedImageError
+    from comfy_llm_inputs import images_from_files
 
-    images = []
-    for path in paths:
-        try:
-            with Image.open(path) as image:
-                images.append(image.convert("RGB"))
-        except (OSError, UnidentifiedImageError) as error:
-            raise ValueError(f"--image {path!r} could not be read as an image: {error}") from None
-    return images
+    return list(images_from_files(paths))
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Refuse a missing path, a directory, a pipe or a device before any model work.
+
+    The full checks (and the reading itself) happen in the inputs package;
+    this only makes a typo fail in a second instead of after a download.
+    """
+    from comfy_llm_inputs import FileInputError, ImageInputError, VideoInputError, path_problem
+
+    for index, path in enumerate(args.image):
+        problem = path_problem(path)
+        if problem is not None:
+            raise ImageInputError(f"--image {path!r} {problem}", index=index)
+    for path in args.file:
+        problem = path_problem(path)
+        if problem is not None:
+            raise FileInputError(f"--file {path!r} {problem}", filename=path)
+    if args.video is not None:
+        problem = path_problem(args.video)
+        if problem is not None:
+            raise VideoInputError(f"--video {args.video!r} {problem}", source=args.video)
 
 
 def default_model(target: str | None) -> str:
@@ -72,9 +98,13 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     """Run one request and return ``{"response", "reasoning", "metadata"}``.
 
     Raises:
-        ValueError: An argument is out of range or a file cannot be read.
+        GenerationSettingsError: A generation setting (``--seed`` included) is out
+            of range; checked before anything is resolved or loaded.
+        InputError: An input path is not a readable regular file, or an input
+            was refused.
     """
-    images = load_image_files(args.image)  # a bad path fails before the heavy imports
+    _check_paths(args)
+    images = load_image_files(args.image)  # a bad image fails before the heavy imports
     from comfy_llm_residency import GenerationSettings
 
     from comfy_llm._cli_caption import read_schema_file

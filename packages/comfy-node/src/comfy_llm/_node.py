@@ -133,7 +133,7 @@ def _inputs() -> list[Any]:
             "seed",
             default=0,
             min=0,
-            max=2**32 - 1,
+            max=defaults.SEED_MAX,
             optional=True,
             tooltip="Sampling seed: the same seed and inputs give the same answer.",
             **_supported(integer, control_after_generate=_seed_control()),

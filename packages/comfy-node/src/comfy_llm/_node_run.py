@@ -2,25 +2,68 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+import logging
+import traceback
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
-from comfy_llm_core import defaults
+from comfy_llm_core import ErrorAction, defaults, redact, render_error
 from comfy_llm_residency import GenerationSettings
 
 from comfy_llm._comfy_glue import ComfyGlue, executing_prompt_id
 from comfy_llm._host_memory import host_bridge
 from comfy_llm._pipeline import LLMRequest, run_request
 from comfy_llm._storage import register_model_folder, storage_root
+from comfy_llm.errors import NodeError
 
-__all__ = ["metadata_json", "run_node"]
+__all__ = ["metadata_json", "run_node", "scrub_errors", "scrubbed"]
+
+logger = logging.getLogger(__name__)
 
 
 def metadata_json(metadata: dict[str, Any]) -> str:
-    """Indented, key-sorted JSON: readable in a Preview as Text node, stable for diffs."""
-    return json.dumps(metadata, sort_keys=True, indent=2, ensure_ascii=False, default=str)
+    """Indented, key-sorted JSON (readable in Preview as Text, stable); tokens scrubbed."""
+    return redact(json.dumps(metadata, sort_keys=True, indent=2, ensure_ascii=False, default=str))
 
 
+def scrubbed(error: Exception) -> Exception:
+    """``error`` itself, or a :class:`NodeError` when its text would show a token.
+
+    ComfyUI puts ``str(error)`` in the UI and logs the chained traceback;
+    both are checked. Errors without a token stay as they are (ComfyUI's own
+    out-of-memory handling looks at the class).
+    """
+    full = "".join(traceback.format_exception(error))
+    if redact(full) == full:
+        return error
+    logger.debug("Scrubbed error from the node:\n%s", redact(full))
+    action = getattr(error, "action", ErrorAction.FATAL)
+    return NodeError(render_error(error), type(error).__name__, ErrorAction(action).value)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def scrub_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Re-raise what ``function`` raises through :func:`scrubbed` (node entry points)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:
+            replacement = scrubbed(error)
+            if replacement is error:
+                raise
+            raise replacement from None
+
+    return wrapper
+
+
+@scrub_errors
 def run_node(
     *,
     prompt: str,
@@ -47,7 +90,9 @@ def run_node(
 
     Raises:
         Exception: Whatever the pipeline raises, ComfyUI's
-            ``InterruptProcessingException`` included, unchanged.
+            ``InterruptProcessingException`` included, unchanged, unless its
+            text would show a Hub token: then a :class:`NodeError` with the
+            scrubbed message (see :func:`scrubbed`).
     """
     root = storage_root()
     register_model_folder(root)

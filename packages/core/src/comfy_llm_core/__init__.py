@@ -5,12 +5,14 @@
 * ``env_*`` and :class:`InvalidSettingError`: environment variables read one way.
 * :func:`hub_path_problem`, :func:`quote_untrusted`: Hub file names checked one way.
 * :func:`render_error`, :func:`redact`, :func:`check_token`: tokens never reach output.
+* :func:`configure_library_logging`: library chatter off stderr unless debugging.
 * :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
 """
 
 from comfy_llm_core import defaults
 from comfy_llm_core._env import InvalidSettingError, env_choice, env_float, env_int, env_str
 from comfy_llm_core._errors import ComfyLLMError, ErrorAction
+from comfy_llm_core._logs import RedactingFilter, configure_library_logging
 from comfy_llm_core._paths import hub_path_problem, quote_untrusted
 from comfy_llm_core._secrets import (
     REDACTED,
@@ -28,7 +30,9 @@ __all__ = [
     "ErrorAction",
     "InvalidSettingError",
     "InvalidTokenError",
+    "RedactingFilter",
     "check_token",
+    "configure_library_logging",
     "defaults",
     "env_choice",
     "env_float",

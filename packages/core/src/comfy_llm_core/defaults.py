@@ -19,6 +19,7 @@ __all__ = [
     "MAX_RESIDENT_MODELS",
     "MEMORY_RECOVERY_TIMEOUT_SECONDS",
     "RESERVE_GB",
+    "SEED_MAX",
     "TEMPERATURE",
     "TOP_P",
     "VIDEO_FRAMES",
@@ -35,6 +36,11 @@ TOP_P = 0.95
 
 VIDEO_FRAMES = 8
 """Frames sampled uniformly from a VIDEO input."""
+
+SEED_MAX = 2**64 - 1
+"""The largest sampling seed (ComfyUI's own seed widgets stop here too): the
+node's seed widget, ``--seed`` and ``GenerationSettings`` all use it; torch
+and MLX take any seed up to it. Larger values are refused before any model work."""
 
 RESERVE_GB: Mapping[str, float] = MappingProxyType(
     {

@@ -16,8 +16,10 @@ from ._files import (
     ExtractedFile,
     read_input_files,
 )
+from ._image_files import image_from_file, images_from_files
 from ._images import images_from_comfy
 from ._limits import InputLimits, ProgressCallback
+from ._paths import path_problem
 from ._prepare import prepare_inputs
 from ._prepared import WIRE_VERSION, PreparedInputs
 from ._prompt import assemble_prompt, file_section
@@ -42,7 +44,10 @@ __all__ = [
     "VideoInputError",
     "assemble_prompt",
     "file_section",
+    "image_from_file",
     "images_from_comfy",
+    "images_from_files",
+    "path_problem",
     "prepare_inputs",
     "read_input_files",
     "sample_video_frames",

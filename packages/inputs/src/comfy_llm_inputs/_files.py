@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._limits import InputLimits, ProgressCallback, report
+from ._paths import open_regular_file
 from ._pdf import extract_pdf_text
 from .errors import FileInputError
 
@@ -199,11 +200,12 @@ def _load(item: Any, position: int, budget: _Budget) -> tuple[str, str, bytes]:
     """Return ``(name, mime type, bytes)`` for one file input."""
     if isinstance(item, (str, os.PathLike)):
         path = os.fspath(item)
-        name = os.path.basename(path) or path
-        if not os.path.isfile(path):
-            raise FileInputError(f"File {name!r} was not found; check the path", filename=name)
-        budget.check_bytes(name, os.path.getsize(path), estimated=False)
-        with open(path, "rb") as handle:
+        name = os.path.basename(path.rstrip("/" + os.sep)) or path
+        handle, size = open_regular_file(
+            path, lambda problem: FileInputError(f"File {name!r} {problem}", filename=name)
+        )
+        with handle:
+            budget.check_bytes(name, size, estimated=False)
             data = handle.read(budget.limits.max_file_bytes + 1)
         return name, _type_for(name, ""), data
     raw_name = _field(item, "filename")

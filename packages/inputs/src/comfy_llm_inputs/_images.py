@@ -117,6 +117,28 @@ def check_pixels(pixels: np.ndarray, *, what: str, index: int) -> None:
         )
 
 
+def _from_pil(
+    images: list[Image.Image] | tuple[Image.Image, ...],
+    limits: InputLimits,
+    progress: ProgressCallback | None,
+) -> tuple[Image.Image, ...]:
+    """Already-decoded PIL images (image files): RGB as they are, no float round trip."""
+    from ._image_files import to_rgb
+
+    if len(images) > limits.max_images:
+        raise ImageInputError(
+            f"{len(images)} images were given; this model accepts at most {limits.max_images} "
+            "per request; pass fewer images or split the request",
+            value=len(images),
+            limit=limits.max_images,
+        )
+    result = []
+    for index, image in enumerate(images):
+        result.append(to_rgb(image))
+        report(progress, "Preparing images", index + 1, len(images))
+    return tuple(result)
+
+
 def images_from_comfy(
     images: Any,
     *,
@@ -130,7 +152,8 @@ def images_from_comfy(
     channels). Values outside 0..1 are clipped; alpha is composited onto
     white. A 3-D ``[height, width, channels]`` array is refused rather than
     guessed at, since ComfyUI always sends a batch and a 3-D tensor may as
-    well be a MASK.
+    well be a MASK. A list of PIL images (decoded image files) is taken as
+    it is, converted to RGB without any float copy.
 
     Args:
         images: The IMAGE value, or ``None`` for no images.
@@ -148,6 +171,12 @@ def images_from_comfy(
     if images is None:
         return ()
     limits = limits or InputLimits()
+    if (
+        isinstance(images, (list, tuple))
+        and images
+        and all(isinstance(item, Image.Image) for item in images)
+    ):
+        return _from_pil(images, limits, progress)
     if isinstance(images, (list, tuple)) and images and hasattr(images[0], "shape"):
         raise ImageInputError(
             f"IMAGE must be one [batch, height, width, channels] tensor, not a list of "

@@ -33,6 +33,10 @@ class InputLimits:
         max_file_characters: Most characters extracted from one file.
         max_total_characters: Most characters extracted from all files.
         max_pdf_pages: Most pages in one PDF.
+        max_image_pixels: Most pixels (width x height) in one image file;
+            checked from its header, before anything is decoded.
+        max_image_side: Image files are downscaled (aspect kept) to at most
+            this many pixels wide and high as they are decoded.
         allow_mixed_image_video: Whether one request may carry both IMAGE
             and VIDEO inputs (some models take only one kind per prompt).
     """
@@ -44,6 +48,8 @@ class InputLimits:
     max_file_characters: int = 200_000
     max_total_characters: int = 400_000
     max_pdf_pages: int = 200
+    max_image_pixels: int = 150_000_000
+    max_image_side: int = 4096
     allow_mixed_image_video: bool = True
 
     def __post_init__(self) -> None:

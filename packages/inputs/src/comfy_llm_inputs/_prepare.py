@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from comfy_llm_core import defaults
 
 from ._files import read_input_files
+from ._image_files import images_from_files
 from ._images import images_from_comfy
 from ._limits import InputLimits, ProgressCallback
 from ._prepared import PreparedInputs
@@ -22,6 +24,19 @@ def _has_files(files: Any) -> bool:
         return len(files) > 0
     except TypeError:
         return True
+
+
+def _image_paths(images: Any) -> list[Any] | None:
+    """The image file paths when ``images`` is a path or a list of paths, else None."""
+    if isinstance(images, (str, os.PathLike)):
+        return [images]
+    if (
+        isinstance(images, (list, tuple))
+        and images
+        and all(isinstance(item, (str, os.PathLike)) for item in images)
+    ):
+        return list(images)
+    return None
 
 
 def prepare_inputs(
@@ -44,7 +59,8 @@ def prepare_inputs(
     Args:
         prompt: The user prompt (may be empty when media or files are given).
         system_prompt: Optional system prompt; blank counts as none.
-        images: ComfyUI IMAGE (``[B, H, W, C]`` float tensor or array).
+        images: ComfyUI IMAGE (``[B, H, W, C]`` float tensor or array), or
+            image file paths (read by :func:`images_from_files`).
         video: ComfyUI VIDEO, a components object, a path, bytes or stream.
         video_frames: Frames to sample from ``video``.
         files: ``OPENAI_INPUT_FILES`` value, mappings or paths.
@@ -79,7 +95,12 @@ def prepare_inputs(
         )
     if video is not None:
         check_frame_count(video_frames, limits)
-    prepared_images = images_from_comfy(images, limits=limits, progress=progress)
+    paths = _image_paths(images)
+    prepared_images = (
+        images_from_files(paths, limits=limits, progress=progress)
+        if paths is not None
+        else images_from_comfy(images, limits=limits, progress=progress)
+    )
     extracted = read_input_files(files, limits=limits, progress=progress)
     frames = (
         sample_video_frames(video, video_frames, limits=limits, progress=progress)

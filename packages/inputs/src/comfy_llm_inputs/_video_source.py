@@ -20,6 +20,7 @@ import av
 from PIL import Image
 
 from ._limits import ProgressCallback, report
+from ._paths import path_problem
 from .errors import VideoInputError
 
 _END_MARGIN_SECONDS = 2
@@ -71,8 +72,9 @@ class Source:
         self.name = name
         if isinstance(source, (str, os.PathLike)):
             path = os.fspath(source)
-            if not os.path.isfile(path):
-                raise fail(name, "was not found", "check the path or reload the video")
+            problem = path_problem(path)
+            if problem is not None:
+                raise VideoInputError(f"Video {name!r} {problem}", source=name)
             self.source: Any = path
         elif callable(getattr(source, "seekable", None)) and not source.seekable():
             self.source = io.BytesIO(source.read())

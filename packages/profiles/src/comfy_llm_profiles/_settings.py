@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from comfy_llm_core import InvalidSettingError, env_float, env_str
+from comfy_llm_core import InvalidSettingError, check_token, env_float, env_str
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -55,7 +55,7 @@ def _token() -> str | None:
     for name in TOKEN_ENVS:
         value = env_str(name)
         if value:
-            return value
+            return check_token(value, name)
     return None
 
 
@@ -83,9 +83,11 @@ def read_settings(*, token: str | None = None, endpoint: str | None = None) -> P
     Raises:
         InvalidSettingError: COMFY_MODAL_LLM_MAX_DOWNLOAD_GB is not a positive number,
             or HF_ENDPOINT is not an http(s) URL.
+        InvalidTokenError: The token cannot be sent as a header value (a line
+            break, a space, a non-ASCII character); its value is never echoed.
     """
     return ProfileSettings(
         max_download_bytes=_max_download_bytes(),
-        token=token.strip() if token and token.strip() else _token(),
+        token=check_token(token, "the token argument") if token and token.strip() else _token(),
         endpoint=endpoint.rstrip("/") if endpoint else _endpoint(),
     )

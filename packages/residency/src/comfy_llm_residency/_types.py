@@ -48,7 +48,8 @@ class GenerationSettings:
         max_new_tokens: Upper bound on generated tokens (reasoning included), >= 1.
         temperature: Sampling temperature, >= 0; 0 means greedy decoding.
         top_p: Nucleus sampling mass, in (0, 1].
-        seed: Random seed (>= 0) for reproducible sampling; None for unseeded.
+        seed: Random seed, 0 to ``defaults.SEED_MAX``, for reproducible
+            sampling; None for unseeded.
         enable_reasoning: Ask the model to think first and parse its reasoning
             out; when False a direct-response parser is used.
         response_schema: A JSON Schema (JSON text) the answer must satisfy, or
@@ -87,9 +88,13 @@ class GenerationSettings:
             raise GenerationSettingsError(
                 "top_p", f"top_p must be greater than 0 and at most 1, got {self.top_p!r}."
             )
-        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
+        if self.seed is not None and (
+            not _is_int(self.seed) or not 0 <= self.seed <= defaults.SEED_MAX
+        ):
             raise GenerationSettingsError(
-                "seed", f"seed must be a whole number >= 0 or None, got {self.seed!r}."
+                "seed",
+                f"seed must be a whole number from 0 to {defaults.SEED_MAX} (or unset), got "
+                f"{self.seed!r}; pick a smaller seed.",
             )
         if not isinstance(self.enable_reasoning, bool):
             raise GenerationSettingsError(

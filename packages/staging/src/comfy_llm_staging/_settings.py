@@ -11,6 +11,8 @@ The staging names are the seed system's, so users moving over keep their setting
 - ``HF_ENDPOINT``: the Hub or mirror to download from. huggingface_hub reads it
   only when first imported, so staging reads it on every call and passes it
   explicitly.
+- ``HF_TOKEN`` / ``HUGGING_FACE_HUB_TOKEN``: checked here (a token that cannot
+  be a header value is refused without echoing it), then passed explicitly.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from comfy_llm_core import InvalidSettingError, env_float, env_str
+from comfy_llm_core import TOKEN_ENVS, InvalidSettingError, check_token, env_float, env_str
 
 STORAGE_ROOT_ENV = "COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT"
 LEASE_TIMEOUT_ENV = "COMFY_MODAL_LLM_STAGE_LEASE_TIMEOUT_SECONDS"
@@ -83,6 +85,25 @@ def hub_endpoint(explicit: str | None = None) -> str:
     """
     value = (explicit or "").strip() or env_str(HF_ENDPOINT_ENV, DEFAULT_HUB_ENDPOINT)
     return str(value).rstrip("/")
+
+
+def hub_token(explicit: str | None = None) -> str | None:
+    """Return the Hub token for this call, checked, or None for none.
+
+    Args:
+        explicit: A token from the caller; wins over the environment.
+
+    Raises:
+        InvalidTokenError: The token has a line break, a space, a control or a
+            non-ASCII character (the message never echoes it).
+    """
+    if explicit is not None and explicit.strip():
+        return check_token(explicit, "the token argument")
+    for name in TOKEN_ENVS:
+        value = env_str(name)
+        if value:
+            return check_token(value, name)
+    return None
 
 
 def user_cache_dir() -> Path:

@@ -94,7 +94,7 @@ def stage_snapshot(
         revision: A 40-hex commit (resolve branches and tags first).
         storage_root: The storage root (see :func:`default_storage_root`).
         profile_id: The profile staging it; also the key of a legacy layout.
-        token: A Hub token; None lets huggingface_hub use HF_TOKEN.
+        token: A Hub token; None reads HF_TOKEN, then HUGGING_FACE_HUB_TOKEN.
         endpoint: The Hub endpoint; None reads HF_ENDPOINT now.
         progress: Receives DOWNLOAD events (bytes, files, waiting, verifying);
             may raise to cancel (partial files are kept for the next call).
@@ -108,6 +108,7 @@ def stage_snapshot(
         InvalidRepositoryError: ``repository`` is not ``owner/name``.
         InvalidRevisionError: ``revision`` is not a 40-hex commit.
         InvalidSettingError: A bad lease timeout.
+        InvalidTokenError: A token that cannot be a header value (not echoed).
         StagingLeaseTimeoutError: Another stager held the lease too long.
         SnapshotAccessError: Missing, private or gated repository.
         SnapshotRevisionNotFoundError: The commit does not exist.
@@ -128,6 +129,7 @@ def stage_snapshot(
     _layout.check_revision(repository, revision)
     storage_root = Path(storage_root)
     timeout = _settings.lease_timeout_seconds(lease_timeout_seconds)
+    token = _settings.hub_token(token)
 
     found = _marker.find_completed_snapshot(
         storage_root, repository, revision, legacy_profile_id=profile_id

@@ -1,0 +1,212 @@
+"""The real ``comfy-llm`` executable under hostile tokens, flaky networks and odd paths.
+
+Each case runs the installed console script in a subprocess against the fake
+Hub (loopback only), then reads everything the user could see: stdout,
+stderr, and every file written under the storage root and HF_HOME.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from comfy_llm_testworld import FakeHub
+
+from .conftest import GOOD_TOKEN, EchoingProxy
+
+CLI = shutil.which("comfy-llm", path=os.path.dirname(sys.executable)) or "comfy-llm"
+MODEL = "tiny/smolvlm"
+
+# (token, substrings of it that must never be shown or written)
+MALFORMED_TOKENS = {
+    "newline": ("hf_SeCrEtZq9\nmore", ["SeCrEtZq9", "more"]),
+    "header-injection": ("hf_SeCrEtZq9\r\nX-Evil: 1", ["SeCrEtZq9", "X-Evil"]),
+    "non-ascii": ("hf_s\u00e9cretZq9", ["cretZq9", "\u00e9"]),
+    "space": ("hf_SeCrEt Zq9tail", ["SeCrEt", "Zq9tail"]),
+}
+COMMANDS = {
+    "resolve": ["resolve", MODEL],
+    "stage": ["stage", MODEL],
+    "run": ["run", "--model", MODEL, "--prompt", "hi", "--max-new-tokens", "2"],
+}
+
+
+@pytest.fixture
+def cli_env(model_hub: FakeHub, tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        env.pop(name, None)
+    env["COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT"] = str(tmp_path / "storage")
+    return env
+
+
+def _cli(
+    env: dict[str, str], *argv: str, stdin: int | None = subprocess.DEVNULL
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CLI, *argv, "--target", "local_cpu"],
+        env=env,
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _written_bytes(*roots: Path) -> bytes:
+    chunks = []
+    for root in roots:
+        for path in sorted(root.rglob("*")) if root.exists() else []:
+            chunks.append(str(path).encode())
+            if path.is_file() and not path.is_symlink():
+                chunks.append(path.read_bytes())
+    return b"\n".join(chunks)
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "error" in line.lower()]
+
+
+CASES = [
+    *((kind, "resolve", "HF_TOKEN") for kind in MALFORMED_TOKENS),
+    *(
+        (kind, command, "HF_TOKEN")
+        for kind in ("header-injection", "non-ascii")
+        for command in ("stage", "run")
+    ),
+    ("header-injection", "resolve", "HUGGING_FACE_HUB_TOKEN"),
+]
+
+
+@pytest.mark.parametrize(("kind", "command", "variable"), CASES)
+def test_malformed_token_is_refused_and_never_shown_or_written(
+    kind: str, command: str, variable: str, cli_env: dict[str, str], hf_env: FakeHub
+) -> None:
+    token, secret_parts = MALFORMED_TOKENS[kind]
+    env = dict(cli_env, **{variable: token})
+    done = _cli(env, *COMMANDS[command])
+    assert done.returncode == 2, done.stderr  # fix the input
+    assert done.stderr.splitlines()[-1].startswith("comfy-llm: error: ")
+    assert _error_lines(done.stderr) == [done.stderr.splitlines()[-1]]
+    assert variable in done.stderr and "malformed" in done.stderr
+    written = _written_bytes(Path(env["COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT"]), Path(env["HF_HOME"]))
+    for part in secret_parts:
+        assert part not in done.stdout and part not in done.stderr
+        assert part.encode() not in written
+    assert hf_env.requests == []  # refused before any request
+
+
+@pytest.fixture
+def echoing_env(cli_env: dict[str, str], echoing_proxy: EchoingProxy) -> dict[str, str]:
+    return dict(cli_env, HF_ENDPOINT=echoing_proxy.endpoint, HF_TOKEN=GOOD_TOKEN)
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
+def test_token_inside_library_error_text_is_scrubbed(
+    debug: bool, echoing_env: dict[str, str]
+) -> None:
+    done = _cli(echoing_env, "stage", MODEL, *(["--debug"] if debug else []))
+    assert done.returncode != 0
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("comfy-llm: error: ") and "[REDACTED]" in last
+    assert GOOD_TOKEN not in done.stdout + done.stderr
+    if debug:  # the traceback is shown, scrubbed too
+        assert "Traceback" in done.stderr
+    written = _written_bytes(
+        Path(echoing_env["COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT"]), Path(echoing_env["HF_HOME"])
+    )
+    assert GOOD_TOKEN.encode() not in written
+
+
+CHATTER = ("Trying to resume", "Error while downloading", "Retrying", "HTTP Request")
+
+
+@pytest.mark.parametrize("where", ["quiet", "debug-before", "debug-after"], ids=lambda where: where)
+def test_retry_chatter_stays_off_stderr_unless_debug(
+    where: str, cli_env: dict[str, str], hf_env: FakeHub
+) -> None:
+    hf_env.inject_fault("GET", "model.safetensors", cut_after_bytes=100, times=50)
+    argv = ["stage", MODEL]
+    if where == "debug-before":
+        argv = ["--debug", *argv]
+    elif where == "debug-after":
+        argv = [*argv, "--debug"]
+    done = _cli(cli_env, *argv)
+    assert done.returncode != 0
+    lines = done.stderr.splitlines()
+    assert lines[-1].startswith("comfy-llm: error: ") and MODEL in lines[-1]
+    chatter = [line for line in lines if any(word in line for word in CHATTER)]
+    if where == "quiet":
+        assert chatter == []
+        assert [line for line in lines if not line.startswith("[")] == [lines[-1]]
+    else:
+        assert chatter  # the library's own account is there with --debug
+        assert "Traceback" in done.stderr
+
+
+def test_seed_out_of_range_is_refused_before_any_model_work(
+    cli_env: dict[str, str], hf_env: FakeHub
+) -> None:
+    done = _cli(cli_env, *COMMANDS["run"], "--seed", "1208925819614629174706176")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [done.stderr.splitlines()[-1]]  # no progress at all
+    assert "seed" in done.stderr and "18446744073709551615" in done.stderr
+    assert "Overflow" not in done.stderr
+    assert hf_env.requests == []
+
+
+PATH_CASES = [
+    ("--file", "fifo"),
+    ("--file", "directory"),
+    ("--file", "stdin"),
+    ("--image", "fifo"),
+    ("--image", "stdin"),
+    ("--video", "directory"),
+]
+
+
+@pytest.mark.parametrize(("flag", "kind"), PATH_CASES)
+def test_non_regular_input_paths_say_what_they_are(
+    flag: str, kind: str, cli_env: dict[str, str], hf_env: FakeHub, tmp_path: Path
+) -> None:
+    stdin: int | None = subprocess.DEVNULL
+    if kind == "fifo":
+        path = tmp_path / "pipe.txt"
+        os.mkfifo(path)  # nobody ever writes to it: reading it would hang
+        expected = "named pipe (FIFO)"
+    elif kind == "directory":
+        path = tmp_path / "folder.txt"
+        path.mkdir()
+        expected = "is a directory"
+    else:
+        path = Path("/dev/stdin")
+        stdin = subprocess.PIPE  # stdin is a pipe that stays open and empty
+        expected = "is standard input"
+    done = _cli(cli_env, *COMMANDS["run"], flag, str(path), stdin=stdin)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [done.stderr.splitlines()[-1]]
+    assert done.stderr.startswith(f"comfy-llm: error: {flag} ")
+    assert expected in done.stderr and "was not found" not in done.stderr
+    assert hf_env.requests == []  # refused before resolving anything
+
+
+def test_exit_codes_follow_the_error_action() -> None:
+    from comfy_llm._cli import EXIT_CODES, _exit_code
+    from comfy_llm_core import ComfyLLMError, ErrorAction
+
+    class Transient(ComfyLLMError):
+        action = ErrorAction.RETRY
+
+    class BadInput(ComfyLLMError):
+        action = ErrorAction.FIX_INPUT
+
+    assert _exit_code(Transient("x")) == EXIT_CODES[ErrorAction.RETRY] == 75
+    assert _exit_code(BadInput("x")) == EXIT_CODES[ErrorAction.FIX_INPUT] == 2
+    assert _exit_code(ComfyLLMError("x")) == 1
+    assert _exit_code(RuntimeError("x")) == 1
+    help_text = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=60)
+    assert "75" in help_text.stdout and "exit codes" in help_text.stdout

@@ -1,0 +1,101 @@
+"""The node under hostile tokens and out-of-range settings: what ComfyUI would show."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytest
+from comfy_llm_testworld import FakeHub
+
+from .conftest import GOOD_TOKEN, EchoingProxy
+
+
+def _execute(comfyui: Path, **kwargs: Any) -> Any:
+    from comfy_api.latest import io
+    from comfy_llm._node import ModalLLMNode
+
+    ModalLLMNode.hidden = io.HiddenHolder(unique_id="3")
+    kwargs.setdefault("prompt", "hi")
+    kwargs.setdefault("model_profile", "tiny/smolvlm")
+    return ModalLLMNode.execute(**kwargs)
+
+
+def _shown(error: BaseException) -> str:
+    """What ComfyUI shows and logs: the message and the chained traceback."""
+    return str(error) + "\n" + "".join(traceback.format_exception(error))
+
+
+def test_seed_out_of_range_is_refused_before_any_request(
+    model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    from comfy_llm_residency import GenerationSettingsError
+
+    with pytest.raises(GenerationSettingsError, match="18446744073709551615") as caught:
+        _execute(comfyui, seed=1208925819614629174706176)
+    assert caught.value.field == "seed"
+    assert model_hub.requests == []
+
+
+def test_seed_widget_and_settings_share_one_bound(comfyui: Path) -> None:
+    from comfy_llm._node import ModalLLMNode
+    from comfy_llm_core.defaults import SEED_MAX
+    from comfy_llm_residency import GenerationSettings, GenerationSettingsError
+
+    seed = next(item for item in ModalLLMNode.define_schema().inputs if item.id == "seed")
+    assert seed.options["max"] == SEED_MAX
+    assert GenerationSettings(seed=SEED_MAX).seed == SEED_MAX
+    with pytest.raises(GenerationSettingsError):
+        GenerationSettings(seed=SEED_MAX + 1)
+
+
+def test_malformed_token_is_refused_without_echoing_it(
+    model_hub: FakeHub, storage: Path, comfyui: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from comfy_llm_core import InvalidTokenError
+
+    monkeypatch.setenv("HF_TOKEN", "hf_SeCrEtZq9\r\nX-Evil: 1")
+    with pytest.raises(InvalidTokenError) as caught:
+        _execute(comfyui)
+    shown = _shown(caught.value)
+    assert "SeCrEtZq9" not in shown and "X-Evil" not in shown
+    assert "HF_TOKEN" in str(caught.value)
+    assert model_hub.requests == []
+
+
+def test_token_in_library_error_text_never_reaches_comfyui(
+    echoing_proxy: EchoingProxy, storage: Path, comfyui: Path
+) -> None:
+    from comfy_llm.errors import NodeError
+
+    with pytest.raises(NodeError) as caught:
+        _execute(comfyui)
+    assert "[REDACTED]" in str(caught.value)
+    assert GOOD_TOKEN not in _shown(caught.value)
+    assert caught.value.__suppress_context__ and caught.value.__cause__ is None
+    assert caught.value.error_type == "SnapshotDownloadError"
+
+
+def test_metadata_json_scrubs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    from comfy_llm._node_run import metadata_json
+
+    monkeypatch.setenv("HF_TOKEN", GOOD_TOKEN)
+    text = metadata_json({"note": f"an engine said Bearer {GOOD_TOKEN}", "n": 1})
+    assert GOOD_TOKEN not in text and json.loads(text)["n"] == 1
+
+
+def test_caption_node_errors_reach_comfyui_scrubbed_too(
+    echoing_proxy: EchoingProxy, storage: Path, comfyui: Path
+) -> None:
+    import numpy as np
+    from comfy_api.latest import io
+    from comfy_llm._caption_node import CaptionImagesNode
+    from comfy_llm.errors import NodeError
+
+    CaptionImagesNode.hidden = io.HiddenHolder(unique_id="9")
+    images = np.zeros((1, 8, 8, 3), dtype=np.float32)
+    with pytest.raises(NodeError) as caught:
+        CaptionImagesNode.execute(model_profile="tiny/smolvlm", prompt="caption", images=images)
+    assert GOOD_TOKEN not in _shown(caught.value)

@@ -1,0 +1,63 @@
+"""Library logging for command-line use: quiet by default, scrubbed when shown.
+
+huggingface_hub and the HTTP clients log retries and resumes ("Trying to
+resume download...", "Retrying in 1s") at WARNING on stderr. Our own errors
+already say what happened, so that chatter stays off unless asked for.
+huggingface_hub installs its own stderr handler and sets its level from
+``HF_HUB_VERBOSITY`` when first imported, so the variable is set here before
+that import; levels and filters are set on whatever exists now.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from comfy_llm_core._secrets import redact
+
+__all__ = ["LIBRARY_LOGGERS", "RedactingFilter", "configure_library_logging"]
+
+LIBRARY_LOGGERS = ("huggingface_hub", "httpx2", "httpx", "httpcore", "urllib3", "filelock")
+"""Third-party loggers whose messages are chatter unless debugging."""
+
+_HANDLER_NAME = "comfy-llm-debug"
+
+
+class RedactingFilter(logging.Filter):
+    """Scrubs Hub tokens from every record before a handler writes it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Replace the record's message by its scrubbed text (always keeps it)."""
+        record.msg = redact(record.getMessage())
+        record.args = None
+        return True
+
+
+def configure_library_logging(debug: bool) -> None:
+    """Keep library logging off stderr (errors only), or show it, scrubbed.
+
+    Args:
+        debug: Show INFO and above from the libraries and from comfy-llm on
+            stderr, every line through :class:`RedactingFilter`.
+    """
+    level = logging.INFO if debug else logging.ERROR
+    if "huggingface_hub" not in sys.modules:
+        os.environ["HF_HUB_VERBOSITY"] = "info" if debug else "error"
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    for handler in logging.getLogger("huggingface_hub").handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+    if not debug:
+        return
+    root = logging.getLogger()
+    if not any(handler.get_name() == _HANDLER_NAME for handler in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.set_name(_HANDLER_NAME)
+        handler.addFilter(RedactingFilter())
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    root.setLevel(min(root.level or logging.INFO, logging.INFO))
+    if logging.getLogger("huggingface_hub").handlers:
+        logging.getLogger("huggingface_hub").propagate = False  # it has its own handler
