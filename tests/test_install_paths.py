@@ -153,7 +153,7 @@ def test_comfyui_link_refuses_an_interpreter_that_cannot_import_the_node(
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(comfyui / ".venv")], check=True
     )
-    assert main(["comfyui-link", str(comfyui)]) == 1
+    assert main(["comfyui-link", str(comfyui)]) == 2  # fix the input
     err = capsys.readouterr().err
     assert "cannot import comfy_llm" in err and str(comfyui / ".venv") in err
     assert "uv pip install --python" in err
