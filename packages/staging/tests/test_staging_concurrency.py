@@ -145,7 +145,8 @@ def test_two_processes_download_each_file_once(world, make_files) -> None:
     files = make_files(weight_bytes=5 * 1024 * 1024, seed=3)
     sha = world.hub.add_repo("acme/five-mb", files)
     # hold the first stager inside its download so the second must wait on the lease
-    world.hub.inject_fault("HEAD", "model.safetensors", delay=4.0)
+    # (long enough that a second interpreter, slow to import on a loaded machine, still sees it)
+    world.hub.inject_fault("HEAD", "model.safetensors", delay=10.0)
     first = _spawn_stager("acme/five-mb", sha, world.root)
     world.hub.wait_for_request(lambda r: r.path.startswith("/api/models/acme/five-mb"), 60)
     second = _spawn_stager("acme/five-mb", sha, world.root)
