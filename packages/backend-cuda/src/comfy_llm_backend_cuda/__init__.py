@@ -1,36 +1,57 @@
-"""comfy-llm-backend-cuda: run multimodal models in-process with Transformers.
+"""comfy-llm-backend-cuda: run multimodal models in-process with Transformers or vLLM.
 
-:func:`create_backend` is a residency ``BackendFactory``: it checks that the
-snapshot is complete, loads ``AutoProcessor`` and
-``AutoModelForImageTextToText`` from it (local files only, no remote code,
-SDPA attention) on CUDA when available, else on the CPU, and returns a
-:class:`TransformersBackend` that streams token ids per token.
+:func:`create_backend` is a residency ``BackendFactory``. A ``transformers``
+profile loads ``AutoProcessor`` + ``AutoModelForImageTextToText`` (local
+files only, no remote code, SDPA attention) on CUDA when available, else on
+the CPU, and streams token ids per token. A ``vllm`` profile (extra
+``vllm``) starts one resident ``AsyncLLM`` on a background event-loop thread
+and serves it synchronously; its eager/throughput mode is deployment-scoped
+(``COMFY_MODAL_LLM_VLLM_EXECUTION_MODE``) and its compile caches live under
+a namespace of the accelerator stack.
 
-torch and transformers are imported only when a model is loaded, so
-importing this package works without them. The vLLM backend is not part of
-this version: a profile with backend ``vllm`` is refused with
-:class:`~comfy_llm_backend_cuda.errors.UnsupportedBackendError`.
+torch, transformers and vllm are imported only when a model is loaded, so
+importing this package works without them.
 """
 
-from ._backend import ATTENTION_IMPLEMENTATION, ENGINE_NAME, TransformersBackend, create_backend
+from ._backend import (
+    ATTENTION_IMPLEMENTATION,
+    ENGINE_NAME,
+    VLLM_ENGINE_NAME,
+    TransformersBackend,
+    create_backend,
+)
+from ._vllm_cache import COMPILE_CACHE_ROOT_ENV, CacheStack
+from ._vllm_modes import EXECUTION_MODE_ENV, ExecutionModes, execution_modes
 from .errors import (
     BackendUnloadedError,
     CudaBackendError,
     EngineNotInstalledError,
+    InvalidExecutionStateError,
     ModelLoadError,
     PromptTooLongError,
     UnsupportedBackendError,
+    UnsupportedQuantizationError,
+    VllmNotInstalledError,
 )
 
 __all__ = [
     "ATTENTION_IMPLEMENTATION",
+    "COMPILE_CACHE_ROOT_ENV",
     "ENGINE_NAME",
+    "EXECUTION_MODE_ENV",
+    "VLLM_ENGINE_NAME",
     "BackendUnloadedError",
+    "CacheStack",
     "CudaBackendError",
     "EngineNotInstalledError",
+    "ExecutionModes",
+    "InvalidExecutionStateError",
     "ModelLoadError",
     "PromptTooLongError",
     "TransformersBackend",
     "UnsupportedBackendError",
+    "UnsupportedQuantizationError",
+    "VllmNotInstalledError",
     "create_backend",
+    "execution_modes",
 ]

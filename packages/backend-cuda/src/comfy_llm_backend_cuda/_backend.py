@@ -27,7 +27,35 @@ from .errors import (
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
 
-__all__ = ["ATTENTION_IMPLEMENTATION", "ENGINE_NAME", "TransformersBackend", "create_backend"]
+    from ._vllm_backend import VllmBackend
+
+VLLM_ENGINE_NAME = "vllm"
+
+
+def create_vllm_backend(
+    profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback
+) -> VllmBackend:
+    """Start a resident vLLM engine for a ``vllm`` profile (imports vLLM lazily).
+
+    Raises:
+        IncompleteSnapshotError: The snapshot is not complete (from staging).
+        VllmNotInstalledError: vllm cannot be imported (names the extra).
+        UnsupportedQuantizationError: vLLM says the GPU cannot run the format.
+        ModelLoadError: vLLM or the processor could not load the files.
+    """
+    from ._vllm_backend import VllmBackend
+
+    return VllmBackend.load(profile, snapshot_path, progress)
+
+
+__all__ = [
+    "ATTENTION_IMPLEMENTATION",
+    "ENGINE_NAME",
+    "VLLM_ENGINE_NAME",
+    "TransformersBackend",
+    "create_backend",
+    "create_vllm_backend",
+]
 
 ENGINE_NAME = "transformers"
 ATTENTION_IMPLEMENTATION = "sdpa"
@@ -35,11 +63,14 @@ ATTENTION_IMPLEMENTATION = "sdpa"
 
 def create_backend(
     profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback
-) -> TransformersBackend:
-    """Load a profile's model with Transformers (a residency ``BackendFactory``).
+) -> TransformersBackend | VllmBackend:
+    """Load a profile's model with the engine it names (a residency ``BackendFactory``).
+
+    ``transformers`` profiles load with Transformers; ``vllm`` profiles start a
+    resident vLLM engine (see :func:`create_vllm_backend`).
 
     Args:
-        profile: A profile whose backend is ``transformers``.
+        profile: A profile whose backend is ``transformers`` or ``vllm``.
         snapshot_path: The completed snapshot directory staging returned.
         progress: Receives indeterminate LOAD events ("Loading processor",
             "Loading model"); may raise to cancel.
@@ -48,15 +79,17 @@ def create_backend(
         The loaded backend.
 
     Raises:
-        UnsupportedBackendError: The profile names ``vllm`` (not available in
-            this version) or another backend.
+        UnsupportedBackendError: The profile names another backend.
+        VllmNotInstalledError: A ``vllm`` profile, and vllm cannot be imported.
         IncompleteSnapshotError: ``snapshot_path`` has no valid completion
             marker for the profile's repository and revision (from
             ``comfy_llm_staging``).
         EngineNotInstalledError: torch or transformers is missing (an
             ``ImportError`` naming ``comfy-llm[cuda]``).
-        ModelLoadError: Transformers could not load the processor or model.
+        ModelLoadError: The engine could not load the processor or model.
     """
+    if profile.backend == VLLM_ENGINE_NAME:
+        return create_vllm_backend(profile, snapshot_path, progress)
     return TransformersBackend.load(profile, snapshot_path, progress)
 
 

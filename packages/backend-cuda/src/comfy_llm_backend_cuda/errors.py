@@ -1,4 +1,4 @@
-"""Errors raised by the Transformers backend.
+"""Errors raised by the Transformers and vLLM backends.
 
 Every error derives from :class:`CudaBackendError`. Where a builtin category
 fits, the error also derives from it (``ImportError`` for a missing engine,
@@ -14,15 +14,20 @@ Errors survive pickling (the Modal dispatcher ships them across processes).
 
 from __future__ import annotations
 
+from typing import Any
+
 from comfy_llm_core import ComfyLLMError, ErrorAction
 
 __all__ = [
     "BackendUnloadedError",
     "CudaBackendError",
     "EngineNotInstalledError",
+    "InvalidExecutionStateError",
     "ModelLoadError",
     "PromptTooLongError",
     "UnsupportedBackendError",
+    "UnsupportedQuantizationError",
+    "VllmNotInstalledError",
 ]
 
 
@@ -33,11 +38,11 @@ class CudaBackendError(ComfyLLMError):
 
 
 class UnsupportedBackendError(CudaBackendError, ValueError):
-    """The profile names a backend this package does not provide (yet).
+    """The profile names a backend this package does not provide.
 
     Attributes:
         profile_id: The profile that was offered.
-        backend: The backend it names (``vllm``, ``mlx_vlm``, ...).
+        backend: The backend it names (``mlx_vlm``, ...).
     """
 
     action = ErrorAction.FIX_INPUT
@@ -45,19 +50,11 @@ class UnsupportedBackendError(CudaBackendError, ValueError):
     def __init__(self, profile_id: str, backend: str) -> None:
         self.profile_id = profile_id
         self.backend = backend
-        if backend == "vllm":
-            detail = (
-                "the vLLM backend is not available in this version of comfy-llm-backend-cuda; "
-                "only the Transformers backend is. Re-resolve the model on a machine without "
-                "vLLM installed (it then resolves to the Transformers backend) or pick a "
-                "Transformers profile"
-            )
-        else:
-            detail = (
-                "this package runs only backend 'transformers'. Load it with the package that "
-                "provides that backend (mlx_vlm: comfy-llm[apple]) or re-resolve the model for "
-                "this execution target"
-            )
+        detail = (
+            "this package runs only the backends 'transformers' and 'vllm'. Load it with the "
+            "package that provides that backend (mlx_vlm: comfy-llm[apple]) or re-resolve the "
+            "model for this execution target"
+        )
         super().__init__(f"Profile {profile_id} names backend {backend!r}: {detail}.")
 
 
@@ -140,6 +137,79 @@ class BackendUnloadedError(CudaBackendError, RuntimeError):
     def __init__(self, profile_id: str) -> None:
         self.profile_id = profile_id
         super().__init__(
-            f"The Transformers backend of profile {profile_id} was unloaded; load it again "
+            f"The backend of profile {profile_id} was unloaded; load it again "
             "(create_backend) before generating."
+        )
+
+
+class VllmNotInstalledError(CudaBackendError, ImportError):
+    """The profile needs vLLM, which cannot be imported here.
+
+    Attributes:
+        profile_id: The profile being loaded.
+        reason: The import error's message.
+    """
+
+    action = ErrorAction.FATAL
+
+    def __init__(self, profile_id: str, reason: str) -> None:
+        self.profile_id = profile_id
+        self.reason = reason
+        super().__init__(
+            f"Profile {profile_id} runs on the vLLM backend, but vllm cannot be imported "
+            f'({reason}). Install the extra: pip install "comfy-llm[cuda,vllm]" (Linux), or '
+            "re-resolve the model without vLLM installed to get a Transformers profile.",
+            name="vllm",
+        )
+
+
+class UnsupportedQuantizationError(CudaBackendError, ValueError):
+    """vLLM says this GPU cannot run the checkpoint's quantization.
+
+    Attributes:
+        profile_id: The profile being loaded.
+        quantization: The method (``fp8``, ``modelopt_fp4``).
+        capability: The GPU's compute capability as vLLM reports it (``8.9``), or None.
+        minimum: The lowest capability vLLM accepts for the method (``10.0``), or None.
+        reason: vLLM's own words.
+    """
+
+    action = ErrorAction.FATAL
+
+    def __init__(
+        self,
+        profile_id: str,
+        quantization: str,
+        capability: str | None,
+        minimum: str | None,
+        reason: str,
+    ) -> None:
+        self.profile_id = profile_id
+        self.quantization = quantization
+        self.capability = capability
+        self.minimum = minimum
+        self.reason = reason
+        need = f" needs compute capability >= {minimum}" if minimum else " is not supported"
+        have = f"this GPU has {capability}" if capability else "this device"
+        super().__init__(
+            f"Profile {profile_id}: quantization {quantization!r}{need} and {have} ({reason}). "
+            "Run it on a newer GPU (Modal: pick another gpu), or choose an unquantized or "
+            "block-FP8 checkpoint of the model."
+        )
+
+
+class InvalidExecutionStateError(CudaBackendError, ValueError):
+    """An imported vLLM promotion state is not what ``export_state`` writes.
+
+    Attributes:
+        expected: What was expected.
+        received: A short description of the data received.
+    """
+
+    def __init__(self, state: Any, expected: str) -> None:
+        self.expected = expected
+        self.received = repr(state)[:200]
+        super().__init__(
+            f"The vLLM execution state to import is invalid: expected {expected}, got "
+            f"{self.received}. Pass exactly what execution_modes().export_state() returned."
         )

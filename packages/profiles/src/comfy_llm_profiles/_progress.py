@@ -23,6 +23,8 @@ class ProgressStage(StrEnum):
     PREPARE_INPUTS = "prepare_inputs"
     ADMISSION = "admission"
     LOAD = "load"
+    ENGINE = "engine"
+    """An engine is rebuilt in another mode (vLLM's promotion to throughput)."""
     GENERATE = "generate"
     DONE = "done"
 

