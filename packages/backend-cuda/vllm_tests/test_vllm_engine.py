@@ -61,6 +61,8 @@ def _backend() -> Any:
     from comfy_llm_residency import get_manager
 
     manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
+    if not manager._resident:  # a test run on its own: load the engine first
+        _execute(None)
     (entry,) = manager._resident.values()  # the one resident engine
     return entry.backend
 
@@ -250,3 +252,21 @@ def test_unload_shuts_the_engine_down(world: Path) -> None:
     assert backend.loaded is False
     assert manager.state().resident_profiles == ()
     backend.unload()  # idempotent
+
+
+@pytest.mark.parametrize("method", ["fp8", "modelopt_fp4"])
+def test_quantization_below_vllms_minimum_capability_is_refused(method: str) -> None:
+    from comfy_llm_backend_cuda import UnsupportedQuantizationError
+    from comfy_llm_backend_cuda._vllm_engine import check_quantization
+    from vllm.model_executor.layers.quantization import get_quantization_config
+
+    minimum = int(get_quantization_config(method).get_min_capability())  # vLLM's answer
+    check_quantization("hf-abc", method, capability=minimum)  # exactly enough: accepted
+    with pytest.raises(UnsupportedQuantizationError) as caught:
+        check_quantization("hf-abc", method, capability=minimum - 1)
+    error = caught.value
+    assert error.quantization == method
+    assert error.minimum == f"{minimum // 10}.{minimum % 10}"
+    assert error.capability == f"{(minimum - 1) // 10}.{(minimum - 1) % 10}"
+    assert method in str(error) and error.minimum in str(error)
+    check_quantization("hf-abc", "none", capability=0)  # unquantized: nothing to check

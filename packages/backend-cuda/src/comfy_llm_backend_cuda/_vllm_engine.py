@@ -119,11 +119,19 @@ def engine_kwargs(
     return kwargs
 
 
-def check_quantization(profile_id: str, quantization: str | None) -> None:
+def check_quantization(
+    profile_id: str, quantization: str | None, capability: int | None = None
+) -> None:
     """Refuse a quantization the GPU cannot run, with vLLM's own numbers.
 
     The minimum comes from vLLM's quantization config class and the
     capability from vLLM's platform: no table is kept here.
+
+    Args:
+        profile_id: The profile being loaded (named in the error).
+        quantization: The method, or None/``none``.
+        capability: The GPU's capability as vLLM's ``to_int()`` (89 for 8.9);
+            None asks vLLM's platform (nothing to check off CUDA).
 
     Raises:
         UnsupportedQuantizationError: vLLM's minimum exceeds the GPU's capability.
@@ -131,22 +139,25 @@ def check_quantization(profile_id: str, quantization: str | None) -> None:
     if quantization in (None, "", "none"):
         return
     from vllm.model_executor.layers.quantization import get_quantization_config
-    from vllm.platforms import current_platform
 
-    if not current_platform.is_cuda_alike():
-        return  # vLLM decides on other platforms when the engine starts
-    capability = current_platform.get_device_capability()
     if capability is None:
-        return
+        from vllm.platforms import current_platform
+
+        if not current_platform.is_cuda_alike():
+            return  # vLLM decides on other platforms when the engine starts
+        device = current_platform.get_device_capability()
+        if device is None:
+            return
+        capability = int(device.to_int())
     minimum = int(get_quantization_config(str(quantization)).get_min_capability())
-    have = int(capability.to_int())
-    if have < minimum:
+    if capability < minimum:
         raise UnsupportedQuantizationError(
             profile_id,
             str(quantization),
-            f"{have // 10}.{have % 10}",
+            f"{capability // 10}.{capability % 10}",
             f"{minimum // 10}.{minimum % 10}",
-            f"vLLM's {quantization} kernels need capability {minimum}, the GPU reports {have}",
+            f"vLLM's {quantization} kernels need capability {minimum}, the GPU reports "
+            f"{capability}",
         )
 
 
