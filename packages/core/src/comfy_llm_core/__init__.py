@@ -10,7 +10,14 @@
 """
 
 from comfy_llm_core import defaults
-from comfy_llm_core._env import InvalidSettingError, env_choice, env_float, env_int, env_str
+from comfy_llm_core._env import (
+    InvalidSettingError,
+    env_choice,
+    env_float,
+    env_int,
+    env_set,
+    env_str,
+)
 from comfy_llm_core._errors import ComfyLLMError, ErrorAction
 from comfy_llm_core._logs import RedactingFilter, configure_library_logging
 from comfy_llm_core._paths import hub_path_problem, quote_untrusted
@@ -37,6 +44,7 @@ __all__ = [
     "env_choice",
     "env_float",
     "env_int",
+    "env_set",
     "env_str",
     "hub_path_problem",
     "quote_untrusted",

@@ -14,7 +14,14 @@ from collections.abc import Collection
 
 from comfy_llm_core._errors import ComfyLLMError, ErrorAction
 
-__all__ = ["InvalidSettingError", "env_choice", "env_float", "env_int", "env_str"]
+__all__ = [
+    "InvalidSettingError",
+    "env_choice",
+    "env_float",
+    "env_int",
+    "env_set",
+    "env_str",
+]
 
 
 class InvalidSettingError(ComfyLLMError, ValueError):
@@ -39,6 +46,18 @@ def env_str(name: str, default: str | None = None) -> str | None:
     """The stripped value of ``name``, or ``default`` when unset or blank."""
     raw = os.environ.get(name, "").strip()
     return raw or default
+
+
+def env_set(name: str, value: str, *, overwrite: bool = True) -> str:
+    """Set ``name`` for this process and the processes it starts; return the value in force.
+
+    With ``overwrite=False`` a value already set (non-blank) is kept.
+    """
+    current = env_str(name)
+    if current is not None and not overwrite:
+        return current
+    os.environ[name] = value
+    return value
 
 
 def env_float(

@@ -1,0 +1,26 @@
+"""env_set: the one way packages write a variable their engine's processes inherit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from comfy_llm_core import env_set
+
+
+def test_env_set_writes_for_children_and_keeps_an_existing_value_on_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("COMFY_LLM_TEST_SET", raising=False)
+    assert env_set("COMFY_LLM_TEST_SET", "a") == "a"
+    assert env_set("COMFY_LLM_TEST_SET", "b", overwrite=False) == "a"
+    assert env_set("COMFY_LLM_TEST_SET", "c") == "c"
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.environ['COMFY_LLM_TEST_SET'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert child.stdout.strip() == "c" == os.environ["COMFY_LLM_TEST_SET"]
