@@ -206,6 +206,8 @@ class InvalidExecutionStateError(CudaBackendError, ValueError):
         received: A short description of the data received.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, state: Any, expected: str) -> None:
         self.expected = expected
         self.received = repr(state)[:200]
