@@ -163,3 +163,4 @@ def test_free_then_a_cold_run(client: ComfyUIClient) -> None:
     response, metadata, _ = _outputs(client.run(_with_previews({LLM: _llm(prompt="After.")})))
     assert response == SCRIPTED_ANSWER
     assert metadata["cache_status"] == "cold"
+    assert metadata["evicted_by_host"] is True  # ComfyUI's unload reached the resident LLM

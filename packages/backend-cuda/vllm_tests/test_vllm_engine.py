@@ -270,3 +270,41 @@ def test_quantization_below_vllms_minimum_capability_is_refused(method: str) -> 
     assert error.capability == f"{(minimum - 1) // 10}.{(minimum - 1) % 10}"
     assert method in str(error) and error.minimum in str(error)
     check_quantization("hf-abc", "none", capability=0)  # unquantized: nothing to check
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "color": {"enum": ["red", "blue"]},
+        "n": {"type": "integer", "minimum": 0, "maximum": 9},
+    },
+    "required": ["color", "n"],
+    "additionalProperties": False,
+}
+
+
+def test_response_schema_constrains_random_weights_to_valid_json(world: Path) -> None:
+    import jsonschema
+
+    response, metadata, _ = _execute(
+        None,
+        model_profile="tiny/qwen35",
+        response_schema=json.dumps(SCHEMA),
+        enable_reasoning=False,
+        max_new_tokens=48,
+    )
+    jsonschema.validate(json.loads(response), SCHEMA)
+    assert metadata["schema_valid"] is True
+    assert metadata["schema_retries"] == 0
+    assert metadata["constrained_decoding"] is True
+
+
+def test_response_schema_leaves_the_reasoning_free(world: Path) -> None:
+    import jsonschema
+
+    response, metadata, reasoning = _execute(
+        None, response_schema=json.dumps(SCHEMA), enable_reasoning=True, max_new_tokens=48
+    )
+    assert reasoning == "a b"  # the scripted thinking, unconstrained
+    jsonschema.validate(json.loads(response), SCHEMA)
+    assert metadata["schema_valid"] is True

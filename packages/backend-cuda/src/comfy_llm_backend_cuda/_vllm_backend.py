@@ -127,8 +127,13 @@ class VllmBackend:
         kwargs = engine_kwargs(
             self.profile, self.snapshot_path, eager=self.mode == "eager", on_cpu=self.on_cpu
         )
+        from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
+
+        kwargs["structured_outputs_config"] = StructuredOutputsConfig(
+            **kwargs["structured_outputs_config"]
+        )
 
         loop = LoopThread(f"vllm-{self.profile.profile_id[:12]}")
 
@@ -203,6 +208,14 @@ class VllmBackend:
         from vllm.sampling_params import RequestOutputKind
 
         greedy = settings.temperature == 0
+        extra: dict[str, Any] = {}
+        schema = settings.schema
+        if schema is not None:  # vLLM's own constrained decoding (the guided_* fields are gone)
+            from vllm.sampling_params import StructuredOutputsParams
+
+            extra["structured_outputs"] = StructuredOutputsParams(
+                json=schema.schema, disable_any_whitespace=True
+            )
         return SamplingParams(
             max_tokens=settings.max_new_tokens,
             temperature=0.0 if greedy else float(settings.temperature),
@@ -211,6 +224,7 @@ class VllmBackend:
             output_kind=RequestOutputKind.DELTA,
             detokenize=False,
             skip_special_tokens=False,
+            **extra,
         )
 
     def generate(
@@ -289,6 +303,7 @@ class VllmBackend:
             ),
             prompt_opened_reasoning=prompt_opens_reasoning(rendered),
             finish_reason=finish,
+            constrained=settings.schema is not None,
         )
 
     def _abort(self, request_id: str, running: Any, steps: queue.Queue[tuple[str, Any]]) -> None:

@@ -76,6 +76,13 @@ def kv_cache_bytes(profile: ModelProfile) -> int:
     return max(_MIN_KV_BYTES, rest)
 
 
+def _structured_outputs_config(profile: ModelProfile) -> dict[str, Any]:
+    config: dict[str, Any] = {"backend": "guidance", "disable_any_whitespace": True}
+    if profile.reasoning_parser == "qwen3":
+        config["reasoning_parser"] = "qwen3"
+    return config
+
+
 def engine_kwargs(
     profile: ModelProfile, path: Path, *, eager: bool, on_cpu: bool
 ) -> dict[str, Any]:
@@ -107,6 +114,8 @@ def engine_kwargs(
         "max_num_seqs": 4,
         "disable_log_stats": True,
         "generation_config": "auto",
+        # response schemas: llguidance (as the other engines), free while the model reasons
+        "structured_outputs_config": _structured_outputs_config(profile),
     }
     if quantization not in (None, "", "none"):
         kwargs["quantization"] = str(quantization)
