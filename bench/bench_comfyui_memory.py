@@ -4,7 +4,7 @@ Run from the workspace root, against a ComfyUI copy that has its own venv
 (``../shared/COMFYUI.md``: copy the tree, ``uv venv``, install its
 requirements plus this repository's ``requirements.txt``)::
 
-    uv run --frozen python bench/bench_comfyui_memory.py --comfyui /tmp/ComfyUI \\
+    uv run --frozen python bench/bench_comfyui_memory.py --comfyui "$COMFYUI_COPY" \\
         --out bench/results/comfyui_memory.json
 
 What it does, all on 127.0.0.1 and offline:
