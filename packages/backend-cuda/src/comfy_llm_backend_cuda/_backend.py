@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -160,24 +161,9 @@ class TransformersBackend:
         torch, transformers = import_engine()
         plan = plan_device(profile, torch)
         started = time.perf_counter()
-
-        def report(message: str) -> None:
-            progress(
-                ProgressEvent(
-                    stage=ProgressStage.LOAD,
-                    message=message,
-                    indeterminate=True,
-                    elapsed_seconds=time.perf_counter() - started,
-                )
-            )
-
+        report = load_reporter(progress, started)
         report("Loading processor")
-        try:
-            processor = _processor_class(transformers, profile.model_type).from_pretrained(
-                str(path), local_files_only=True, trust_remote_code=False
-            )
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ModelLoadError(profile.profile_id, str(path), "processor", str(error)) from error
+        processor = load_processor(transformers, profile, path)
         report(f"Loading model ({plan.device}, {plan.dtype_name})")
         # One device only: weights go straight there (no accelerate needed).
         placement = {"device_map": plan.device} if plan.device != "cpu" else {}
@@ -351,6 +337,36 @@ def _attention(model: Any) -> str | None:
         return None
     value = getattr(getattr(model, "config", None), "_attn_implementation", None)
     return str(value) if value is not None else ATTENTION_IMPLEMENTATION
+
+
+def load_reporter(progress: ProgressCallback, started: float) -> Callable[[str], None]:
+    """An indeterminate LOAD reporter timed from ``started`` (both engines' loads use it)."""
+
+    def report(message: str) -> None:
+        progress(
+            ProgressEvent(
+                stage=ProgressStage.LOAD,
+                message=message,
+                indeterminate=True,
+                elapsed_seconds=time.perf_counter() - started,
+            )
+        )
+
+    return report
+
+
+def load_processor(transformers: Any, profile: ModelProfile, path: Path) -> Any:
+    """Transformers' processor for a snapshot, local files only and no remote code.
+
+    Raises:
+        ModelLoadError: Transformers could not read the processor files.
+    """
+    try:
+        return _processor_class(transformers, profile.model_type).from_pretrained(
+            str(path), local_files_only=True, trust_remote_code=False
+        )
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ModelLoadError(profile.profile_id, str(path), "processor", str(error)) from error
 
 
 def _processor_class(transformers: Any, model_type: str) -> Any:

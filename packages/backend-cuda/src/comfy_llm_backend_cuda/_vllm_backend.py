@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_profiles import ModelProfile, ProgressCallback
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs
 from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings, TokenCallback
 from comfy_llm_staging import require_completed_snapshot
 
-from ._backend import VLLM_ENGINE_NAME, _processor_class
+from ._backend import VLLM_ENGINE_NAME, load_processor, load_reporter
 from ._messages import build_messages, ordered_images, prompt_opens_reasoning
 from ._stream import IncrementalDecoder
 from ._vllm_cache import CompileCache, apply_compile_cache, current_stack
@@ -98,29 +98,11 @@ class VllmBackend:
         self.on_cpu = not torch.cuda.is_available()
         self.compile_cache = apply_compile_cache(current_stack(torch, vllm_version()))
 
-        def report(message: str) -> None:
-            progress(
-                ProgressEvent(
-                    stage=ProgressStage.LOAD,
-                    message=message,
-                    indeterminate=True,
-                    elapsed_seconds=time.perf_counter() - started,
-                )
-            )
-
+        report = load_reporter(progress, started)
         report("Loading processor")
-        try:
-            import transformers
+        import transformers
 
-            self._processor = _processor_class(
-                transformers, self.profile.model_type
-            ).from_pretrained(
-                str(self.snapshot_path), local_files_only=True, trust_remote_code=False
-            )
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ModelLoadError(
-                self.profile.profile_id, str(self.snapshot_path), "processor", str(error)
-            ) from error
+        self._processor = load_processor(transformers, self.profile, self.snapshot_path)
         self._tokenizer = getattr(self._processor, "tokenizer", self._processor)
         self._vocabulary = TokenVocabulary.from_tokenizer(self._tokenizer)
         report(f"Starting vLLM engine ({self.mode} mode)")

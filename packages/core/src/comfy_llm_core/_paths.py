@@ -2,7 +2,7 @@
 
 A repository's metadata names its files (``siblings[].rfilename``, tree
 ``path``). Those names are hostile until checked: a name such as
-``../../victim/model.safetensors`` or ``/home/me/ComfyUI/models/x.safetensors``
+``../../victim/model.safetensors`` or an absolute path to a user's ComfyUI checkpoint
 joined onto a local folder points outside it. Every package that turns a Hub
 name into a local path or a request asks :func:`hub_path_problem` first; a
 name with a problem refuses the whole repository.
