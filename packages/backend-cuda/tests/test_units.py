@@ -6,7 +6,9 @@ import hashlib
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from comfy_llm_backend_cuda import (
@@ -22,7 +24,12 @@ from comfy_llm_backend_cuda._messages import (
     ordered_images,
     prompt_opens_reasoning,
 )
-from comfy_llm_backend_cuda._stream import IncrementalDecoder, TokenStreamer
+from comfy_llm_backend_cuda._stream import (
+    IncrementalDecoder,
+    NativeStreamDecoder,
+    TokenStreamer,
+    stream_decoder,
+)
 from comfy_llm_inputs import PreparedInputs, VideoFrame
 from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits
 from PIL import Image
@@ -224,3 +231,33 @@ def test_errors_pickle_and_keep_their_facts(error: CudaBackendError) -> None:
     assert type(copy) is type(error)
     assert str(copy) == str(error)
     assert copy.__dict__ == error.__dict__
+
+
+def _window_and_native(path: Path) -> tuple[Any, Any, Any]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+
+    def decode(ids: Any) -> str:
+        return str(tokenizer.decode(list(ids), skip_special_tokens=True))
+
+    return tokenizer, IncrementalDecoder(decode), stream_decoder(tokenizer, decode)
+
+
+def test_the_native_stream_decoder_gives_the_window_decoders_text(staged) -> None:
+    tokenizer, window, native = _window_and_native(staged["qwen"].path)
+    assert isinstance(native, NativeStreamDecoder)
+    text = "<think>\nhé 日本 😀</think>\n\nAnswer: «€» ok<|im_end|>"
+    ids = [int(i) for i in tokenizer.encode(text, add_special_tokens=False)]
+    ids += list(range(200, 600, 7))  # byte-level pieces, partial UTF-8 sequences among them
+    for token_id in ids:
+        assert native.push(token_id) == window.push(token_id), token_id
+    assert native.text == tokenizer.decode(ids, skip_special_tokens=True)
+    assert "<|im_end|>" not in native.text and "😀" in native.text
+    assert native.ids == window.ids == ids
+
+
+def test_a_tokenizer_that_cleans_up_spaces_keeps_the_window_decoder(staged) -> None:
+    tokenizer, _, _ = _window_and_native(staged["qwen"].path)
+    tokenizer.clean_up_tokenization_spaces = True
+    assert isinstance(stream_decoder(tokenizer, lambda ids: ""), IncrementalDecoder)

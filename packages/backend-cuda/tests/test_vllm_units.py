@@ -17,13 +17,14 @@ from comfy_llm_backend_cuda import (
     CacheStack,
     ExecutionModes,
     InvalidExecutionStateError,
+    PromptTooLongError,
     UnsupportedQuantizationError,
     VllmNotInstalledError,
     create_backend,
 )
 from comfy_llm_backend_cuda._vllm_cache import CACHE_ENV_DIRS, apply_compile_cache
 from comfy_llm_backend_cuda._vllm_modes import MAX_OBSERVED_WORKFLOWS
-from comfy_llm_core import InvalidSettingError
+from comfy_llm_core import ErrorAction, InvalidSettingError
 
 
 @pytest.fixture
@@ -176,3 +177,69 @@ def test_the_quantization_error_names_format_and_capability() -> None:
     error = UnsupportedQuantizationError("hf-abc", "modelopt_fp4", "8.9", "10.0", "vLLM says so")
     assert "'modelopt_fp4'" in str(error) and "8.9" in str(error) and "10.0" in str(error)
     assert error.action == "fatal"
+
+
+class _ClientError(Exception):
+    """Shaped like vLLM 0.32's ``VLLMValidationError``: an Exception, not a ValueError."""
+
+    def __init__(self, message: str, parameter: str | None = None, value: object = None):
+        super().__init__(message)
+        self.parameter, self.value = parameter, value
+
+
+@pytest.mark.parametrize(
+    ("message", "parameter", "prompt_tokens", "limit"),
+    [
+        (
+            "This model's maximum context length is 4096 tokens. However, your prompt contains "
+            "at least 4097 input tokens, which exceeds this limit even without any output "
+            "tokens. Please reduce the length of the input prompt. (parameter=input_tokens, "
+            "value=4097)",
+            "input_tokens",
+            4097,
+            4096,
+        ),
+        (
+            "This model's maximum context length is 2048 tokens. However, your prompt contains "
+            "90000 characters (more than 81920 characters, which is the upper bound for 2047 "
+            "input tokens). Please reduce the length of the input prompt.",
+            "input_text",
+            2049,
+            2048,
+        ),
+        (
+            "The decoder prompt (length 5000) is longer than the maximum model length of "
+            "4096. Make sure that `max_model_len` is no smaller than the number of text tokens.",
+            None,
+            5000,
+            4096,
+        ),
+        (
+            "The decoder prompt (length 4096) plus the number of requested output tokens (at "
+            "least 1) is longer than the maximum model length of 4096. Make sure ...",
+            None,
+            4096,
+            4096,
+        ),
+    ],
+)
+def test_vllms_length_refusal_becomes_prompt_too_long(
+    message: str, parameter: str | None, prompt_tokens: int, limit: int
+) -> None:
+    from comfy_llm_backend_cuda._vllm_backend import _translate
+
+    value = prompt_tokens if parameter == "input_tokens" else None
+    error = _translate(_ClientError(message, parameter, value))
+    assert isinstance(error, PromptTooLongError)
+    assert (error.prompt_tokens, error.context_tokens) == (prompt_tokens, limit)
+    assert error.action is ErrorAction.FIX_INPUT
+
+
+def test_other_engine_errors_pass_through_unchanged() -> None:
+    from comfy_llm_backend_cuda._vllm_backend import _translate
+
+    for error in (
+        _ClientError("The decoder prompt cannot be empty"),
+        _ClientError("max_output_tokens=9000 cannot be greater than max_total_tokens=4096."),
+    ):
+        assert _translate(error) is error

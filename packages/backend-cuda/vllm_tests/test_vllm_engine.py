@@ -143,6 +143,33 @@ def test_interrupt_aborts_the_engine_request_and_the_next_one_succeeds(world: Pa
     assert _backend() is backend
 
 
+def test_a_prompt_longer_than_the_context_is_refused_and_the_engine_serves_on(
+    world: Path,
+) -> None:
+    from comfy_llm_backend_cuda import PromptTooLongError
+    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_residency import GenerationSettings, get_manager
+
+    backend = _backend()
+    manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
+    profile, snapshot = _resolve()
+    limit = profile.limits.context_tokens
+    with pytest.raises(PromptTooLongError) as caught:
+        manager.run(
+            profile,
+            Path(snapshot.path),
+            PreparedInputs(prompt="word " * (limit + 100)),
+            GenerationSettings(max_new_tokens=4, temperature=0.0),
+        )
+    assert caught.value.context_tokens == limit  # vLLM's max_model_len is the profile's limit
+    assert caught.value.prompt_tokens > limit
+    assert f"context limit is {limit}" in str(caught.value)
+    # a token budget beyond the context is the engine's to stop at, not an error
+    response, metadata, _ = _execute(None, prompt="short again", max_new_tokens=limit + 1000)
+    assert (response, metadata["cache_status"]) == ("answer", "warm")
+    assert _backend() is backend
+
+
 def test_pinned_eager_never_promotes(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(EXECUTION_MODE_ENV, "eager")
     backend = _backend()

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["IncrementalDecoder", "TokenStreamer"]
+__all__ = ["IncrementalDecoder", "NativeStreamDecoder", "TokenStreamer", "stream_decoder"]
 
 _REPLACEMENT = "\ufffd"
 
@@ -63,6 +63,58 @@ class IncrementalDecoder:
             self._prefix = self._read
             self._read = len(self.ids)
         return self.text
+
+
+class NativeStreamDecoder:
+    """The tokenizers library's own incremental decoder (``DecodeStream``), in Rust.
+
+    Same contract as :class:`IncrementalDecoder` (text held back while it ends
+    in an incomplete UTF-8 sequence, special tokens skipped) at about a tenth
+    of its cost per token: one native call instead of two full decodes of the
+    window, which matters when an engine's step takes a millisecond or two.
+
+    Attributes:
+        text: The text decoded so far (special tokens skipped).
+        ids: Every id seen so far.
+    """
+
+    def __init__(self, tokenizer: Any, stream: Any) -> None:
+        """Wrap a ``tokenizers.Tokenizer`` and a fresh ``DecodeStream``."""
+        self._tokenizer = tokenizer
+        self._stream = stream
+        self.ids: list[int] = []
+        self.text = ""
+
+    def push(self, token_id: int) -> str:
+        """Add one id and return the whole text so far."""
+        self.ids.append(token_id)
+        chunk = self._stream.step(self._tokenizer, token_id)
+        if chunk:
+            self.text += chunk
+        return self.text
+
+
+def stream_decoder(
+    tokenizer: Any, decode: Callable[[Sequence[int]], str]
+) -> IncrementalDecoder | NativeStreamDecoder:
+    """The cheapest decoder that yields the same text as ``decode`` for this tokenizer.
+
+    The native one needs a fast tokenizer whose ``decode`` does no clean-up of
+    tokenization spaces (the Rust stream knows nothing of that Python step);
+    anything else keeps the sliding window over ``decode``.
+
+    Args:
+        tokenizer: A Transformers tokenizer (or processor's tokenizer).
+        decode: Turns ids into text, skipping special tokens (the fallback).
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", False):
+        return IncrementalDecoder(decode)
+    try:
+        from tokenizers.decoders import DecodeStream
+    except ImportError:  # tokenizers older than 0.21
+        return IncrementalDecoder(decode)
+    return NativeStreamDecoder(backend, DecodeStream(skip_special_tokens=True))
 
 
 class TokenStreamer:

@@ -30,7 +30,7 @@ from comfy_llm_staging import require_completed_snapshot
 
 from ._backend import VLLM_ENGINE_NAME, load_processor, load_reporter
 from ._messages import build_messages, ordered_images, prompt_opens_reasoning
-from ._stream import IncrementalDecoder
+from ._stream import stream_decoder
 from ._vllm_cache import CompileCache, apply_compile_cache, current_stack
 from ._vllm_engine import LoopThread, check_quantization, engine_kwargs, import_vllm, vllm_version
 from ._vllm_modes import execution_modes
@@ -228,7 +228,7 @@ class VllmBackend:
         if images:
             prompt["multi_modal_data"] = {"image": images}
         request_id = f"comfy-llm-{next(_request_numbers)}"
-        steps: queue.Queue[tuple[str, Any]] = queue.Queue()
+        steps: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         engine = self._engine
 
         async def pump() -> None:
@@ -241,7 +241,7 @@ class VllmBackend:
             steps.put(("end", None))
 
         running = self._loop.submit(pump())
-        decoder = IncrementalDecoder(self._decode)
+        decoder = stream_decoder(self._tokenizer, self._decode)
         times: list[float] = []
         finish = "stop"
         prompt_tokens: int | None = None
@@ -266,7 +266,7 @@ class VllmBackend:
             self._abort(request_id, running, steps)
             raise
         if failure is not None:
-            raise _translate(failure, self.profile.limits.context_tokens) from failure
+            raise _translate(failure) from failure
         running.result(_ABORT_TIMEOUT_SECONDS)
         ids = tuple(decoder.ids)
         text = self._decode(ids)
@@ -288,7 +288,9 @@ class VllmBackend:
             constrained=settings.schema is not None,
         )
 
-    def _abort(self, request_id: str, running: Any, steps: queue.Queue[tuple[str, Any]]) -> None:
+    def _abort(
+        self, request_id: str, running: Any, steps: queue.SimpleQueue[tuple[str, Any]]
+    ) -> None:
         """Abort the engine request, wait until its stream has ended, note how it ended."""
         assert self._loop is not None
         finish: str | None = None
@@ -355,10 +357,32 @@ def _rate(times: list[float]) -> float | None:
     return (len(times) - 1) / (times[-1] - times[0])
 
 
-def _translate(error: BaseException, context_tokens: int) -> BaseException:
+_LIMIT = re.compile(r"maximum (?:model|context) length (?:of|is) (\d+)")
+_PROMPT_LENGTH = re.compile(r"\(length (\d+)\)|contains (?:at least )?(\d+) input tokens")
+
+
+def _translate(error: BaseException) -> BaseException:
+    """Turn vLLM's prompt-length refusal into :class:`PromptTooLongError`; pass the rest.
+
+    vLLM 0.32 raises ``VLLMValidationError`` (not a ``ValueError``) from two
+    places with different words: its renderer ("This model's maximum context
+    length is M tokens. However, your prompt contains [at least] N input
+    tokens ...", ``parameter="input_tokens"``, or an upper bound on
+    characters, ``parameter="input_text"``) and its input processor ("The
+    decoder prompt (length N) is longer than the maximum model length of M").
+    """
     message = str(error)
-    if isinstance(error, ValueError) and "maximum model length" in message:
-        numbers = [int(n) for n in re.findall(r"\d+", message)]
-        prompt_tokens = max(numbers) if numbers else context_tokens
-        return PromptTooLongError(prompt_tokens, context_tokens)
-    return error
+    limit = _LIMIT.search(message)
+    if limit is None or "prompt" not in message:
+        return error
+    context = int(limit.group(1))
+    length = _PROMPT_LENGTH.search(message)
+    if getattr(error, "parameter", None) == "input_tokens" and isinstance(
+        getattr(error, "value", None), int
+    ):
+        prompt_tokens = int(error.value)  # type: ignore[attr-defined]
+    elif length is not None:
+        prompt_tokens = int(length.group(1) or length.group(2))
+    else:  # only a character count is known: the prompt is over the limit
+        prompt_tokens = context + 1
+    return PromptTooLongError(prompt_tokens, context)
