@@ -179,10 +179,21 @@ def _node(mode: str, runs: int, tokens: int) -> dict[str, Any]:
     os.environ["COMFY_MODAL_LLM_VLLM_EXECUTION_MODE"] = mode
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="bench-1")
     backends: list[Any] = []
+    cpu: list[tuple[float, int]] = []  # (caller-thread CPU seconds, tokens) per generate
 
     def factory(profile: Any, path: Path, progress: Any) -> Any:
-        backends.append(create_backend(profile, path, progress))
-        return backends[-1]
+        backend = create_backend(profile, path, progress)
+        generate = backend.generate
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            begin = time.thread_time()
+            result = generate(*args, **kwargs)
+            cpu.append((time.thread_time() - begin, len(result.token_ids)))
+            return result
+
+        backend.generate = timed
+        backends.append(backend)
+        return backend
 
     probe = PsutilMemoryProbe("cpu") if os.environ["BENCH_DEVICE"] == "cpu" else None
     get_manager("local_cuda", backend_factory=factory, memory_probe=probe)
@@ -212,6 +223,7 @@ def _node(mode: str, runs: int, tokens: int) -> dict[str, Any]:
             warm.append(run())
             raw.append(_raw_on(backend, prompt, tokens, number))
     reset_managers()
+    per_token = [seconds / tokens for seconds, tokens in cpu[1:] if tokens]  # warm runs
     ratios = [
         m["tokens_per_second"] / r[1]
         for m, r in zip(warm, raw, strict=True)
@@ -234,6 +246,10 @@ def _node(mode: str, runs: int, tokens: int) -> dict[str, Any]:
         },
         "paired_ratios": [round(r, 3) for r in ratios],
         "node_over_raw_tokens_per_second": _median(ratios),
+        # CPU the caller's thread spends per token inside generate (prompt rendering,
+        # hand-off, decoding the text so far, progress, interrupt check): the node
+        # path's own cost, which load on a shared machine barely moves
+        "node_thread_cpu_ms_per_token": _median([1000 * t for t in per_token]),
     }
 
 
@@ -277,10 +293,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 standalone_ratio = round(
                     paired["node"]["tokens_per_second"] / standalone["tokens_per_second"], 3
                 )
+            share = None
+            if (
+                paired["node_thread_cpu_ms_per_token"]
+                and paired["raw_same_engine"]["tokens_per_second"]
+            ):
+                share = round(
+                    paired["node_thread_cpu_ms_per_token"]
+                    * paired["raw_same_engine"]["tokens_per_second"]
+                    / 1000,
+                    4,
+                )
             report["modes"][mode] = {
                 "raw_standalone_engine": standalone,
                 **paired,
                 "node_over_standalone_raw_tokens_per_second": standalone_ratio,
+                # that CPU as a share of one raw decode step's wall time
+                "node_thread_cpu_share_of_a_step": share,
             }
             print(json.dumps({mode: report["modes"][mode]}), file=sys.stderr, flush=True)
     text = json.dumps(report, indent=2)
