@@ -1,19 +1,22 @@
-"""One answer: generate, split the reasoning off, and check it against the schema.
+"""Answers: generate, split the reasoning off, and check each against its schema.
 
 With a response schema the engine constrains decoding; the answer is still
 validated (a schema keyword the grammar cannot express, or a token budget
 that ran out mid-object, can leave it invalid). On failure the request runs
-once more with the validator's message appended to the prompt.
+once more with the validator's message appended to the prompt. A batch goes
+through the same steps: the items that fail are generated again together.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from comfy_llm_structured import check_response, retry_instruction
 
 from ._generation import parse_reasoning
+from ._types import BatchItem
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
@@ -22,9 +25,13 @@ if TYPE_CHECKING:
 
     from ._types import Backend, BackendResult, GenerationSettings, TokenCallback
 
-__all__ = ["Answer", "generate_answer"]
+__all__ = ["Answer", "Generate", "answer_items", "generate_answer"]
 
 MAX_SCHEMA_RETRIES = 1
+
+Generate = Callable[[Sequence[BatchItem], Sequence[int]], list["BackendResult"]]
+"""Generates ``items`` (whose positions in the request are the given indices);
+returns their results in the same order."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,6 +66,49 @@ class Answer:
         return fields
 
 
+def _judge(
+    profile: ModelProfile,
+    backend: Backend,
+    settings: GenerationSettings,
+    result: BackendResult,
+    retries: int,
+) -> Answer:
+    parsed = parse_reasoning(profile, backend, settings, result)
+    schema = settings.schema
+    if schema is None:
+        return Answer(result, parsed)
+    check = check_response(parsed.response, schema)
+    return Answer(result, parsed, check.valid, retries, check.problem)
+
+
+def answer_items(
+    profile: ModelProfile, backend: Backend, items: Sequence[BatchItem], generate: Generate
+) -> list[Answer]:
+    """Generate every item, then retry (once) those whose answer fails its schema."""
+    results = generate(items, range(len(items)))
+    answers = [
+        _judge(profile, backend, i.settings, r, 0) for i, r in zip(items, results, strict=True)
+    ]
+    for retries in range(1, MAX_SCHEMA_RETRIES + 1):
+        failing = [index for index, answer in enumerate(answers) if answer.schema_valid is False]
+        if not failing:
+            break
+        again = [
+            BatchItem(
+                dataclasses.replace(
+                    items[index].inputs,
+                    prompt=items[index].inputs.prompt
+                    + retry_instruction(answers[index].schema_problem or ""),
+                ),
+                items[index].settings,
+            )
+            for index in failing
+        ]
+        for index, result in zip(failing, generate(again, failing), strict=True):
+            answers[index] = _judge(profile, backend, items[index].settings, result, retries)
+    return answers
+
+
 def generate_answer(
     profile: ModelProfile,
     backend: Backend,
@@ -66,19 +116,9 @@ def generate_answer(
     settings: GenerationSettings,
     on_token: TokenCallback,
 ) -> Answer:
-    """Generate (and, with a schema, validate and retry once); see the module docstring."""
-    result = backend.generate(inputs, settings, on_token)
-    parsed = parse_reasoning(profile, backend, settings, result)
-    schema = settings.schema
-    if schema is None:
-        return Answer(result, parsed)
-    check = check_response(parsed.response, schema)
-    retries = 0
-    while not check.valid and retries < MAX_SCHEMA_RETRIES:
-        retries += 1
-        assert check.problem is not None
-        again = dataclasses.replace(inputs, prompt=inputs.prompt + retry_instruction(check.problem))
-        result = backend.generate(again, settings, on_token)
-        parsed = parse_reasoning(profile, backend, settings, result)
-        check = check_response(parsed.response, schema)
-    return Answer(result, parsed, check.valid, retries, check.problem)
+    """One request's answer (validated and retried as the module docstring says)."""
+
+    def one(items: Sequence[BatchItem], _indices: Sequence[int]) -> list[BackendResult]:
+        return [backend.generate(items[0].inputs, items[0].settings, on_token)]
+
+    return answer_items(profile, backend, [BatchItem(inputs, settings)], one)[0]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
 from comfy_llm_reasoning import parser_for_profile
@@ -92,6 +92,27 @@ class TokenRelay:
         )
         if self.on_token is not None:
             self.on_token(token_id, text)
+
+
+def done_event(
+    message: str,
+    metadata: Mapping[str, Any],
+    *,
+    tokens: int | None = None,
+    seconds: float | None = None,
+) -> ProgressEvent:
+    """The DONE event of a request (or a batch: its token total and wall time)."""
+    count = int(metadata["output_tokens"]) if tokens is None else tokens
+    return ProgressEvent(
+        stage=ProgressStage.DONE,
+        message=message,
+        value=float(count),
+        maximum=float(count),
+        unit="tokens",
+        elapsed_seconds=metadata["generation_seconds"] if seconds is None else seconds,
+        time_to_first_token_seconds=metadata["time_to_first_token_seconds"],
+        tokens_per_second=metadata["tokens_per_second"],
+    )
 
 
 def parse_reasoning(

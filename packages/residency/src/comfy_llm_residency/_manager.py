@@ -7,15 +7,13 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from comfy_llm_profiles import (
     ExecutionTarget,
     ProgressCallback,
-    ProgressEvent,
-    ProgressStage,
     ignore_progress,
 )
 from comfy_llm_staging import require_completed_snapshot
@@ -23,12 +21,21 @@ from comfy_llm_staging import require_completed_snapshot
 from . import _settings
 from ._admission import Admission, AdmissionOutcome, AdmissionRequest
 from ._answer import generate_answer
-from ._generation import TokenRelay
-from ._host import HostListener, ResidentInfo, notify_loaded, notify_unloaded
-from ._memory import MemoryProbe, MemorySnapshot, probe_for_target
+from ._batch import BatchRelay, batch_results, generate_batch_answers
+from ._generation import TokenRelay, done_event
+from ._host import HostListener, notify_loaded, notify_unloaded
+from ._loading import grow_allocation, load_entry, read_memory, rebuild_needed, report_load
+from ._memory import MemoryProbe, probe_for_target
 from ._metadata import RequestFacts, build_metadata
-from ._state import ManagerState, Resident, non_negative, positive_int
-from ._types import BackendFactory, GenerationSettings, InferenceResult, TokenCallback
+from ._state import ManagerState, Resident, Served, non_negative, positive_int
+from ._types import (
+    BackendFactory,
+    BatchItem,
+    BatchTokenCallback,
+    GenerationSettings,
+    InferenceResult,
+    TokenCallback,
+)
 from .errors import (
     GIB,
     InsufficientMemoryError,
@@ -295,135 +302,163 @@ class ResidentModelManager:
         reserve_bytes = self._reserve_bytes(reserve_gb)
         with self._locked():
             relay = TokenRelay(settings.max_new_tokens, progress, on_token, self._clock)
-            cold: Resident | None = None
-            try:
-                entry, cache_status, admission = self._ensure_loaded(
-                    profile, snapshot_path, reserve_bytes, progress
-                )
-                if self._rebuild_needed(entry.backend, prompt_id, progress):
-                    self._unload(profile.profile_id)
-                    entry, cache_status, admission = self._ensure_loaded(
-                        profile, snapshot_path, reserve_bytes, progress
-                    )
-                    self._rebuild_needed(entry.backend, prompt_id, progress)
-                cold = entry if cache_status == "cold" else None
-                backend = entry.backend
-                relay.start()
-                answer = generate_answer(profile, backend, inputs, settings, relay)
-                result, parsed = answer.result, answer.parsed
-                measured_seconds = max(0.0, self._clock() - relay.started)
-                runtime = backend.runtime_metadata()
-            finally:
-                if not keep_loaded and profile.profile_id in self._resident:
-                    self._unload(profile.profile_id)
-                elif cold is not None and profile.profile_id in self._resident:
-                    self._announce(cold)
-            facts = RequestFacts(
-                cache_status=cache_status,
-                load_seconds=entry.load_seconds if cache_status == "cold" else 0.0,
-                host_eviction_reason=entry.host_eviction_reason if cache_status == "cold" else None,
-                allocated_bytes=entry.allocated_bytes,
-                reserve_bytes=reserve_bytes,
-                evicted_profiles=admission.evicted_profiles if admission else (),
-                memory_wait_seconds=admission.waited_seconds if admission else 0.0,
-                memory=self._read_memory(admission),
-                resident_profiles=self._resident_ids,
-                max_resident=self.max_resident,
-                unsafe_for_reuse=self._unsafe,
+            with self._serving(
+                profile,
+                snapshot_path,
+                reserve_bytes,
                 keep_loaded=keep_loaded,
+                progress=progress,
                 prompt_id=prompt_id,
-            )
+            ) as served:
+                relay.start()
+                answer = generate_answer(profile, served.backend, inputs, settings, relay)
+                measured_seconds = max(0.0, self._clock() - relay.started)
+                runtime = served.backend.runtime_metadata()
             metadata = build_metadata(
                 target=self.target.value,
                 profile=profile,
                 inputs=inputs,
                 settings=settings,
-                result=result,
-                parsed=parsed,
+                result=answer.result,
+                parsed=answer.parsed,
                 relay=relay,
                 measured_generation_seconds=measured_seconds,
                 runtime=runtime,
-                facts=facts,
+                facts=self._facts(served, reserve_bytes, keep_loaded, prompt_id),
             )
             metadata.update(answer.metadata())
             self._served += 1
+            progress(done_event(f"Done: {metadata['output_tokens']} tokens", metadata))
+            return InferenceResult(
+                response=answer.parsed.response,
+                reasoning=answer.parsed.reasoning,
+                metadata=metadata,
+            )
+
+    def run_batch(
+        self,
+        profile: ModelProfile,
+        snapshot_path: Path,
+        items: Sequence[BatchItem],
+        *,
+        reserve_gb: float | None = None,
+        keep_loaded: bool = True,
+        progress: ProgressCallback = ignore_progress,
+        on_token: BatchTokenCallback | None = None,
+        prompt_id: str | None = None,
+    ) -> list[InferenceResult]:
+        """Serve several requests under one admission and load, batched where the engine can.
+
+        As :meth:`run` for each item (admission, memory checks, reasoning split,
+        schema validation and retry, metadata), except: a backend that is a
+        :class:`BatchBackend` and accepts the items generates them together
+        (any other, one at a time; see ``_batch``); ``progress`` gets GENERATE
+        events counting the whole batch's tokens and one DONE; ``on_token``
+        gets (item index, token id, that item's text so far) and may raise to
+        cancel every item. Each item's metadata adds ``batched``,
+        ``batch_size``, ``batch_index``, ``batch_items`` and ``batch_seconds``.
+
+        Returns:
+            One result per item, in order.
+
+        Raises:
+            ValueError: When ``items`` is empty.
+        """
+        if not items:
+            raise ValueError("run_batch needs at least one item; got none")
+        self._check_target(profile)
+        reserve_bytes = self._reserve_bytes(reserve_gb)
+        with self._locked():
+            with self._serving(
+                profile,
+                snapshot_path,
+                reserve_bytes,
+                keep_loaded=keep_loaded,
+                progress=progress,
+                prompt_id=prompt_id,
+            ) as served:
+                relay = BatchRelay.for_items(items, progress, on_token, self._clock)
+                generation = generate_batch_answers(profile, served.backend, items, relay)
+                batch_seconds = max(0.0, self._clock() - relay.started)
+                runtime = served.backend.runtime_metadata()
+            results = batch_results(
+                target=self.target.value,
+                profile=profile,
+                items=items,
+                generation=generation,
+                relay=relay,
+                batch_seconds=batch_seconds,
+                runtime=runtime,
+                facts=self._facts(served, reserve_bytes, keep_loaded, prompt_id),
+            )
+            self._served += len(items)
+            tokens = sum(int(str(r.metadata["output_tokens"])) for r in results)
             progress(
-                ProgressEvent(
-                    stage=ProgressStage.DONE,
-                    message=f"Done: {metadata['output_tokens']} tokens",
-                    value=float(metadata["output_tokens"]),
-                    maximum=float(metadata["output_tokens"]),
-                    unit="tokens",
-                    elapsed_seconds=metadata["generation_seconds"],
-                    time_to_first_token_seconds=metadata["time_to_first_token_seconds"],
-                    tokens_per_second=metadata["tokens_per_second"],
+                done_event(
+                    f"Done: {len(items)} answers, {tokens} tokens",
+                    results[-1].metadata,
+                    tokens=tokens,
+                    seconds=batch_seconds,
                 )
             )
-            return InferenceResult(
-                response=parsed.response, reasoning=parsed.reasoning, metadata=metadata
+            return results
+
+    @contextlib.contextmanager
+    def _serving(
+        self,
+        profile: ModelProfile,
+        snapshot_path: Path,
+        reserve_bytes: int,
+        *,
+        keep_loaded: bool,
+        progress: ProgressCallback,
+        prompt_id: str | None,
+    ) -> Iterator[Served]:
+        """Admit and load (or reuse, or rebuild) the model; unload or announce it after."""
+        cold: Resident | None = None
+        try:
+            entry, status, admission = self._ensure_loaded(
+                profile, snapshot_path, reserve_bytes, progress
             )
+            if rebuild_needed(entry.backend, prompt_id, progress):
+                self._unload(profile.profile_id)
+                entry, status, admission = self._ensure_loaded(
+                    profile, snapshot_path, reserve_bytes, progress
+                )
+                rebuild_needed(entry.backend, prompt_id, progress)
+            cold = entry if status == "cold" else None
+            yield Served(entry, status, admission)
+        finally:
+            if not keep_loaded and profile.profile_id in self._resident:
+                self._unload(profile.profile_id)
+            elif cold is not None and profile.profile_id in self._resident:
+                self._announce(cold)
 
-    def _announce(self, entry: Resident) -> None:
-        """Measure the cold load once more after its first generation, then tell the host.
-
-        Weights an engine maps from the snapshot (safetensors through mmap)
-        only count once generation touches them, so the load's own delta can
-        miss most of the model.
-        """
-        now = self._allocated_now()
-        if entry.allocation_base is not None and now is not None:
-            grown = now - entry.allocation_base
-            entry.allocated_bytes = max(entry.allocated_bytes or 0, grown)
-            self._last_allocation = entry.allocated_bytes
-        profile = entry.profile
-        notify_loaded(
-            self._host_listener,
-            ResidentInfo(
-                profile_id=profile.profile_id,
-                repository=profile.repository,
-                backend=str(getattr(profile.backend, "value", profile.backend)),
-                resident_bytes=int(entry.allocated_bytes or 0),
-                device=entry.device,
-            ),
+    def _facts(
+        self, served: Served, reserve_bytes: int, keep_loaded: bool, prompt_id: str | None
+    ) -> RequestFacts:
+        entry, cold, admission = served.entry, served.cache_status == "cold", served.admission
+        return RequestFacts(
+            cache_status=served.cache_status,
+            load_seconds=entry.load_seconds if cold else 0.0,
+            host_eviction_reason=entry.host_eviction_reason if cold else None,
+            allocated_bytes=entry.allocated_bytes,
+            reserve_bytes=reserve_bytes,
+            evicted_profiles=admission.evicted_profiles if admission else (),
+            memory_wait_seconds=admission.waited_seconds if admission else 0.0,
+            memory=read_memory(self._probe, admission),
+            resident_profiles=self._resident_ids,
+            max_resident=self.max_resident,
+            unsafe_for_reuse=self._unsafe,
+            keep_loaded=keep_loaded,
+            prompt_id=prompt_id,
         )
 
-    def _allocated_now(self) -> int | None:
-        """The probe's reading of this process's own allocation, when it has one."""
-        reader = getattr(self._probe, "allocated_bytes", None)
-        if reader is None:
-            return None
-        try:
-            value = reader()
-        except Exception:
-            logger.exception("Reading the process's allocated memory failed")
-            return None
-        return None if value is None else int(value)
-
-    @staticmethod
-    def _rebuild_needed(backend: object, prompt_id: str | None, progress: ProgressCallback) -> bool:
-        """Ask a workflow-aware backend whether it must be rebuilt before this request.
-
-        A backend with ``observe_workflow(prompt_id) -> str | None`` (vLLM's
-        execution modes) returns a reason; an indeterminate ENGINE event
-        carries it, then the caller unloads and loads again (admission and
-        memory recovery included).
-        """
-        observe = getattr(backend, "observe_workflow", None)
-        reason = observe(prompt_id) if callable(observe) else None
-        if not reason:
-            return False
-        progress(ProgressEvent(stage=ProgressStage.ENGINE, message=str(reason), indeterminate=True))
-        return True
-
-    def _read_memory(self, admission: AdmissionOutcome | None) -> MemorySnapshot:
-        """Read memory for the metadata; a failing probe must not lose a finished answer."""
-        try:
-            return self._probe.snapshot()
-        except Exception:
-            logger.exception("Reading memory after the request failed")
-            if admission is not None:
-                return admission.snapshot
-            return MemorySnapshot(available_bytes=0, total_bytes=0, device="unknown")
+    def _announce(self, entry: Resident) -> None:
+        """Tell the host about a cold load, measured once more after its first generation."""
+        info = grow_allocation(entry, self._probe)
+        self._last_allocation = entry.allocated_bytes
+        notify_loaded(self._host_listener, info)
 
     def _ensure_loaded(
         self,
@@ -441,14 +476,7 @@ class ResidentModelManager:
             self._refresh_ids()
             self._last_cache_status = "warm"
             self._last_evicted = ()
-            progress(
-                ProgressEvent(
-                    stage=ProgressStage.LOAD,
-                    message=f"Using resident {profile.repository}",
-                    indeterminate=True,
-                    elapsed_seconds=0.0,
-                )
-            )
+            report_load(progress, f"Using resident {profile.repository}", 0.0)
             return entry, "warm", None
 
         path = require_completed_snapshot(Path(snapshot_path))
@@ -488,44 +516,21 @@ class ResidentModelManager:
         outcome: AdmissionOutcome,
         progress: ProgressCallback,
     ) -> Resident:
-        progress(
-            ProgressEvent(
-                stage=ProgressStage.LOAD,
-                message=f"Loading {profile.repository}",
-                indeterminate=True,
-            )
+        entry = load_entry(
+            self._factory,
+            profile,
+            path,
+            outcome,
+            probe=self._probe,
+            clock=self._clock,
+            progress=progress,
         )
-        started = self._clock()
-        before = self._allocated_now()
-        try:
-            backend = self._factory(profile, path, progress)
-        except BaseException:
-            try:
-                self._probe.clear_cache()
-            except Exception:
-                logger.exception("Clearing the memory cache after a failed load failed")
-            raise
-        load_seconds = max(0.0, self._clock() - started)
-        after = self._probe.snapshot()
-        allocated = max(0, outcome.snapshot.available_bytes - after.available_bytes)
-        after_allocated = self._allocated_now()
-        if before is not None and after_allocated is not None and after_allocated > before:
-            allocated = after_allocated - before
-        entry = Resident(profile, backend, path, load_seconds, allocated)
         entry.host_eviction_reason = self._host_evictions.pop(profile.profile_id, None)
-        entry.allocation_base = before
-        entry.device = after.device
         self._resident[profile.profile_id] = entry
         self._refresh_ids()
         self._last_cache_status = "cold"
-        self._last_load_seconds = load_seconds
-        self._last_allocation = allocated
-        progress(
-            ProgressEvent(
-                stage=ProgressStage.LOAD,
-                message=f"Loaded {profile.repository} in {load_seconds:.1f} s",
-                indeterminate=True,
-                elapsed_seconds=load_seconds,
-            )
-        )
+        self._last_load_seconds = entry.load_seconds
+        self._last_allocation = entry.allocated_bytes
+        seconds = entry.load_seconds
+        report_load(progress, f"Loaded {profile.repository} in {seconds:.1f} s", seconds)
         return entry

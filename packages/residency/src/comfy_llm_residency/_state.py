@@ -14,6 +14,8 @@ from ._types import Backend
 if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile
 
+    from ._admission import AdmissionOutcome
+
 
 @dataclasses.dataclass(slots=True)
 class Resident:
@@ -27,6 +29,26 @@ class Resident:
     host_eviction_reason: str | None = None
     allocation_base: int | None = None
     device: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Served:
+    """The model serving one request (or batch): its entry and how it was obtained.
+
+    Attributes:
+        entry: The resident entry.
+        cache_status: ``"warm"`` or ``"cold"``.
+        admission: The cold load's admission outcome; None on a warm hit.
+    """
+
+    entry: Resident
+    cache_status: str
+    admission: AdmissionOutcome | None
+
+    @property
+    def backend(self) -> Backend:
+        """The entry's backend."""
+        return self.entry.backend
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

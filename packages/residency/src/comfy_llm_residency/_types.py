@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -242,6 +242,52 @@ class Backend(Protocol):
     @property
     def vocabulary(self) -> TokenVocabulary | None:
         """The token vocabulary the reasoning parser uses, or None."""
+        ...
+
+
+BatchTokenCallback = Callable[[int, int, str], None]
+"""Called once per generated token of a batch with (item index, token id, that
+item's text so far). It may raise to cancel the whole batch; the backend aborts
+every outstanding item and lets the exception propagate unchanged."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One request of a batch: its inputs and its own settings (seed included).
+
+    Attributes:
+        inputs: Engine-neutral prompt, images and video frames.
+        settings: Sampling settings for this item alone.
+    """
+
+    inputs: PreparedInputs
+    settings: GenerationSettings
+
+
+@runtime_checkable
+class BatchBackend(Protocol):
+    """The optional batch side of a :class:`Backend`.
+
+    A backend that also has these two methods generates several requests
+    together; one without them is served one request at a time by the
+    manager (``ResidentModelManager.run_batch`` detects them with
+    ``isinstance``). Either way every item's answer must equal what
+    ``generate`` gives for that item alone.
+    """
+
+    def can_batch(self, items: Sequence[BatchItem]) -> bool:
+        """Whether :meth:`generate_batch` can serve these items with single-run results."""
+        ...
+
+    def generate_batch(
+        self, items: Sequence[BatchItem], on_token: BatchTokenCallback
+    ) -> list[BackendResult]:
+        """Generate every item together; results in the items' order.
+
+        Raises:
+            Exception: Whatever ``on_token`` raised, unchanged, after every
+                outstanding item was stopped.
+        """
         ...
 
 

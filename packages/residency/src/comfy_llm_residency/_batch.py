@@ -1,0 +1,212 @@
+"""Several requests under one admission and one load: the manager's batch path.
+
+Order of one batch (the manager admits and loads first, as for one request):
+one :class:`TokenRelay` per item (its own time to first token and decode
+rate) behind a :class:`BatchRelay`, which reports GENERATE events for the
+whole batch and hands the caller (item index, token id, text) -> the
+backend's ``generate_batch`` when it is a :class:`BatchBackend` that accepts
+the items, else its ``generate`` item by item -> reasoning split and schema
+check per item, the failing items generated once more together -> per-item
+metadata with the batch's facts (``batched``, ``batch_size``, ``batch_index``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
+
+from ._answer import Answer, answer_items
+from ._generation import TokenRelay
+from ._metadata import RequestFacts, build_metadata
+from ._types import (
+    Backend,
+    BackendResult,
+    BatchBackend,
+    BatchItem,
+    BatchTokenCallback,
+    InferenceResult,
+    TokenCallback,
+)
+
+if TYPE_CHECKING:
+    from comfy_llm_profiles import ModelProfile
+
+__all__ = ["BatchGeneration", "BatchRelay", "batch_results", "generate_batch_answers"]
+
+
+@dataclasses.dataclass(slots=True)
+class BatchRelay:
+    """The token callback of a batch: per-item timings, one GENERATE stream, the caller's hook.
+
+    Attributes:
+        relays: One relay per item (timings only: no progress, no callback).
+        progress: Receives GENERATE events counting the batch's tokens.
+        on_token: The caller's callback, with the item index first, or None.
+        clock: Monotonic clock in seconds.
+        count: Tokens seen so far, every item together.
+    """
+
+    relays: list[TokenRelay]
+    progress: ProgressCallback
+    on_token: BatchTokenCallback | None
+    clock: Callable[[], float]
+    count: int = 0
+
+    @classmethod
+    def for_items(
+        cls,
+        items: Sequence[BatchItem],
+        progress: ProgressCallback,
+        on_token: BatchTokenCallback | None,
+        clock: Callable[[], float],
+    ) -> BatchRelay:
+        """One timing relay per item, started now."""
+        relays = [
+            TokenRelay(item.settings.max_new_tokens, ignore_progress, None, clock) for item in items
+        ]
+        for relay in relays:
+            relay.start()
+        return cls(relays, progress, on_token, clock)
+
+    @property
+    def budget(self) -> int:
+        """Every item's token budget together (the bar's maximum)."""
+        return sum(relay.max_new_tokens for relay in self.relays)
+
+    @property
+    def started(self) -> float:
+        """When the batch started, by ``clock``."""
+        return self.relays[0].started
+
+    def __call__(self, index: int, token_id: int, text: str) -> None:
+        """Record item ``index``'s token, report the batch's progress, call the caller."""
+        self.relays[index](token_id, text)
+        self.count += 1
+        budget = self.budget
+        self.progress(
+            ProgressEvent(
+                stage=ProgressStage.GENERATE,
+                message=f"Generating {len(self.relays)} answers: {self.count}/{budget} tokens",
+                value=float(min(self.count, budget)),
+                maximum=float(budget),
+                unit="tokens",
+                elapsed_seconds=max(0.0, self.clock() - self.started),
+                token_id=int(token_id),
+            )
+        )
+        if self.on_token is not None:
+            self.on_token(index, token_id, text)
+
+    def item(self, index: int) -> TokenCallback:
+        """The plain token callback of one item (the one-at-a-time path)."""
+
+        def on_token(token_id: int, text: str) -> None:
+            self(index, token_id, text)
+
+        return on_token
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchGeneration:
+    """The answers of a batch and how the engine produced them.
+
+    Attributes:
+        answers: One per item, in order.
+        batched: Whether the engine generated the items together.
+        batch_size: Items the engine generated together (1 when it looped).
+    """
+
+    answers: list[Answer]
+    batched: bool
+    batch_size: int
+
+
+def generate_batch_answers(
+    profile: ModelProfile, backend: Backend, items: Sequence[BatchItem], relay: BatchRelay
+) -> BatchGeneration:
+    """Generate (and validate, and retry) every item; see the module docstring."""
+    sizes: list[int] = []
+
+    def generate(chunk: Sequence[BatchItem], indices: Sequence[int]) -> list[BackendResult]:
+        positions = list(indices)
+        batcher = backend if isinstance(backend, BatchBackend) else None
+        if batcher is not None and len(chunk) > 1 and batcher.can_batch(chunk):
+            sizes.append(len(chunk))
+
+            def on_token(index: int, token_id: int, text: str) -> None:
+                relay(positions[index], token_id, text)
+
+            results = list(batcher.generate_batch(chunk, on_token))
+            if len(results) != len(chunk):
+                raise RuntimeError(
+                    f"{type(backend).__name__}.generate_batch returned {len(results)} results "
+                    f"for {len(chunk)} items; a batch backend must return one per item"
+                )
+            return results
+        return [
+            backend.generate(item.inputs, item.settings, relay.item(index))
+            for item, index in zip(chunk, positions, strict=True)
+        ]
+
+    answers = answer_items(profile, backend, items, generate)
+    return BatchGeneration(answers, bool(sizes), max(sizes, default=1))
+
+
+def batch_results(
+    *,
+    target: str,
+    profile: ModelProfile,
+    items: Sequence[BatchItem],
+    generation: BatchGeneration,
+    relay: BatchRelay,
+    batch_seconds: float,
+    runtime: Mapping[str, object],
+    facts: RequestFacts,
+) -> list[InferenceResult]:
+    """Each item's response, reasoning and metadata.
+
+    The batch's load counts once, on item 0 (``cache_status`` cold there,
+    warm after), so per-item load times add up to the real one.
+    """
+    results: list[InferenceResult] = []
+    for index, (item, answer, item_relay) in enumerate(
+        zip(items, generation.answers, relay.relays, strict=True)
+    ):
+        item_facts = facts
+        if index > 0 and facts.cache_status == "cold":
+            item_facts = dataclasses.replace(
+                facts, cache_status="warm", load_seconds=0.0, host_eviction_reason=None
+            )
+        finished = item_relay.last_token_at
+        measured = 0.0 if finished is None else max(0.0, finished - item_relay.started)
+        metadata: dict[str, Any] = build_metadata(
+            target=target,
+            profile=profile,
+            inputs=item.inputs,
+            settings=item.settings,
+            result=answer.result,
+            parsed=answer.parsed,
+            relay=item_relay,
+            measured_generation_seconds=measured,
+            runtime=runtime,
+            facts=item_facts,
+        )
+        metadata.update(answer.metadata())
+        metadata.update(
+            batched=generation.batched,
+            batch_size=generation.batch_size,
+            batch_index=index,
+            batch_items=len(items),
+            batch_seconds=round(batch_seconds, 4),
+        )
+        results.append(
+            InferenceResult(
+                response=answer.parsed.response,
+                reasoning=answer.parsed.reasoning,
+                metadata=metadata,
+            )
+        )
+    return results
