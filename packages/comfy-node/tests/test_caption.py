@@ -118,27 +118,77 @@ def test_folder_captions_written_atomically_existing_kept_corrupt_reported(
     assert metadata["written"] == 2
 
 
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_greedy_captions_take_the_engines_batch_where_it_has_one(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    images = np.random.default_rng(8).random((3, 24, 32, 3), dtype=np.float32)
+    sampling = {"temperature": 0.0, "max_new_tokens": 6}
+    captions, metadata = _caption(
+        model_profile="tiny/qwen35", prompt="Caption it.", images=images, batch_size=3, **sampling
+    )
+    singles = [
+        _llm_node()
+        .execute(
+            prompt="Caption it.",
+            model_profile="tiny/qwen35",
+            images=images[index : index + 1],
+            enable_reasoning=False,
+            **sampling,
+        )
+        .args[0]
+        for index in range(3)
+    ]
+    assert captions == singles
+    # Transformers batches greedy images of one size; this MLX-VLM path loops (see README)
+    batched = target == "local_cpu"
+    assert metadata["batched"] is batched
+    assert metadata["engine_batch_size"] == (3 if batched else 1)
+    assert [r["batch_size"] for r in metadata["per_image"]] == [3 if batched else 1] * 3
+    assert metadata["last_request"]["batched"] is batched
+
+
 @pytest.mark.parametrize("target", ["local_cpu"], indirect=True)
-def test_cancel_mid_batch_keeps_the_files_already_written(
+def test_cancel_mid_batch_keeps_the_files_of_finished_chunks(
     target: str, model_hub: FakeHub, storage: Path, comfyui: Path, tmp_path: Path
 ) -> None:
     import comfy.model_management as mm
 
-    folder = _folder(tmp_path, ["a.png", "b.png", "c.png"])
-    # A warm batch counts ComfyUI's interrupt checks; Cancel then lands mid-batch.
-    args = {"model_profile": "tiny/qwen35-scripted", "prompt": "x", "max_new_tokens": 8}
+    folder = _folder(tmp_path, ["a.png", "b.png", "c.png", "d.png"])
+    # A warm run counts ComfyUI's interrupt checks; Cancel then lands in the second chunk.
+    args = {
+        "model_profile": "tiny/qwen35-scripted",
+        "prompt": "x",
+        "max_new_tokens": 8,
+        "batch_size": 2,
+    }
     _caption(folder=str(folder), **args)
     before = mm._checks
-    _caption(folder=str(folder), **args)
-    per_batch = mm._checks - before
-    mm.interrupt_after_checks = mm._checks + per_batch // 2
-    with pytest.raises(mm.InterruptProcessingException):
-        _caption(folder=str(folder), write_caption_files=True, skip_existing=False, **args)
-    mm.interrupt_after_checks = None
+    _, metadata = _caption(folder=str(folder), **args)
+    assert [r["chunk"] for r in metadata["per_image"]] == [0, 0, 1, 1]
+    assert metadata["batched"] is True
+    per_run = mm._checks - before
+    mm.interrupt_after_checks = mm._checks + per_run * 3 // 4
+    try:
+        with pytest.raises(mm.InterruptProcessingException):
+            _caption(folder=str(folder), write_caption_files=True, skip_existing=False, **args)
+    finally:
+        mm.interrupt_after_checks = None
     written = sorted(p.name for p in folder.glob("*.txt"))
-    assert 1 <= len(written) < 3
+    assert written == ["a.txt", "b.txt"]  # the first chunk's, whole
     assert all((folder / name).read_text().strip() for name in written)
     assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_batch_size_out_of_range_is_refused_before_any_download(
+    model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    from comfy_llm_core import InvalidSettingError
+
+    images = np.zeros((1, 8, 8, 3), dtype=np.float32)
+    with pytest.raises(InvalidSettingError, match="batch_size"):
+        _caption(model_profile="tiny/qwen35", prompt="x", images=images, batch_size=0)
+    assert model_hub.file_requests() == []
 
 
 def test_folder_bounds_and_symlinks_outside_refused(tmp_path: Path) -> None:
@@ -203,3 +253,23 @@ def test_cli_caption_writes_files_and_prints_json(
     for name, caption in zip(("x", "y"), result["captions"], strict=True):
         assert (folder / f"{name}.txt").read_text() == caption + "\n"
         jsonschema.validate(json.loads(caption), SCHEMA)
+    assert result["metadata"]["batched"] is False  # a schema mask follows one row: looped
+
+
+@pytest.mark.parametrize("target", ["local_cpu"], indirect=True)
+def test_cli_caption_batches_greedy_images(
+    target: str, model_hub: FakeHub, storage: Path, tmp_path: Path, capsys
+) -> None:
+    from comfy_llm._cli import main
+
+    folder = _folder(tmp_path, ["x.png", "y.png", "z.png"])
+    argv = ["caption", str(folder), "--model", "tiny/qwen35", "--write", "--json"]
+    assert main([*argv, "--max-new-tokens", "6", "--batch-size", "2"]) == 0
+    metadata = json.loads(capsys.readouterr().out)["metadata"]
+    assert metadata["batch_size"] == 2
+    assert [(r["chunk"], r["batch_size"]) for r in metadata["per_image"]] == [
+        (0, 2),
+        (0, 2),
+        (1, 1),
+    ]
+    assert sorted(p.name for p in folder.glob("*.txt")) == ["x.txt", "y.txt", "z.txt"]

@@ -45,9 +45,10 @@ class Batching:
     def _ids(self, index: int) -> list[int]:
         return [self.fake.A] * (index + 1) + [self.fake.IM_END]
 
-    def _result(self, ids: list[int]) -> BackendResult:
+    def _result(self, ids: list[int], together: int = 1) -> BackendResult:
         text = " a" * (len(ids) - 1)
-        return BackendResult(tuple(ids), text, None, BackendTimings(None, 0.0, None, 5))
+        timings = BackendTimings(None, 0.0, None, 5)
+        return BackendResult(tuple(ids), text, None, timings, batch_size=together)
 
     def can_batch(self, items: Sequence[BatchItem]) -> bool:
         return self.accept
@@ -61,7 +62,7 @@ class Batching:
             for index, ids in enumerate(scripts):
                 if step < len(ids):
                     on_token(index, ids[step], " a" * step)
-        return [self._result(ids) for ids in scripts]
+        return [self._result(ids, len(items)) for ids in scripts]
 
     def generate(self, inputs: Any, settings: Any, on_token: Any) -> BackendResult:
         self.singles += 1

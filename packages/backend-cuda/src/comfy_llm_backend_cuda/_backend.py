@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs, reasoning_end_id
-from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings, TokenCallback
+from comfy_llm_residency import (
+    BackendResult,
+    BackendTimings,
+    BatchItem,
+    BatchTokenCallback,
+    GenerationSettings,
+    TokenCallback,
+)
 from comfy_llm_staging import require_completed_snapshot
 from comfy_llm_structured import JsonConstraint, llg_tokenizer
 
+from ._batch import batchable, generate_groups
 from ._engine import DevicePlan, import_engine, plan_device
 from ._generate import eos_ids, run_generate
 from ._messages import encode_prompt
@@ -250,16 +258,7 @@ class TransformersBackend:
         if self._model is None:
             raise BackendUnloadedError(self.profile.profile_id)
         started = time.perf_counter()
-        template_kwargs = chat_template_kwargs(
-            self.profile.reasoning_parser,
-            self.profile.architecture,
-            enable_reasoning=settings.enable_reasoning,
-        )
-        encoded = encode_prompt(self._processor, inputs, template_kwargs)
-        context = self.profile.limits.context_tokens
-        if encoded.prompt_tokens >= context:
-            raise PromptTooLongError(encoded.prompt_tokens, context)
-        budget = min(settings.max_new_tokens, context - encoded.prompt_tokens)
+        encoded, budget = self._encode(inputs, settings)
         constraint = self._constraint(settings)
         run = run_generate(
             self._torch,
@@ -272,6 +271,42 @@ class TransformersBackend:
             started=started,
             constraint=constraint,
         )
+        return self._result(run, encoded, constrained=constraint is not None)
+
+    def can_batch(self, items: Sequence[BatchItem]) -> bool:
+        """Greedy items without a schema only: see ``_batch`` for why."""
+        return batchable(items)
+
+    def generate_batch(
+        self, items: Sequence[BatchItem], on_token: BatchTokenCallback
+    ) -> list[BackendResult]:
+        """Generate items of equal prompt shape in one ``generate`` per group (see ``_batch``).
+
+        Raises:
+            BackendUnloadedError: :meth:`unload` was called.
+            PromptTooLongError: A prompt fills the profile's context.
+            Exception: Whatever ``on_token`` raised, unchanged.
+        """
+        if self._model is None:
+            raise BackendUnloadedError(self.profile.profile_id)
+        return generate_groups(self, items, on_token)
+
+    def _encode(self, inputs: PreparedInputs, settings: GenerationSettings) -> tuple[Any, int]:
+        """The encoded prompt and the token budget the context leaves after it."""
+        template_kwargs = chat_template_kwargs(
+            self.profile.reasoning_parser,
+            self.profile.architecture,
+            enable_reasoning=settings.enable_reasoning,
+        )
+        encoded = encode_prompt(self._processor, inputs, template_kwargs)
+        context = self.profile.limits.context_tokens
+        if encoded.prompt_tokens >= context:
+            raise PromptTooLongError(encoded.prompt_tokens, context)
+        return encoded, min(settings.max_new_tokens, context - encoded.prompt_tokens)
+
+    def _result(
+        self, run: Any, encoded: Any, *, constrained: bool = False, together: int = 1
+    ) -> BackendResult:
         return BackendResult(
             token_ids=run.token_ids,
             text=self._decode(run.token_ids),
@@ -284,7 +319,8 @@ class TransformersBackend:
             ),
             prompt_opened_reasoning=encoded.opened_reasoning,
             finish_reason=run.finish_reason,
-            constrained=constraint is not None,
+            constrained=constrained,
+            batch_size=together,
         )
 
     def unload(self) -> None:

@@ -4,6 +4,8 @@ Order of one load: snapshot check -> import vLLM -> quantization check ->
 compile-cache namespace -> engine on the backend's loop thread (eager or
 throughput, from :mod:`._vllm_modes`) -> processor for the chat template.
 
+Order of one batch: see ``_vllm_batch`` (all items submitted at once).
+
 Order of one request: chat template (``enable_thinking`` from the request)
 -> ``engine.generate`` with images and video frames as multi-modal data and
 ``RequestOutputKind.DELTA`` -> each step's ids reach ``on_token`` one by one
@@ -20,12 +22,20 @@ import logging
 import queue
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from comfy_llm_profiles import ModelProfile, ProgressCallback
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs
-from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings, TokenCallback
+from comfy_llm_residency import (
+    BackendResult,
+    BackendTimings,
+    BatchItem,
+    BatchTokenCallback,
+    GenerationSettings,
+    TokenCallback,
+)
 from comfy_llm_staging import require_completed_snapshot
 
 from ._backend import VLLM_ENGINE_NAME, load_processor, load_reporter
@@ -74,6 +84,8 @@ class VllmBackend:
         self.on_cpu = True
         #: (request id, finish reason the engine reported) of the last aborted request.
         self.last_abort: tuple[str, str | None] | None = None
+        #: The same for every request of the last aborted batch.
+        self.last_batch_abort: tuple[tuple[str, str | None], ...] = ()
 
     @classmethod
     def load(
@@ -287,6 +299,18 @@ class VllmBackend:
             finish_reason=finish,
             constrained=settings.schema is not None,
         )
+
+    def can_batch(self, items: Sequence[BatchItem]) -> bool:
+        """Always: each request keeps its own seed and sampling in vLLM's batch."""
+        return True
+
+    def generate_batch(
+        self, items: Sequence[BatchItem], on_token: BatchTokenCallback
+    ) -> list[BackendResult]:
+        """Submit every item to the engine at once (see ``_vllm_batch``)."""
+        from ._vllm_batch import generate_batch
+
+        return generate_batch(self, items, on_token)
 
     def _abort(
         self, request_id: str, running: Any, steps: queue.SimpleQueue[tuple[str, Any]]

@@ -38,6 +38,8 @@ T = TypeVar("T")
 
 _MIB = 1024**2
 _GIB = 1024**3
+#: Requests the engine schedules together unless the profile's options say otherwise.
+MAX_NUM_SEQS = 32
 #: Smallest KV-cache budget handed to vLLM, whatever the estimate says.
 _MIN_KV_BYTES = 256 * _MIB
 
@@ -111,7 +113,8 @@ def engine_kwargs(
         "limit_mm_per_prompt": {"image": limits.max_images + limits.max_video_frames, "video": 0},
         "load_format": "safetensors",
         "safetensors_load_strategy": "prefetch",
-        "max_num_seqs": 4,
+        # a caption batch runs this many requests at once (continuous batching)
+        "max_num_seqs": int(options.get("max_num_seqs") or MAX_NUM_SEQS),
         "disable_log_stats": True,
         "generation_config": "auto",
         # response schemas: llguidance (as the other engines), free while the model reasons

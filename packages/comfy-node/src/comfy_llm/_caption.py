@@ -1,12 +1,15 @@
 """Captioning many images under one resident model: the path the caption node and CLI share.
 
-One resolution, one staging and one resident load serve the whole batch;
-each image is one request through the resident manager (same seeds, same
-result as a single run). A caption file ``<stem>.txt`` is written next to
-each image from a folder, atomically (a temporary file renamed into place),
-so a cancelled batch leaves every file it finished intact and never a
+One resolution, one staging and one resident load serve the whole batch.
+The images still to caption go to the resident manager's ``run_batch`` in
+chunks of ``batch_size``: an engine that batches (vLLM; Transformers for
+greedy decoding) generates a chunk together, others one image at a time,
+and every caption equals a single run's with the same seed. A caption file
+``<stem>.txt`` is written next to each image from a folder, atomically (a
+temporary file renamed into place), as soon as its chunk ends, so Cancel
+keeps every file of the chunks already finished and never leaves a
 half-written one. An image that cannot be read is reported for that image
-and the batch goes on.
+and the batch goes on. Progress counts images.
 """
 
 from __future__ import annotations
@@ -18,9 +21,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_core import InvalidSettingError, defaults, render_error
 from comfy_llm_inputs import InputError
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
-from comfy_llm_residency import GenerationSettings, HostListener, TokenCallback, get_manager
+from comfy_llm_residency import (
+    BatchItem,
+    GenerationSettings,
+    HostListener,
+    TokenCallback,
+    get_manager,
+)
 
 from comfy_llm._backends import create_backend
 from comfy_llm._pipeline import LLMRequest, prepare_request_inputs, resolve_and_stage
@@ -81,6 +91,8 @@ class CaptionJob:
         storage_root: Storage root, else the default.
         reserve_gb: Memory to keep free beyond the model.
         keep_loaded: Keep the model resident after the batch.
+        batch_size: Images handed to the engine at once (1 to
+            ``defaults.MAX_CAPTION_BATCH_SIZE``).
     """
 
     model: str
@@ -95,6 +107,19 @@ class CaptionJob:
     storage_root: str | Path | None = None
     reserve_gb: float | None = None
     keep_loaded: bool = True
+    batch_size: int = defaults.CAPTION_BATCH_SIZE
+
+    def __post_init__(self) -> None:
+        """Check the batch size.
+
+        Raises:
+            InvalidSettingError: Not a whole number from 1 to the maximum.
+        """
+        size, limit = self.batch_size, defaults.MAX_CAPTION_BATCH_SIZE
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= limit:
+            raise InvalidSettingError(
+                "batch_size", size, f"a whole number from 1 to {limit} (images per engine batch)"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +197,16 @@ def _image_input(item: CaptionItem) -> Any:
     return load_image_files([str(item.path)])
 
 
+@dataclasses.dataclass
+class _Pending:
+    """An image whose inputs are prepared and whose caption the next chunk generates."""
+
+    index: int
+    item: CaptionItem
+    prepared: Any
+    started: float
+
+
 def run_captions(
     job: CaptionJob,
     items: Sequence[CaptionItem],
@@ -188,7 +223,7 @@ def run_captions(
         CaptionFolderError: No items.
         ProfileError, StagingError, ResidencyError: As for one request.
         BaseException: An interrupt from ``on_token``/``progress``, unchanged
-            (files already written stay).
+            (files of the chunks already finished stay).
     """
     if not items:
         raise CaptionFolderError("(no input)", "has no images: connect images or give a folder")
@@ -203,12 +238,15 @@ def run_captions(
         free_host_memory=free_host_memory,
         host_listener=host_listener,
     )
+    done = 0
 
     def inner(event: ProgressEvent) -> None:
         if event.stage not in _PER_IMAGE_STAGES:  # the bar counts images, not tokens
             progress(event)
 
-    def counted(done: int, name: str) -> None:
+    def counted(name: str) -> None:
+        nonlocal done
+        done += 1
         progress(
             ProgressEvent(
                 stage=ProgressStage.GENERATE,
@@ -220,82 +258,147 @@ def run_captions(
             )
         )
 
-    captions: list[str] = []
-    records: list[dict[str, Any]] = []
-    model_metadata: dict[str, Any] = {}
-    for index, item in enumerate(items):
-        record: dict[str, Any] = {"name": item.name}
-        item_started = time.monotonic()
-        target_file = item.caption_path if job.write_files else None
-        existing = item.caption_path
-        if job.skip_existing and existing is not None and existing.is_file():
-            captions.append(existing.read_text(encoding="utf-8", errors="replace").strip())
-            record["status"] = "kept_existing"
-        else:
-            try:
-                request = LLMRequest(
-                    model=job.model,
-                    prompt=job.prompt,
-                    system_prompt=job.system_prompt,
-                    images=_image_input(item),
-                    settings=job.settings,
-                )
-                prepared = prepare_request_inputs(request, profile, inner)
-            except (InputError, ValueError, OSError) as error:
-                from comfy_llm_core import render_error
+    def tokens(index: int, token_id: int, text: str) -> None:
+        if on_token is not None:
+            on_token(token_id, text)
 
-                captions.append("")
-                record.update(status="failed", error=render_error(error))
-            else:
-                result = manager.run(
-                    profile,
-                    snapshot.path,
-                    prepared,
-                    job.settings,
-                    reserve_gb=job.reserve_gb,
-                    keep_loaded=job.keep_loaded or index < len(items) - 1,
-                    progress=inner,
-                    on_token=on_token,
-                    prompt_id=prompt_id,
-                )
-                prefix = job.prefix.strip()
-                caption = f"{prefix}, {result.response}" if prefix else result.response
-                captions.append(caption)
-                model_metadata = dict(result.metadata)
-                record.update(
-                    status="captioned",
-                    output_tokens=result.metadata.get("output_tokens"),
-                    cache_status=result.metadata.get("cache_status"),
-                )
-                if target_file is not None:
-                    if target_file.exists() and not job.overwrite:
-                        record["written"] = False
-                        record["note"] = "caption file exists; enable overwrite to replace it"
-                    else:
-                        _write_atomically(target_file, caption + "\n")
-                        record["written"] = True
-        record["seconds"] = round(time.monotonic() - item_started, 4)
-        records.append(record)
-        counted(index + 1, item.name)
-    seconds = time.monotonic() - started
-    captioned = sum(1 for r in records if r["status"] == "captioned")
-    metadata: dict[str, Any] = {
-        "images": len(items),
-        "captioned": captioned,
-        "kept_existing": sum(1 for r in records if r["status"] == "kept_existing"),
-        "failed": sum(1 for r in records if r["status"] == "failed"),
-        "written": sum(1 for r in records if r.get("written")),
-        "seconds": round(seconds, 4),
-        "captions_per_second": round(captioned / seconds, 4) if seconds > 0 and captioned else 0.0,
-        "per_image": records,
-        "profile_id": profile.profile_id,
-        "repository": profile.repository,
-        "revision": profile.revision,
-        "backend": profile.backend,
-        "execution_target": target.value,
-        "snapshot_downloaded": snapshot.downloaded,
-        "last_request": model_metadata,
-    }
+    captions: list[str] = [""] * len(items)
+    records: list[dict[str, Any]] = [{"name": item.name} for item in items]
+    last_request: dict[str, Any] = {}
+    todo = [i for i, item in enumerate(items) if not _kept(job, item)]
+    chunks = [todo[at : at + job.batch_size] for at in range(0, len(todo), job.batch_size)]
+    for index, item in enumerate(items):
+        if index not in todo:
+            existing = item.caption_path
+            assert existing is not None
+            captions[index] = existing.read_text(encoding="utf-8", errors="replace").strip()
+            records[index].update(status="kept_existing", seconds=0.0)
+            counted(item.name)
+    for number, chunk in enumerate(chunks):
+        pending = _prepare(
+            job, items, chunk, profile=profile, progress=inner, records=records, counted=counted
+        )
+        if not pending:
+            continue
+        results = manager.run_batch(
+            profile,
+            snapshot.path,
+            [BatchItem(p.prepared, job.settings) for p in pending],
+            reserve_gb=job.reserve_gb,
+            keep_loaded=job.keep_loaded or number < len(chunks) - 1,
+            progress=inner,
+            on_token=tokens,
+            prompt_id=prompt_id,
+        )
+        for entry, result in zip(pending, results, strict=True):
+            captions[entry.index] = _finish(job, entry, result, records[entry.index], number)
+            last_request = dict(result.metadata)
+            counted(entry.item.name)
+    metadata = _summary(job, items, records, time.monotonic() - started, last_request)
+    metadata.update(
+        profile_id=profile.profile_id,
+        repository=profile.repository,
+        revision=profile.revision,
+        backend=profile.backend,
+        execution_target=target.value,
+        snapshot_downloaded=snapshot.downloaded,
+    )
     if prompt_id:
         metadata["prompt_id"] = prompt_id
     return CaptionBatch(captions=captions, metadata=metadata)
+
+
+def _kept(job: CaptionJob, item: CaptionItem) -> bool:
+    existing = item.caption_path
+    return job.skip_existing and existing is not None and existing.is_file()
+
+
+def _prepare(
+    job: CaptionJob,
+    items: Sequence[CaptionItem],
+    chunk: Sequence[int],
+    *,
+    profile: Any,
+    progress: ProgressCallback,
+    records: list[dict[str, Any]],
+    counted: Callable[[str], None],
+) -> list[_Pending]:
+    """Prepare a chunk's inputs; an image that cannot be read is reported and left out."""
+    pending: list[_Pending] = []
+    for index in chunk:
+        item = items[index]
+        item_started = time.monotonic()
+        try:
+            request = LLMRequest(
+                model=job.model,
+                prompt=job.prompt,
+                system_prompt=job.system_prompt,
+                images=_image_input(item),
+                settings=job.settings,
+            )
+            prepared = prepare_request_inputs(request, profile, progress)
+        except (InputError, ValueError, OSError) as error:
+            records[index].update(
+                status="failed",
+                error=render_error(error),
+                seconds=round(time.monotonic() - item_started, 4),
+            )
+            counted(item.name)
+        else:
+            pending.append(_Pending(index, item, prepared, item_started))
+    return pending
+
+
+def _finish(
+    job: CaptionJob, entry: _Pending, result: Any, record: dict[str, Any], chunk: int
+) -> str:
+    """The caption of one finished image: its record, and its file written atomically."""
+    metadata = result.metadata
+    prefix = job.prefix.strip()
+    caption = f"{prefix}, {result.response}" if prefix else result.response
+    record.update(
+        status="captioned",
+        output_tokens=metadata.get("output_tokens"),
+        cache_status=metadata.get("cache_status"),
+        generation_seconds=metadata.get("generation_seconds"),
+        time_to_first_token_seconds=metadata.get("time_to_first_token_seconds"),
+        batched=metadata.get("batched"),
+        batch_size=metadata.get("batch_size"),
+        chunk=chunk,
+    )
+    target_file = entry.item.caption_path if job.write_files else None
+    if target_file is not None:
+        if target_file.exists() and not job.overwrite:
+            record["written"] = False
+            record["note"] = "caption file exists; enable overwrite to replace it"
+        else:
+            _write_atomically(target_file, caption + "\n")
+            record["written"] = True
+    record["seconds"] = round(time.monotonic() - entry.started, 4)
+    return caption
+
+
+def _summary(
+    job: CaptionJob,
+    items: Sequence[CaptionItem],
+    records: list[dict[str, Any]],
+    seconds: float,
+    last_request: dict[str, Any],
+) -> dict[str, Any]:
+    captioned = [r for r in records if r.get("status") == "captioned"]
+    return {
+        "images": len(items),
+        "captioned": len(captioned),
+        "kept_existing": sum(1 for r in records if r.get("status") == "kept_existing"),
+        "failed": sum(1 for r in records if r.get("status") == "failed"),
+        "written": sum(1 for r in records if r.get("written")),
+        "seconds": round(seconds, 4),
+        "captions_per_second": (
+            round(len(captioned) / seconds, 4) if seconds > 0 and captioned else 0.0
+        ),
+        "batched": any(r.get("batched") for r in captioned),
+        "batch_size": job.batch_size,
+        "engine_batch_size": max((r.get("batch_size") or 1 for r in captioned), default=1),
+        "per_image": records,
+        "last_request": last_request,
+    }

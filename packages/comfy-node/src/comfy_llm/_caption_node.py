@@ -13,6 +13,8 @@ from typing import Any
 from comfy_api.latest import io
 from comfy_llm_core import defaults
 
+from comfy_llm._node import _supported
+
 __all__ = ["CAPTION_NODE_ID", "CaptionImagesNode"]
 
 CAPTION_NODE_ID = "ComfyLLMCaption"
@@ -117,6 +119,18 @@ class CaptionImagesNode(io.ComfyNode):
                     tooltip="The same seed is used for every image.",
                 ),
                 io.Boolean.Input("keep_model_loaded", default=True, optional=True),
+                io.Int.Input(
+                    "batch_size",
+                    default=defaults.CAPTION_BATCH_SIZE,
+                    min=1,
+                    max=defaults.MAX_CAPTION_BATCH_SIZE,
+                    optional=True,
+                    **_supported(io.Int.Input, advanced=True),
+                    tooltip=(
+                        "Images the engine captions at once (vLLM always; Transformers with "
+                        "temperature 0). Captions are written as each batch ends."
+                    ),
+                ),
             ],
             outputs=[
                 io.String.Output("captions", display_name="captions", is_output_list=True),
@@ -177,6 +191,7 @@ class CaptionImagesNode(io.ComfyNode):
             overwrite=optional.get("overwrite_captions", False),
             storage_root=root,
             keep_loaded=optional.get("keep_model_loaded", True),
+            batch_size=optional.get("batch_size", defaults.CAPTION_BATCH_SIZE),
         )
         glue = ComfyGlue(node_id, reasoning_enabled=settings.enable_reasoning)
         batch = run_captions(

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_core import defaults
+
 __all__ = ["add_caption_parser", "cmd_caption", "read_schema_file"]
 
 
@@ -34,6 +36,12 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
     caption.add_argument("--seed", type=int, default=0)
     caption.add_argument("--reasoning", action="store_true", help="let the model think first")
     caption.add_argument("--schema", help="a JSON Schema file every caption must satisfy")
+    caption.add_argument(
+        "--batch-size",
+        type=int,
+        default=defaults.CAPTION_BATCH_SIZE,
+        help="images the engine captions at once (files are written as each batch ends)",
+    )
     add_common(caption)
 
 
@@ -74,6 +82,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         overwrite=args.overwrite,
         target=args.target,
         storage_root=args.storage_root,
+        batch_size=args.batch_size,
     )
     console = ConsoleProgress()
     try:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 __all__ = [
+    "CAPTION_BATCH_SIZE",
+    "MAX_CAPTION_BATCH_SIZE",
     "MAX_NEW_TOKENS",
     "MAX_RESIDENT_MODELS",
     "MEMORY_RECOVERY_TIMEOUT_SECONDS",
@@ -36,6 +38,13 @@ TOP_P = 0.95
 
 VIDEO_FRAMES = 8
 """Frames sampled uniformly from a VIDEO input."""
+
+CAPTION_BATCH_SIZE = 8
+"""Images the caption node hands the engine at once: a chunk's captions are
+written when the chunk ends, so Cancel loses at most one chunk's work."""
+
+MAX_CAPTION_BATCH_SIZE = 256
+"""The largest caption batch the node and the CLI accept."""
 
 SEED_MAX = 2**64 - 1
 """The largest sampling seed (ComfyUI's own seed widgets stop here too): the

@@ -34,7 +34,7 @@ from ._types import (
 if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile
 
-__all__ = ["BatchGeneration", "BatchRelay", "batch_results", "generate_batch_answers"]
+__all__ = ["BatchRelay", "batch_results", "generate_batch_answers"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -109,32 +109,15 @@ class BatchRelay:
         return on_token
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class BatchGeneration:
-    """The answers of a batch and how the engine produced them.
-
-    Attributes:
-        answers: One per item, in order.
-        batched: Whether the engine generated the items together.
-        batch_size: Items the engine generated together (1 when it looped).
-    """
-
-    answers: list[Answer]
-    batched: bool
-    batch_size: int
-
-
 def generate_batch_answers(
     profile: ModelProfile, backend: Backend, items: Sequence[BatchItem], relay: BatchRelay
-) -> BatchGeneration:
+) -> list[Answer]:
     """Generate (and validate, and retry) every item; see the module docstring."""
-    sizes: list[int] = []
 
     def generate(chunk: Sequence[BatchItem], indices: Sequence[int]) -> list[BackendResult]:
         positions = list(indices)
         batcher = backend if isinstance(backend, BatchBackend) else None
         if batcher is not None and len(chunk) > 1 and batcher.can_batch(chunk):
-            sizes.append(len(chunk))
 
             def on_token(index: int, token_id: int, text: str) -> None:
                 relay(positions[index], token_id, text)
@@ -151,8 +134,7 @@ def generate_batch_answers(
             for item, index in zip(chunk, positions, strict=True)
         ]
 
-    answers = answer_items(profile, backend, items, generate)
-    return BatchGeneration(answers, bool(sizes), max(sizes, default=1))
+    return answer_items(profile, backend, items, generate)
 
 
 def batch_results(
@@ -160,7 +142,7 @@ def batch_results(
     target: str,
     profile: ModelProfile,
     items: Sequence[BatchItem],
-    generation: BatchGeneration,
+    answers: Sequence[Answer],
     relay: BatchRelay,
     batch_seconds: float,
     runtime: Mapping[str, object],
@@ -173,7 +155,7 @@ def batch_results(
     """
     results: list[InferenceResult] = []
     for index, (item, answer, item_relay) in enumerate(
-        zip(items, generation.answers, relay.relays, strict=True)
+        zip(items, answers, relay.relays, strict=True)
     ):
         item_facts = facts
         if index > 0 and facts.cache_status == "cold":
@@ -196,8 +178,8 @@ def batch_results(
         )
         metadata.update(answer.metadata())
         metadata.update(
-            batched=generation.batched,
-            batch_size=generation.batch_size,
+            batched=answer.result.batch_size > 1,
+            batch_size=answer.result.batch_size,
             batch_index=index,
             batch_items=len(items),
             batch_seconds=round(batch_seconds, 4),

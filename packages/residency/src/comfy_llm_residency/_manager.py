@@ -378,14 +378,14 @@ class ResidentModelManager:
                 prompt_id=prompt_id,
             ) as served:
                 relay = BatchRelay.for_items(items, progress, on_token, self._clock)
-                generation = generate_batch_answers(profile, served.backend, items, relay)
+                answers = generate_batch_answers(profile, served.backend, items, relay)
                 batch_seconds = max(0.0, self._clock() - relay.started)
                 runtime = served.backend.runtime_metadata()
             results = batch_results(
                 target=self.target.value,
                 profile=profile,
                 items=items,
-                generation=generation,
+                answers=answers,
                 relay=relay,
                 batch_seconds=batch_seconds,
                 runtime=runtime,

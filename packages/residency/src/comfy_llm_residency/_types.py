@@ -180,6 +180,8 @@ class BackendResult:
         finish_reason: ``"stop"``, ``"length"``, ``"abort"``, ...
         constrained: True when the engine constrained decoding to the
             request's response schema.
+        batch_size: Requests the engine generated together with this one,
+            itself included (1 for a request generated alone).
     """
 
     token_ids: tuple[int, ...]
@@ -189,6 +191,7 @@ class BackendResult:
     prompt_opened_reasoning: bool = False
     finish_reason: str = "stop"
     constrained: bool = False
+    batch_size: int = 1
 
     def __post_init__(self) -> None:
         """Store ``token_ids`` as a tuple of ints whatever sequence was given."""

@@ -1,0 +1,180 @@
+"""vLLM batches: every item goes to the resident ``AsyncLLM`` at once (continuous batching).
+
+Order of one batch: each item is rendered and gets its own ``SamplingParams``
+(its seed included) from the backend's helpers -> one pump coroutine per
+item on the backend's loop thread, all feeding one queue -> the caller's
+thread takes the steps in the order the engine produced them and hands each
+token to ``on_token(index, token id, that item's text)`` -> an exception there
+(Cancel), or an engine error for one item, aborts every request still
+running, waits for their streams to end, then propagates; the engine then
+serves the next request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from comfy_llm_residency import BackendResult, BackendTimings, BatchItem, BatchTokenCallback
+
+from ._messages import prompt_opens_reasoning
+from ._stream import IncrementalDecoder
+from ._vllm_backend import _rate, _request_numbers, _translate
+from ._vllm_reasoning import native_reasoning
+from .errors import BackendUnloadedError
+
+if TYPE_CHECKING:
+    from ._vllm_backend import VllmBackend
+
+__all__ = ["generate_batch"]
+
+logger = logging.getLogger(__name__)
+
+_WAIT_SECONDS = 60.0
+
+
+@dataclasses.dataclass(slots=True)
+class _Stream:
+    """One item's request and what its stream produced so far."""
+
+    request_id: str
+    rendered: str
+    prompt: dict[str, Any]
+    decoder: IncrementalDecoder
+    times: list[float] = dataclasses.field(default_factory=list)
+    finish: str | None = None
+    prompt_tokens: int | None = None
+
+
+def generate_batch(
+    backend: VllmBackend, items: Sequence[BatchItem], on_token: BatchTokenCallback
+) -> list[BackendResult]:
+    """Generate every item together; see the module docstring.
+
+    Raises:
+        BackendUnloadedError: The backend was unloaded.
+        PromptTooLongError: vLLM refused one item's prompt as longer than the context.
+        Exception: Whatever ``on_token`` raised, after every request was aborted.
+    """
+    engine, loop = backend._engine, backend._loop
+    if engine is None or loop is None:
+        raise BackendUnloadedError(backend.profile.profile_id)
+    started = time.perf_counter()
+    number = next(_request_numbers)
+    streams: list[_Stream] = []
+    for index, item in enumerate(items):
+        rendered, images = backend._render(item.inputs, item.settings)
+        prompt: dict[str, Any] = {"prompt": rendered}
+        if images:
+            prompt["multi_modal_data"] = {"image": images}
+        request_id = f"comfy-llm-{number}-{index}"
+        streams.append(_Stream(request_id, rendered, prompt, IncrementalDecoder(backend._decode)))
+    steps: queue.Queue[tuple[int, str, Any]] = queue.Queue()
+
+    async def pump(index: int, stream: _Stream, params: Any) -> None:
+        try:
+            async for output in engine.generate(stream.prompt, params, stream.request_id):
+                steps.put((index, "step", output))
+        except BaseException as error:
+            steps.put((index, "error", error))
+            raise
+        steps.put((index, "end", None))
+
+    running = [
+        loop.submit(pump(index, stream, backend._sampling(item.settings)))
+        for index, (stream, item) in enumerate(zip(streams, items, strict=True))
+    ]
+    failure: BaseException | None = None
+    remaining = len(streams)
+    try:
+        while remaining:
+            index, kind, output = steps.get()
+            if kind == "end":
+                remaining -= 1
+            elif kind == "error":
+                failure = output
+                break
+            else:
+                _take(streams[index], index, output, on_token)
+    except BaseException:
+        _abort_all(backend, streams, running, steps)
+        raise
+    if failure is not None:
+        _abort_all(backend, streams, running, steps)
+        raise _translate(failure, backend.profile.limits.context_tokens) from failure
+    for future in running:
+        future.result(_WAIT_SECONDS)
+    return [
+        _result(backend, stream, item, started, len(streams))
+        for stream, item in zip(streams, items, strict=True)
+    ]
+
+
+def _take(stream: _Stream, index: int, output: Any, on_token: BatchTokenCallback) -> None:
+    if output.prompt_token_ids is not None:
+        stream.prompt_tokens = len(output.prompt_token_ids)
+    completion = output.outputs[0]
+    for token_id in completion.token_ids:
+        stream.times.append(time.perf_counter())
+        on_token(index, int(token_id), stream.decoder.push(int(token_id)))
+    if completion.finish_reason is not None:
+        stream.finish = str(completion.finish_reason)
+
+
+def _abort_all(
+    backend: VllmBackend,
+    streams: list[_Stream],
+    running: list[Any],
+    steps: queue.Queue[tuple[int, str, Any]],
+) -> None:
+    """Abort every request of the batch, wait until their streams end, note how they ended."""
+    assert backend._loop is not None
+    ids = [stream.request_id for stream in streams]
+    try:
+        backend._loop.call(backend._engine.abort(ids), _WAIT_SECONDS)
+        for future in running:
+            try:
+                future.result(_WAIT_SECONDS)
+            except Exception:  # that item's own failure: the one being raised, or moot now
+                continue
+    except Exception:  # the caller's exception matters more than a failed abort
+        for future in running:
+            future.cancel()
+        logger.warning("Aborting vLLM batch %s failed", ids, exc_info=True)
+    finishes = {stream.request_id: stream.finish for stream in streams}
+    while not steps.empty():
+        index, kind, output = steps.get_nowait()
+        if kind == "step" and output.outputs and output.outputs[0].finish_reason is not None:
+            finishes[streams[index].request_id] = str(output.outputs[0].finish_reason)
+    backend.last_batch_abort = tuple(finishes.items())
+
+
+def _result(
+    backend: VllmBackend, stream: _Stream, item: BatchItem, started: float, size: int
+) -> BackendResult:
+    settings = item.settings
+    ids = tuple(stream.decoder.ids)
+    text = backend._decode(ids)
+    reasoning = None
+    if settings.enable_reasoning and backend.profile.reasoning_parser == "qwen3":
+        reasoning, text = native_reasoning(backend._tokenizer, text)
+    times = stream.times
+    return BackendResult(
+        token_ids=ids,
+        text=text,
+        native_reasoning=reasoning,
+        timings=BackendTimings(
+            time_to_first_token_seconds=times[0] - started if times else None,
+            generation_seconds=(times[-1] if times else time.perf_counter()) - started,
+            tokens_per_second=_rate(times),
+            prompt_tokens=stream.prompt_tokens,
+        ),
+        prompt_opened_reasoning=prompt_opens_reasoning(stream.rendered),
+        finish_reason=stream.finish or "stop",
+        constrained=settings.schema is not None,
+        batch_size=size,
+    )

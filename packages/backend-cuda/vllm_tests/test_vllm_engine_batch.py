@@ -1,0 +1,142 @@
+"""Batches through real vLLM: every request submitted at once, each with its own seed.
+
+Runs after ``test_vllm_engine.py`` and reuses the engines it leaves resident
+(the random-weight and the scripted tiny Qwen3.5); run on its own, the first
+test loads them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+RANDOM = "tiny/qwen35"
+SCRIPTED = "tiny/qwen35-scripted"
+
+
+def _resolve(repository: str) -> tuple[Any, Path]:
+    from comfy_llm._pipeline import resolve_and_stage
+    from comfy_llm._storage import storage_root
+    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+
+    resolved, snapshot = resolve_and_stage(
+        repository, ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
+    )
+    return resolved.profile, Path(snapshot.path)
+
+
+def _manager() -> Any:
+    from comfy_llm_residency import get_manager
+
+    return get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
+
+
+def _images(count: int) -> Any:
+    from PIL import Image
+
+    pixels = np.random.default_rng(21).integers(0, 255, (count, 32, 32, 3), dtype=np.uint8)
+    return [Image.fromarray(frame) for frame in pixels]
+
+
+def test_a_batch_gives_what_single_runs_with_the_same_seeds_give(world: Path) -> None:
+    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_residency import BatchItem, GenerationSettings
+
+    profile, path = _resolve(RANDOM)
+    manager = _manager()
+    items = [
+        BatchItem(
+            PreparedInputs(prompt="Caption this image.", images=(image,)),
+            GenerationSettings(
+                max_new_tokens=12, temperature=0.9, seed=seed, enable_reasoning=False
+            ),
+        )
+        for seed, image in enumerate(_images(5))
+    ]
+    singles = [manager.run(profile, path, item.inputs, item.settings) for item in items]
+    seen: set[int] = set()
+    batch = manager.run_batch(
+        profile, path, items, on_token=lambda index, token, text: seen.add(index)
+    )
+    assert [r.response for r in batch] == [r.response for r in singles]
+    assert len({r.response for r in singles}) > 1  # the order would show
+    assert seen == set(range(5))
+    for index, result in enumerate(batch):
+        metadata = result.metadata
+        assert (metadata["batched"], metadata["batch_size"], metadata["batch_index"]) == (
+            True,
+            5,
+            index,
+        )
+        assert metadata["output_tokens"] == singles[index].metadata["output_tokens"]
+        assert metadata["generation_settings"]["seed"] == index
+
+
+def test_the_caption_node_sends_its_images_as_one_vllm_batch(world: Path) -> None:
+    from comfy_api.latest import io
+    from comfy_llm._caption_node import CaptionImagesNode
+    from comfy_llm._node import ModalLLMNode
+
+    images = np.random.default_rng(5).random((4, 32, 32, 3), dtype=np.float32)
+    sampling = {"temperature": 0.8, "seed": 3, "max_new_tokens": 10, "enable_reasoning": False}
+    CaptionImagesNode.hidden = io.HiddenHolder(unique_id="9")
+    captions, metadata_json = CaptionImagesNode.execute(
+        model_profile=RANDOM, prompt="Caption it.", images=images, batch_size=4, **sampling
+    ).args
+    metadata = json.loads(metadata_json)
+    ModalLLMNode.hidden = io.HiddenHolder(unique_id="7")
+    singles = [
+        ModalLLMNode.execute(
+            prompt="Caption it.", model_profile=RANDOM, images=images[i : i + 1], **sampling
+        ).args[0]
+        for i in range(4)
+    ]
+    assert captions == singles
+    assert metadata["batched"] is True and metadata["engine_batch_size"] == 4
+    assert [r["batch_size"] for r in metadata["per_image"]] == [4, 4, 4, 4]
+    assert metadata["last_request"]["engine"] == "vllm"
+
+
+class Cancelled(BaseException):
+    """Like ComfyUI's InterruptProcessingException: not an Exception."""
+
+
+def test_cancel_mid_batch_aborts_every_request_and_the_engine_serves_the_next(
+    world: Path,
+) -> None:
+    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_residency import BatchItem, GenerationSettings
+
+    profile, path = _resolve(SCRIPTED)
+    manager = _manager()
+    settings = GenerationSettings(max_new_tokens=16, temperature=0.0)
+    manager.run(profile, path, PreparedInputs(prompt="warm"), settings)  # resident first
+    backend = manager._resident[profile.profile_id].backend
+    items = [BatchItem(PreparedInputs(prompt=f"stop {n}"), settings) for n in range(4)]
+    tokens: list[int] = []
+
+    def cancel_on_the_second_token(index: int, token_id: int, text: str) -> None:
+        tokens.append(index)
+        if len(tokens) == 2:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        manager.run_batch(profile, path, items, on_token=cancel_on_the_second_token)
+    assert len(tokens) == 2  # nothing reached the callback after it raised
+    aborted = dict(backend.last_batch_abort)
+    assert len(aborted) == 4 and all(rid.startswith("comfy-llm-") for rid in aborted)
+    assert set(aborted.values()) == {"abort"}  # the scripted answer needs 6 tokens
+    assert backend._engine.output_processor.get_num_unfinished_requests() == 0
+    # the same engine serves the next request, and a whole batch after it
+    again = manager.run(profile, path, PreparedInputs(prompt="again"), settings)
+    assert (again.response, again.reasoning) == ("answer", "a b")
+    assert again.metadata["cache_status"] == "warm"
+    batch = manager.run_batch(profile, path, items[:2])
+    assert [r.response for r in batch] == ["answer", "answer"]
+    assert manager._resident[profile.profile_id].backend is backend
