@@ -454,3 +454,79 @@ def test_constrained_answer_keeps_reasoning_free(qwen_scripted) -> None:
     parsed = _parse(qwen_scripted, result, enable_reasoning=True)
     assert parsed.reasoning == SCRIPTED_REASONING
     jsonschema.validate(json.loads(parsed.response), _SCHEMA)
+
+
+# -- batches -----------------------------------------------------------------------------------
+def _batch_items(count: int, settings: GenerationSettings, size: tuple[int, int] = (32, 32)):
+    import numpy as np
+    from comfy_llm_residency import BatchItem
+
+    pixels = np.random.default_rng(4).integers(0, 255, (count, size[1], size[0], 3), np.uint8)
+    return [
+        BatchItem(Inputs(prompt="Caption it.", images=(Image.fromarray(frame),)), settings)
+        for frame in pixels
+    ]
+
+
+@pytest.mark.parametrize("name", ["qwen_random", "qwen_scripted", "smolvlm_random"])
+def test_a_greedy_batch_equals_single_runs_token_for_token(name: str, request) -> None:
+    from comfy_llm_residency import BatchBackend
+
+    loaded = request.getfixturevalue(name)
+    backend = loaded.backend
+    settings = GenerationSettings(max_new_tokens=10, temperature=0.0, enable_reasoning=False)
+    items = _batch_items(4, settings)
+    assert isinstance(backend, BatchBackend) and backend.can_batch(items)
+    streamed: dict[int, list[int]] = {}
+    results = backend.generate_batch(
+        items, lambda index, token, text: streamed.setdefault(index, []).append(token)
+    )
+    singles = [_run(loaded, item.inputs, settings)[0] for item in items]
+    assert [r.token_ids for r in results] == [s.token_ids for s in singles]
+    assert [r.finish_reason for r in results] == [s.finish_reason for s in singles]
+    assert [r.text for r in results] == [s.text for s in singles]
+    if name != "qwen_scripted":  # random weights: each image its own answer, so order shows
+        assert len({s.token_ids for s in singles}) > 1
+    assert {i: tuple(ids) for i, ids in streamed.items()} == {
+        i: s.token_ids for i, s in enumerate(singles)
+    }
+    assert [r.batch_size for r in results] == [4, 4, 4, 4]
+
+
+def test_mlx_batches_decline_sampling_schemas_and_the_thinking_budget(qwen_random: Loaded) -> None:
+    backend = qwen_random.backend
+    sampled = GenerationSettings(max_new_tokens=4, temperature=0.7, seed=1, enable_reasoning=False)
+    schema = GenerationSettings(
+        max_new_tokens=4, temperature=0.0, enable_reasoning=False, response_schema="{}"
+    )
+    thinking = GenerationSettings(max_new_tokens=4, temperature=0.0, enable_reasoning=True)
+    for settings in (sampled, schema, thinking):
+        assert not backend.can_batch(_batch_items(2, settings))
+
+
+def test_images_of_two_sizes_form_two_mlx_groups_and_cancel_stops_the_batch(
+    qwen_random: Loaded,
+) -> None:
+    backend = qwen_random.backend
+    settings = GenerationSettings(max_new_tokens=6, temperature=0.0, enable_reasoning=False)
+    items = _batch_items(2, settings) + _batch_items(1, settings, (64, 48))
+    results = backend.generate_batch(items, lambda *_: None)
+    assert [r.batch_size for r in results] == [2, 2, 1]
+    assert [r.token_ids for r in results] == [
+        _run(qwen_random, item.inputs, settings)[0].token_ids for item in items
+    ]
+
+    class Stop(BaseException):
+        pass
+
+    seen: list[int] = []
+
+    def stop(index: int, token: int, text: str) -> None:
+        seen.append(index)
+        if len(seen) == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        backend.generate_batch(items, stop)
+    assert len(seen) == 3
+    assert backend.generate_batch(items[:1], lambda *_: None)[0].token_ids == results[0].token_ids

@@ -140,12 +140,11 @@ def test_greedy_captions_take_the_engines_batch_where_it_has_one(
         for index in range(3)
     ]
     assert captions == singles
-    # Transformers batches greedy images of one size; this MLX-VLM path loops (see README)
-    batched = target == "local_cpu"
-    assert metadata["batched"] is batched
-    assert metadata["engine_batch_size"] == (3 if batched else 1)
-    assert [r["batch_size"] for r in metadata["per_image"]] == [3 if batched else 1] * 3
-    assert metadata["last_request"]["batched"] is batched
+    # Transformers and MLX-VLM batch greedy images of one size
+    assert metadata["batched"] is True
+    assert metadata["engine_batch_size"] == 3
+    assert [r["batch_size"] for r in metadata["per_image"]] == [3, 3, 3]
+    assert metadata["last_request"]["batched"] is True
 
 
 @pytest.mark.parametrize("target", ["local_cpu"], indirect=True)

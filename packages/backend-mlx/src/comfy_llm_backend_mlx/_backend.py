@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,13 @@ if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_profiles import ModelProfile, ProgressCallback
     from comfy_llm_reasoning import TokenVocabulary
-    from comfy_llm_residency import BackendResult, GenerationSettings, TokenCallback
+    from comfy_llm_residency import (
+        BackendResult,
+        BatchItem,
+        BatchTokenCallback,
+        GenerationSettings,
+        TokenCallback,
+    )
 
     from ._engine import LoadedModel
 
@@ -237,6 +244,60 @@ class MlxVlmBackend:
                 **self._engine.memory_snapshot(),
             }
             return result
+
+    def can_batch(self, items: Sequence[BatchItem]) -> bool:
+        """Greedy items without a schema or a thinking budget (see ``_batch`` for why)."""
+        first = items[0].settings if items else None
+        return first is not None and all(
+            item.settings.temperature == 0
+            and item.settings.schema is None
+            and item.settings.enable_reasoning == first.enable_reasoning
+            and not self._caps_thinking(item.settings)
+            for item in items
+        )
+
+    def generate_batch(
+        self, items: Sequence[BatchItem], on_token: BatchTokenCallback
+    ) -> list[BackendResult]:
+        """Generate items of one prompt shape together with MLX-VLM's ``BatchGenerator``.
+
+        Raises:
+            BackendUnloadedError: :meth:`unload` already ran.
+            Exception: Whatever ``on_token`` raised, unchanged.
+        """
+        with self._lock:
+            loaded = self._loaded
+            if loaded is None:
+                raise BackendUnloadedError(self._profile.profile_id)
+            from . import _batch
+
+            settings = items[0].settings
+            results: list[BackendResult] = _batch.generate_rows(
+                loaded,
+                [
+                    _batch.BatchRow(
+                        build_messages(i.inputs.prompt, i.inputs.system_prompt),
+                        collect_images(i.inputs),
+                    )
+                    for i in items
+                ],
+                template_kwargs=template_kwargs(
+                    self._profile, enable_reasoning=settings.enable_reasoning
+                ),
+                settings=[item.settings for item in items],
+                on_token=on_token,
+            )
+            self._last = {
+                "thinking_budget_tokens": None,
+                "prompt_tokens": results[-1].timings.prompt_tokens,
+                "finish_reason": results[-1].finish_reason,
+                **self._engine.memory_snapshot(),
+            }
+            return results
+
+    def _caps_thinking(self, settings: GenerationSettings) -> bool:
+        kwargs = template_kwargs(self._profile, enable_reasoning=settings.enable_reasoning)
+        return bool(settings.enable_reasoning and kwargs.get("enable_thinking"))
 
     def _schema_mask(self, loaded: Any, settings: GenerationSettings) -> Any:
         schema = settings.schema

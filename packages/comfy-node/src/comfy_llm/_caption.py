@@ -2,8 +2,9 @@
 
 One resolution, one staging and one resident load serve the whole batch.
 The images still to caption go to the resident manager's ``run_batch`` in
-chunks of ``batch_size``: an engine that batches (vLLM; Transformers for
-greedy decoding) generates a chunk together, others one image at a time,
+chunks of ``batch_size``: an engine that batches (vLLM; Transformers and
+MLX-VLM for greedy decoding) generates a chunk together, others one image at
+a time,
 and every caption equals a single run's with the same seed. A caption file
 ``<stem>.txt`` is written next to each image from a folder, atomically (a
 temporary file renamed into place), as soon as its chunk ends, so Cancel

@@ -127,8 +127,8 @@ class CaptionImagesNode(io.ComfyNode):
                     optional=True,
                     **_supported(io.Int.Input, advanced=True),
                     tooltip=(
-                        "Images the engine captions at once (vLLM always; Transformers with "
-                        "temperature 0). Captions are written as each batch ends."
+                        "Images the engine captions at once (vLLM always; Transformers and MLX-VLM "
+                        "with temperature 0). Captions are written as each batch ends."
                     ),
                 ),
             ],
