@@ -47,6 +47,7 @@ class BatchRelay:
         on_token: The caller's callback, with the item index first, or None.
         clock: Monotonic clock in seconds.
         count: Tokens seen so far, every item together.
+        budget: Every item's token budget together (the bar's maximum).
     """
 
     relays: list[TokenRelay]
@@ -54,6 +55,7 @@ class BatchRelay:
     on_token: BatchTokenCallback | None
     clock: Callable[[], float]
     count: int = 0
+    budget: int = 0
 
     @classmethod
     def for_items(
@@ -69,12 +71,8 @@ class BatchRelay:
         ]
         for relay in relays:
             relay.start()
-        return cls(relays, progress, on_token, clock)
-
-    @property
-    def budget(self) -> int:
-        """Every item's token budget together (the bar's maximum)."""
-        return sum(relay.max_new_tokens for relay in self.relays)
+        budget = sum(relay.max_new_tokens for relay in relays)
+        return cls(relays, progress, on_token, clock, budget=budget)
 
     @property
     def started(self) -> float:
