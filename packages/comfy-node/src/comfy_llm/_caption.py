@@ -268,8 +268,9 @@ def run_captions(
     last_request: dict[str, Any] = {}
     todo = [i for i, item in enumerate(items) if not _kept(job, item)]
     chunks = [todo[at : at + job.batch_size] for at in range(0, len(todo), job.batch_size)]
+    pending_indices = set(todo)
     for index, item in enumerate(items):
-        if index not in todo:
+        if index not in pending_indices:
             existing = item.caption_path
             assert existing is not None
             captions[index] = existing.read_text(encoding="utf-8", errors="replace").strip()
