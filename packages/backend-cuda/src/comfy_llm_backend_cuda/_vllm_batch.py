@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from comfy_llm_residency import BackendResult, BackendTimings, BatchItem, BatchTokenCallback
 
 from ._messages import prompt_opens_reasoning
-from ._stream import IncrementalDecoder
+from ._stream import IncrementalDecoder, NativeStreamDecoder, stream_decoder
 from ._vllm_backend import _rate, _request_numbers, _translate
 from ._vllm_reasoning import native_reasoning
 from .errors import BackendUnloadedError
@@ -44,7 +44,7 @@ class _Stream:
     request_id: str
     rendered: str
     prompt: dict[str, Any]
-    decoder: IncrementalDecoder
+    decoder: IncrementalDecoder | NativeStreamDecoder
     times: list[float] = dataclasses.field(default_factory=list)
     finish: str | None = None
     prompt_tokens: int | None = None
@@ -72,8 +72,9 @@ def generate_batch(
         if images:
             prompt["multi_modal_data"] = {"image": images}
         request_id = f"comfy-llm-{number}-{index}"
-        streams.append(_Stream(request_id, rendered, prompt, IncrementalDecoder(backend._decode)))
-    steps: queue.Queue[tuple[int, str, Any]] = queue.Queue()
+        decoder = stream_decoder(backend._tokenizer, backend._decode)
+        streams.append(_Stream(request_id, rendered, prompt, decoder))
+    steps: queue.SimpleQueue[tuple[int, str, Any]] = queue.SimpleQueue()
 
     async def pump(index: int, stream: _Stream, params: Any) -> None:
         try:
@@ -105,7 +106,7 @@ def generate_batch(
         raise
     if failure is not None:
         _abort_all(backend, streams, running, steps)
-        raise _translate(failure, backend.profile.limits.context_tokens) from failure
+        raise _translate(failure) from failure
     for future in running:
         future.result(_WAIT_SECONDS)
     return [
@@ -129,7 +130,7 @@ def _abort_all(
     backend: VllmBackend,
     streams: list[_Stream],
     running: list[Any],
-    steps: queue.Queue[tuple[int, str, Any]],
+    steps: queue.SimpleQueue[tuple[int, str, Any]],
 ) -> None:
     """Abort every request of the batch, wait until their streams end, note how they ended."""
     assert backend._loop is not None
