@@ -164,3 +164,73 @@ def test_free_then_a_cold_run(client: ComfyUIClient) -> None:
     assert response == SCRIPTED_ANSWER
     assert metadata["cache_status"] == "cold"
     assert metadata["evicted_by_host"] is True  # ComfyUI's unload reached the resident LLM
+
+
+def test_caption_node_writes_a_caption_per_image_of_a_folder(
+    client: ComfyUIClient, tmp_path: Path
+) -> None:
+    from PIL import Image
+
+    info = client.object_info("ComfyLLMCaption")
+    assert info["output_is_list"][0] is True  # one caption per image, in order
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    for index, color in enumerate(("red", "green", "blue")):
+        Image.new("RGB", (32, 32), color).save(folder / f"img_{index}.png")
+    (folder / "img_1.txt").write_text("kept caption", encoding="utf-8")
+    (folder / "img_3.png").write_bytes(b"not a png")  # corrupt: reported, the rest go on
+    caption = {
+        "class_type": "ComfyLLMCaption",
+        "inputs": {
+            "model_profile": "tiny/qwen35-scripted",
+            "prompt": "Caption this image.",
+            "folder": str(folder),
+            "caption_prefix": "ohwx",
+            "write_caption_files": True,
+            "skip_existing": True,
+            "temperature": 0.0,
+            "max_new_tokens": 16,
+            "seed": 0,
+        },
+    }
+    graph = {
+        "30": caption,
+        "31": {"class_type": "PreviewAny", "inputs": {"source": ["30", 0]}},
+        "32": {"class_type": "PreviewAny", "inputs": {"source": ["30", 1]}},
+    }
+    run = client.run(graph)
+    assert run.status == "execution_success", run.error()
+    metadata = json.loads(run.text_of("32"))
+    # PreviewAny ran once per list item: one per image in folder order, the kept
+    # caption as it is on disk, "" for the corrupt image
+    captions = run.outputs["31"]["text"]
+    written = f"ohwx, {SCRIPTED_ANSWER}"
+    assert captions == [written, "kept caption", written, ""], captions
+    for index in (0, 2):
+        assert (folder / f"img_{index}.txt").read_text(encoding="utf-8") == written + "\n"
+    assert (folder / "img_1.txt").read_text(encoding="utf-8") == "kept caption"
+    assert not (folder / "img_3.txt").exists()
+    assert json.dumps(metadata).count("img_3.png") >= 1  # the corrupt one, named
+    bar = run.progress("30")
+    assert bar and bar[-1][0] == bar[-1][1], bar
+
+
+def test_a_response_schema_makes_random_weights_answer_valid_json(client: ComfyUIClient) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"color": {"enum": ["red", "blue"]}, "n": {"type": "integer", "maximum": 9}},
+        "required": ["color", "n"],
+        "additionalProperties": False,
+    }
+    answer = _llm(
+        model_profile="tiny/qwen35",  # random weights: only the constraint makes this JSON
+        response_schema=json.dumps(schema),
+        enable_reasoning=False,
+        max_new_tokens=48,
+    )
+    response, metadata, _ = _outputs(client.run(_with_previews({LLM: answer})))
+    value = json.loads(response)
+    assert set(value) == {"color", "n"}
+    assert value["color"] in ("red", "blue")
+    assert isinstance(value["n"], int) and value["n"] <= 9
+    assert metadata["schema_valid"] is True and metadata["constrained_decoding"] is True
