@@ -270,6 +270,7 @@ class TransformersBackend:
             on_token=on_token,
             started=started,
             constraint=constraint,
+            tokenizer=self._tokenizer,
         )
         return self._result(run, encoded, constrained=constraint is not None)
 

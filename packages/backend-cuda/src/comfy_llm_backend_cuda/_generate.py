@@ -107,6 +107,7 @@ def run_generate(
     on_token: Callable[[int, str], None],
     started: float | None = None,
     constraint: JsonConstraint | None = None,
+    tokenizer: Any = None,
 ) -> GenerationRun:
     """Run ``model.generate`` with a streamer, seeding first when asked.
 
@@ -121,6 +122,8 @@ def run_generate(
         started: ``time.perf_counter()`` at the start of the request; the time
             to first token and ``generation_seconds`` count from it (None: now).
         constraint: The response schema's token mask, or None for free text.
+        tokenizer: The tokenizer behind ``decode`` (its native stream decoder
+            keeps the per-token text cheap), or None for the window decoder.
 
     Returns:
         The generated ids and timings.
@@ -143,7 +146,7 @@ def run_generate(
         extra["logits_processor"] = constrained_processors(torch, constraint, prompt_tokens, config)
     if settings.seed is not None:
         torch.manual_seed(settings.seed)  # seeds every CUDA device too
-    streamer = TokenStreamer(decode, on_token, started=started)
+    streamer = TokenStreamer(decode, on_token, started=started, tokenizer=tokenizer)
     with torch.inference_mode():
         model.generate(**inputs, generation_config=config, streamer=streamer, **extra)
     seconds = time.perf_counter() - streamer.started

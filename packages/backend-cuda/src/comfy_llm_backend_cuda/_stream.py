@@ -134,6 +134,7 @@ class TokenStreamer:
         *,
         clock: Callable[[], float] = time.perf_counter,
         started: float | None = None,
+        tokenizer: Any = None,
     ) -> None:
         """Create a streamer for one generation.
 
@@ -144,8 +145,12 @@ class TokenStreamer:
             clock: Monotonic clock in seconds (tests pass a fake one).
             started: When the request started on ``clock`` (time to first
                 token counts from here); None means now.
+            tokenizer: The tokenizer behind ``decode``: its native stream
+                decoder is used when it gives the same text (:func:`stream_decoder`).
         """
-        self._decoder = IncrementalDecoder(decode)
+        self._decoder = (
+            IncrementalDecoder(decode) if tokenizer is None else stream_decoder(tokenizer, decode)
+        )
         self._on_token = on_token
         self._clock = clock
         self._prompt_seen = False
