@@ -25,7 +25,7 @@ def test_a_rebuild_request_unloads_then_loads_through_admission(world, fake):
         return backend
 
     manager = world.manager("local_cuda")
-    manager._factory = factory
+    manager._residents.factory = factory
     profile = fake.make_profile(target="local_cuda")
     path = world.snapshot(profile)
     first = manager.run(profile, path, fake.make_inputs(), SETTINGS, prompt_id="A")

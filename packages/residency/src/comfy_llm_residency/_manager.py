@@ -6,7 +6,6 @@ import contextlib
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,17 +15,17 @@ from comfy_llm_profiles import (
     ProgressCallback,
     ignore_progress,
 )
-from comfy_llm_staging import require_completed_snapshot
 
 from . import _settings
-from ._admission import Admission, AdmissionOutcome, AdmissionRequest
+from ._admission import Admission
 from ._answer import generate_answer
 from ._batch import BatchRelay, batch_results, generate_batch_answers
 from ._generation import TokenRelay, done_event
-from ._host import HostListener, notify_loaded, notify_unloaded
-from ._loading import grow_allocation, load_entry, read_memory, rebuild_needed, report_load
+from ._host import HostListener
+from ._loading import read_memory, rebuild_needed
 from ._memory import MemoryProbe, probe_for_target
 from ._metadata import RequestFacts, build_metadata
+from ._residents import ResidentSet
 from ._state import ManagerState, Resident, Served, non_negative, positive_int
 from ._types import (
     BackendFactory,
@@ -38,7 +37,6 @@ from ._types import (
 )
 from .errors import (
     GIB,
-    InsufficientMemoryError,
     ReentrantCallError,
     TargetMismatchError,
 )
@@ -97,8 +95,6 @@ class ResidentModelManager:
                 variable is invalid.
         """
         self.target: ExecutionTarget = _settings.coerce_target(target)
-        self._factory = backend_factory
-        self._probe = memory_probe if memory_probe is not None else probe_for_target(self.target)
         self.max_resident = (
             _settings.max_resident_models(self.target)
             if max_resident is None
@@ -113,30 +109,42 @@ class ResidentModelManager:
             "poll_interval_seconds", poll_interval_seconds, strict=True
         )
         self._free_host_memory = free_host_memory
-        self._host_listener = host_listener
-        self._host_evictions: dict[str, str] = {}
         self._clock = clock
         self._sleep = sleep
         self._lock = threading.Lock()
         self._owner: int | None = None
-        self._resident: OrderedDict[str, Resident] = OrderedDict()
-        self._resident_ids: tuple[str, ...] = ()
-        self._unsafe = False
-        self._last_cache_status: str | None = None
-        self._last_load_seconds: float | None = None
-        self._last_allocation: int | None = None
-        self._last_evicted: tuple[str, ...] = ()
+        self._residents = ResidentSet(
+            self.target,
+            factory=backend_factory,
+            probe=memory_probe if memory_probe is not None else probe_for_target(self.target),
+            admission=self._admission,
+            host_listener=host_listener,
+            clock=clock,
+        )
+        self._resident = self._residents.entries  # the LRU itself (tests look at it)
         self._served = 0
 
     @property
     def unsafe_for_reuse(self) -> bool:
         """True once memory did not come back after an eviction, or an unload failed."""
-        return self._unsafe
+        return self._residents.unsafe
 
     @property
     def memory_probe(self) -> MemoryProbe:
         """The probe admission reads."""
-        return self._probe
+        return self._residents.probe
+
+    def _admission(self, progress: ProgressCallback) -> Admission:
+        return Admission(
+            probe=self._residents.probe,
+            evict_one=self._residents.evict_oldest,
+            free_host_memory=self._free_host_memory,
+            timeout_seconds=self.recovery_timeout_seconds,
+            poll_interval_seconds=self.poll_interval_seconds,
+            clock=self._clock,
+            sleep=self._sleep,
+            progress=progress,
+        )
 
     def state(self) -> ManagerState:
         """Return the manager's state without waiting for a running request.
@@ -144,18 +152,19 @@ class ResidentModelManager:
         Returns:
             The current state.
         """
+        residents = self._residents
         return ManagerState(
             target=self.target.value,
             max_resident=self.max_resident,
-            resident_profiles=self._resident_ids,
-            unsafe_for_reuse=self._unsafe,
+            resident_profiles=residents.ids,
+            unsafe_for_reuse=residents.unsafe,
             busy=self._owner is not None,
-            last_cache_status=self._last_cache_status,
-            last_load_seconds=self._last_load_seconds,
-            last_measured_allocation_bytes=self._last_allocation,
-            last_evicted_profiles=self._last_evicted,
+            last_cache_status=residents.last_cache_status,
+            last_load_seconds=residents.last_load_seconds,
+            last_measured_allocation_bytes=residents.last_allocation,
+            last_evicted_profiles=residents.last_evicted,
             requests_served=self._served,
-            host_evicted_profiles=tuple(self._host_evictions),
+            host_evicted_profiles=tuple(residents.host_evictions),
         )
 
     @contextlib.contextmanager
@@ -179,11 +188,8 @@ class ResidentModelManager:
             ReentrantCallError: When called from inside a request's callback.
         """
         with self._locked():
-            while self._resident:
-                self._evict_oldest()
-
-    def _refresh_ids(self) -> None:
-        self._resident_ids = tuple(self._resident)
+            while self._residents.evict_oldest() is not None:
+                pass
 
     def evict_for_host(self, profile_id: str, reason: str) -> bool:
         """Unload a resident model because the host needs its memory.
@@ -209,39 +215,15 @@ class ResidentModelManager:
             return False
         self._owner = threading.get_ident()
         try:
-            if profile_id not in self._resident:
+            if profile_id not in self._residents:
                 return True
-            self._unload(profile_id, by_host=True)
-            self._host_evictions[profile_id] = reason
+            self._residents.unload(profile_id, by_host=True)
+            self._residents.host_evictions[profile_id] = reason
             logger.info("Unloaded %s for the host: %s", profile_id, reason)
             return True
         finally:
             self._owner = None
             self._lock.release()
-
-    def _unload(self, profile_id: str, *, by_host: bool = False) -> None:
-        entry = self._resident.pop(profile_id)
-        self._refresh_ids()
-        try:
-            entry.backend.unload()
-        except Exception:
-            self._unsafe = True
-            logger.exception(
-                "Unloading %s failed; marking the manager unsafe for reuse", profile_id
-            )
-        del entry
-        try:
-            self._probe.clear_cache()
-        except Exception:
-            logger.exception("Clearing the memory cache after unloading %s failed", profile_id)
-        notify_unloaded(self._host_listener, profile_id, by_host=by_host)
-
-    def _evict_oldest(self) -> str | None:
-        if not self._resident:
-            return None
-        profile_id = next(iter(self._resident))
-        self._unload(profile_id)
-        return profile_id
 
     def _check_target(self, profile: ModelProfile) -> None:
         profile_target = _settings.coerce_target(profile.execution_target)
@@ -417,22 +399,22 @@ class ResidentModelManager:
         """Admit and load (or reuse, or rebuild) the model; unload or announce it after."""
         cold: Resident | None = None
         try:
-            entry, status, admission = self._ensure_loaded(
-                profile, snapshot_path, reserve_bytes, progress
+            entry, status, admission = self._residents.ensure_loaded(
+                profile, snapshot_path, reserve_bytes, self.max_resident, progress
             )
             if rebuild_needed(entry.backend, prompt_id, progress):
-                self._unload(profile.profile_id)
-                entry, status, admission = self._ensure_loaded(
-                    profile, snapshot_path, reserve_bytes, progress
+                self._residents.unload(profile.profile_id)
+                entry, status, admission = self._residents.ensure_loaded(
+                    profile, snapshot_path, reserve_bytes, self.max_resident, progress
                 )
                 rebuild_needed(entry.backend, prompt_id, progress)
             cold = entry if status == "cold" else None
             yield Served(entry, status, admission)
         finally:
-            if not keep_loaded and profile.profile_id in self._resident:
-                self._unload(profile.profile_id)
-            elif cold is not None and profile.profile_id in self._resident:
-                self._announce(cold)
+            if not keep_loaded and profile.profile_id in self._residents:
+                self._residents.unload(profile.profile_id)
+            elif cold is not None and profile.profile_id in self._residents:
+                self._residents.announce(cold)
 
     def _facts(
         self, served: Served, reserve_bytes: int, keep_loaded: bool, prompt_id: str | None
@@ -446,91 +428,10 @@ class ResidentModelManager:
             reserve_bytes=reserve_bytes,
             evicted_profiles=admission.evicted_profiles if admission else (),
             memory_wait_seconds=admission.waited_seconds if admission else 0.0,
-            memory=read_memory(self._probe, admission),
-            resident_profiles=self._resident_ids,
+            memory=read_memory(self._residents.probe, admission),
+            resident_profiles=self._residents.ids,
             max_resident=self.max_resident,
-            unsafe_for_reuse=self._unsafe,
+            unsafe_for_reuse=self._residents.unsafe,
             keep_loaded=keep_loaded,
             prompt_id=prompt_id,
         )
-
-    def _announce(self, entry: Resident) -> None:
-        """Tell the host about a cold load, measured once more after its first generation."""
-        info = grow_allocation(entry, self._probe)
-        self._last_allocation = entry.allocated_bytes
-        notify_loaded(self._host_listener, info)
-
-    def _ensure_loaded(
-        self,
-        profile: ModelProfile,
-        snapshot_path: Path,
-        reserve_bytes: int,
-        progress: ProgressCallback,
-    ) -> tuple[Resident, str, AdmissionOutcome | None]:
-        profile_id = profile.profile_id
-        entry = self._resident.get(profile_id)
-        # The id is the digest of the profile's identity: same id, same model
-        # (display name and requested revision are not part of it).
-        if entry is not None:
-            self._resident.move_to_end(profile_id)
-            self._refresh_ids()
-            self._last_cache_status = "warm"
-            self._last_evicted = ()
-            report_load(progress, f"Using resident {profile.repository}", 0.0)
-            return entry, "warm", None
-
-        path = require_completed_snapshot(Path(snapshot_path))
-        request = AdmissionRequest(
-            profile_id=profile_id,
-            repository=profile.repository,
-            needed_bytes=int(profile.estimated_memory_bytes or 0),
-            reserve_bytes=reserve_bytes,
-            reserve_name=_settings.reserve_input_name(self.target),
-            over_limit=max(0, len(self._resident) + 1 - self.max_resident),
-        )
-        admission = Admission(
-            probe=self._probe,
-            evict_one=self._evict_oldest,
-            free_host_memory=self._free_host_memory,
-            timeout_seconds=self.recovery_timeout_seconds,
-            poll_interval_seconds=self.poll_interval_seconds,
-            clock=self._clock,
-            sleep=self._sleep,
-            progress=progress,
-        )
-        try:
-            outcome = admission.run(request)
-        except InsufficientMemoryError as error:
-            self._last_evicted = error.evicted_profiles
-            if error.recovery_timed_out:
-                self._unsafe = True
-            raise
-        self._last_evicted = outcome.evicted_profiles
-        entry = self._load(profile, path, outcome, progress)
-        return entry, "cold", outcome
-
-    def _load(
-        self,
-        profile: ModelProfile,
-        path: Path,
-        outcome: AdmissionOutcome,
-        progress: ProgressCallback,
-    ) -> Resident:
-        entry = load_entry(
-            self._factory,
-            profile,
-            path,
-            outcome,
-            probe=self._probe,
-            clock=self._clock,
-            progress=progress,
-        )
-        entry.host_eviction_reason = self._host_evictions.pop(profile.profile_id, None)
-        self._resident[profile.profile_id] = entry
-        self._refresh_ids()
-        self._last_cache_status = "cold"
-        self._last_load_seconds = entry.load_seconds
-        self._last_allocation = entry.allocated_bytes
-        seconds = entry.load_seconds
-        report_load(progress, f"Loaded {profile.repository} in {seconds:.1f} s", seconds)
-        return entry
