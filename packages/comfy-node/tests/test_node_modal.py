@@ -150,3 +150,24 @@ def test_without_credentials_one_clear_error_before_inputs(
     assert raised.value.missing == "credentials"
     assert model_hub.requests == []
     assert PromptServer.instance.progress_texts == []
+
+
+def test_without_the_modal_package_one_clear_error_before_inputs(
+    model_hub: FakeHub, storage: Path, comfyui: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from comfy_llm_modal_remote import ModalUnavailableError, use_transport
+    from server import PromptServer
+
+    use_transport(None)
+    monkeypatch.setitem(sys.modules, "modal", None)  # as if never installed
+    monkeypatch.setitem(sys.modules, "modal.config", None)
+    PromptServer.instance.progress_texts.clear()
+    bad_image = object()  # preparing it would fail: it must never be prepared
+    with pytest.raises(ModalUnavailableError, match=r"comfy-llm\[modal\]") as raised:
+        _execute(comfyui, prompt="hi", model_profile=SCRIPTED, images=bad_image, run_on_modal=True)
+    assert raised.value.missing == "package"
+    assert "modal token new" in str(raised.value)
+    assert model_hub.requests == []
+    assert PromptServer.instance.progress_texts == []

@@ -167,3 +167,104 @@ def test_importing_the_package_imports_neither_modal_nor_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+def test_worker_settings_set_here_reach_the_container_and_redeploy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from comfy_llm_modal_remote import ModalSettings, image_spec
+    from comfy_llm_modal_remote._settings import WORKER_SETTINGS
+    from comfy_llm_modal_remote._transport import code_fingerprint
+
+    for name in WORKER_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    plain = code_fingerprint()
+    assert not {n for n, _ in image_spec(ModalSettings.from_env()).env} & set(WORKER_SETTINGS)
+    values = {
+        "COMFY_MODAL_LLM_VLLM_EXECUTION_MODE": "throughput",
+        "COMFY_MODAL_LLM_MAX_RESIDENT_MODELS": "1",
+        "COMFY_MODAL_LLM_RESERVE_FREE_GB": "12",
+        "COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS": "30",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    env = dict(image_spec(ModalSettings.from_env()).env)
+    assert {name: env[name] for name in values} == values
+    # Deployment-scoped: a changed setting is a new deployment.
+    assert code_fingerprint() != plain
+
+
+def test_tests_never_see_modal_credentials() -> None:
+    import os
+
+    from comfy_llm_testworld.pytest_plugin import NO_MODAL_CONFIG
+    from modal.config import config, user_config_path
+
+    assert user_config_path == NO_MODAL_CONFIG and not os.path.exists(NO_MODAL_CONFIG)
+    assert config.get("token_id") is None and config.get("token_secret") is None
+
+
+def test_missing_modal_package_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tomllib
+
+    from comfy_llm_modal_remote import ModalUnavailableError, check_modal_available
+    from comfy_llm_modal_remote.errors import CLONE_INSTALL_HINT
+
+    monkeypatch.setitem(sys.modules, "modal", None)
+    monkeypatch.setitem(sys.modules, "modal.config", None)
+    with pytest.raises(ModalUnavailableError) as raised:
+        check_modal_available()
+    assert raised.value.missing == "package"
+    message = str(raised.value)
+    assert 'pip install "comfy-llm[modal]"' in message and "modal token new" in message
+    # A clone in custom_nodes installs modal itself, at this package's own requirement.
+    project = tomllib.loads((ROOT / "packages/modal-remote/pyproject.toml").read_text())
+    (requirement,) = [d for d in project["project"]["dependencies"] if d.startswith("modal")]
+    assert CLONE_INSTALL_HINT == f'pip install "{requirement}"' and CLONE_INSTALL_HINT in message
+
+
+def test_a_modal_call_reads_an_empty_queue_as_no_events() -> None:
+    import queue
+    import threading
+    import time
+
+    from comfy_llm_modal_remote._transport import _ModalCall
+
+    class ContractQueue:
+        """modal 1.6's Queue.get_many contract: a blocking read that times out raises Empty."""
+
+        def __init__(self) -> None:
+            self.items: list[dict[str, Any]] = []
+
+        def get_many(
+            self, n: int, block: bool = True, timeout: float | None = None, *, partition: str
+        ) -> list[dict[str, Any]]:
+            assert partition == "req-1"
+            if not self.items and block:
+                time.sleep(timeout or 0)
+                raise queue.Empty
+            taken, self.items = self.items[:n], self.items[n:]
+            return taken
+
+    class FunctionCall:
+        def __init__(self) -> None:
+            self.release = threading.Event()
+            self.cancelled = False
+
+        def get(self) -> dict[str, Any]:
+            self.release.wait(10)
+            return {"ok": True}
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    events, function_call = ContractQueue(), FunctionCall()
+    call = _ModalCall(function_call, events, "req-1")
+    assert call.events(0.05) == [] and call.events(0.0) == []
+    events.items.append({"stage": "load"})
+    assert call.events(0.05) == [{"stage": "load"}]
+    assert not call.done()
+    function_call.release.set()
+    assert call.outcome() == {"ok": True}
+    call.cancel()
+    assert function_call.cancelled

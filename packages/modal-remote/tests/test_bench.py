@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_modal_remote import Dispatcher
 from comfy_llm_modal_remote._bench import (
     BenchStep,
     Workload,
@@ -16,6 +15,7 @@ from comfy_llm_modal_remote._bench import (
     run_benchmark,
     source_revision,
 )
+from comfy_llm_modal_remote.bench import TransportBenchTarget
 from comfy_llm_residency import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_standin import StandinTransport
@@ -40,41 +40,64 @@ def test_plan_is_cold_cycles_each_followed_by_resident_repeats() -> None:
 
 
 def test_the_four_states_are_told_apart() -> None:
-    throughput = {"cache_status": "cold", "vllm_execution_mode": "throughput"}
-    assert classify(BenchStep(0, "request", True), throughput) == "first_compilation"
-    assert classify(BenchStep(1, "request", True), throughput) == "cached_compilation_new_container"
+    compiled = {"cache_status": "cold", "vllm_execution_mode": "throughput"}
+    fresh = {**compiled, "modal_compile_cache_warm": False}
+    cached = {**compiled, "modal_compile_cache_warm": True}
+    # The engine's compile-cache telemetry decides, whatever the cycle.
+    assert classify(BenchStep(1, "request", True), fresh) == "first_compilation"
+    assert classify(BenchStep(0, "request", True), cached) == "cached_compilation_new_container"
+    # Without it, the first cycle is the first compilation.
+    assert classify(BenchStep(0, "request", True), compiled) == "first_compilation"
+    assert classify(BenchStep(1, "request", True), compiled) == "cached_compilation_new_container"
     eager = {"cache_status": "cold", "vllm_execution_mode": "eager"}
     assert classify(BenchStep(1, "request", True), eager) == "first_load_in_container"
     assert classify(BenchStep(1, "request"), {"cache_status": "warm"}) == "resident_reuse"
 
 
-class _StandinTarget:
-    def __init__(self, transport: StandinTransport) -> None:
-        self.transport = transport
-        self.dispatcher = Dispatcher(transport)
-        self.stops = 0
+def test_source_names_the_commit_and_a_dirty_tree(tmp_path: Path) -> None:
+    import subprocess
 
-    def stop_app(self) -> None:
-        self.stops += 1
-        self.transport.containers.clear()  # every container goes with the app
-        self.dispatcher.forget_staged()
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("one\n")
+    git("add", "a.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    clean = source_revision(tmp_path)
+    assert len(clean["commit"]) == 40 and clean["dirty"] is False
+    assert clean["diff_sha256"] is None
+    (tmp_path / "a.txt").write_text("two\n")
+    dirty = source_revision(tmp_path)
+    assert dirty["commit"] == clean["commit"] and dirty["dirty"] is True
+    (tmp_path / "a.txt").write_text("three\n")
+    assert len(dirty["diff_sha256"]) == 64
+    assert source_revision(tmp_path)["diff_sha256"] != dirty["diff_sha256"]
+    assert source_revision(tmp_path / "missing") == {
+        "commit": None,
+        "dirty": None,
+        "diff_sha256": None,
+    }
 
 
 @pytest.mark.slow
 def test_report_from_two_cold_cycles(model_hub: FakeHub, transport: StandinTransport) -> None:
-    target = _StandinTarget(transport)
+    target = TransportBenchTarget(transport)
     workload = Workload(model=SCRIPTED, gpu="L4", image_size=0, max_new_tokens=8)
+    settings = GenerationSettings(temperature=0.0, max_new_tokens=8)
     report = run_benchmark(
         target,
         workload,
         plan_benchmark(2, 1),
         prepare=lambda profile: PreparedInputs(workload.prompt),
-        settings=GenerationSettings(temperature=0.0, max_new_tokens=8),
+        settings=settings,
         source=source_revision(ROOT),
     )
     json.dumps(report)  # JSON-ready
-    assert target.stops == 2
+    assert (transport.stops, transport.deploys) == (2, 2)  # each cold cycle deploys anew
     assert report["workload"]["model"] == SCRIPTED
+    assert report["workload"]["settings"] == settings.to_dict()
+    assert report["plan"]["cycles"] == 2 and report["plan"]["resident_repeats"] == 1
     assert len(report["source"]["commit"]) == 40
     steps = report["steps"]
     assert [(s["cycle"], s["state"]) for s in steps] == [
@@ -86,5 +109,6 @@ def test_report_from_two_cold_cycles(model_hub: FakeHub, transport: StandinTrans
     # A new container loads again; the Volume keeps the weights across cycles.
     assert [s["modal_staging_downloaded"] for s in steps] == [True, False, False, False]
     assert steps[2]["cache_status"] == "cold" and steps[2]["load_seconds"] > 0
+    assert [s["modal_affinity_key"] for s in steps] == ["bench"] * 4
     assert report["summary"]["resident_reuse"]["count"] == 2
     assert set(report["summary"]) == {"first_load_in_container", "resident_reuse"}

@@ -8,11 +8,20 @@ go through ``pickle`` exactly once each way (so every request, event,
 result and error really crosses a serialization boundary), and cancelling a
 call raises Modal's own ``InputCancellation`` inside the worker at its next
 progress send, as a cancelled Modal input does.
+
+A new GPU container is a new process on Modal: backend-cuda's process-wide
+vLLM execution modes start un-promoted there. The containers here share one
+process, so :meth:`StandinTransport.container` resets those modes whenever it
+starts a container (the tests run one container's calls at a time); a
+promotion then reaches a fresh container only through the request's carried
+state, as on Modal.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
 import pickle
 import queue
 import shutil
@@ -157,11 +166,18 @@ class _Call:
 
 @dataclasses.dataclass
 class StandinContainer:
-    """One GPU container: its Volume view, engine service and retirement."""
+    """One GPU container: its Volume views, engine service and retirement.
+
+    ``compile_cache`` is the compile-cache Volume, present when
+    ``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT`` names the process's cache root (its
+    view; one Volume per root): every container of this process writes there,
+    commits copy it to the Volume's store.
+    """
 
     volume: DirectoryVolume
     service: Any
     stopped: bool = False
+    compile_cache: DirectoryVolume | None = None
 
     def stop_fetching_inputs(self) -> None:
         """Retire this container (the next call on its key starts a new one)."""
@@ -198,11 +214,25 @@ class StandinTransport:
         self.containers: dict[str, StandinContainer] = {}
         self.calls: list[tuple[str, dict[str, Any], _Call]] = []
         self.deploys = 0
+        self.deployed = False
+        self.stops = 0
         self._started = 0
 
     def ensure_ready(self, progress: Any) -> None:
-        """Count a deploy; nothing to deploy."""
+        """Deploy on first use and after :meth:`stop_app`: count it, say so as the real one does."""
+        if self.deployed:
+            return
+        from comfy_llm_profiles import ProgressEvent, ProgressStage
+
+        progress(
+            ProgressEvent(
+                stage=ProgressStage.INSPECT,
+                message=f"Deploying the Modal app {self.app_name} (first use or new code)",
+                indeterminate=True,
+            )
+        )
         self.deploys += 1
+        self.deployed = True
 
     def start_stage(self, request: dict[str, Any]) -> _Call:
         """Run the real stager body in a worker thread."""
@@ -229,17 +259,34 @@ class StandinTransport:
         if existing is not None and not existing.stopped:
             return existing
         index = self._started = self._started + 1
+        _fresh_process_state()
         volume = DirectoryVolume(self.store, self.root / f"engine-{index}")
         holder = StandinContainer(volume=volume, service=None)
+        cache_root = os.environ.get("COMFY_MODAL_LLM_COMPILE_CACHE_ROOT", "").strip()
+        if cache_root:  # one compile-cache Volume per cache root
+            digest = hashlib.sha256(cache_root.encode()).hexdigest()[:12]
+            holder.compile_cache = DirectoryVolume(
+                self.root / "compile-cache" / digest, Path(cache_root)
+            )
         holder.service = EngineService(
             storage_root=volume.view,
             volume=volume,
             container=holder,
             memory_probe=self._probe_for(affinity_key),
             event_interval=self._event_interval,
+            compile_cache=holder.compile_cache,
         )
         self.containers[affinity_key] = holder
         return holder
+
+    def stop_app(self) -> None:
+        """``modal app stop``: every container goes (the Volumes stay); counts a stop."""
+        self.stops += 1
+        self.deployed = False
+        for holder in self.containers.values():
+            holder.stopped = True
+            holder.service.manager.unload_all()
+        self.containers.clear()
 
     def start_generate(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> _Call:
         """Run the real engine body in the key's container, in a worker thread."""
@@ -248,3 +295,16 @@ class StandinTransport:
         info = {"gpu": gpu, "affinity_key": affinity_key, "request": request}
         self.calls.append(("generate", info, call))
         return call
+
+
+def _fresh_process_state() -> None:
+    """What a new container process starts with: no vLLM promotion observed."""
+    import importlib
+
+    try:
+        module = importlib.import_module("comfy_llm_backend_cuda")
+    except ImportError:
+        return
+    accessor = getattr(module, "execution_modes", None)
+    if accessor is not None:
+        accessor().reset()

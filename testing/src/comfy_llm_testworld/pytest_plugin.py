@@ -1,7 +1,11 @@
 """Pytest fixtures for the offline test world, loaded by the workspace's root conftest.
 
 Importing this module sets HF_HUB_DISABLE_TELEMETRY=1 for the whole process,
-before any test imports huggingface_hub, so no test ever phones home.
+before any test imports huggingface_hub, so no test ever phones home. It also
+hides Modal credentials before any test imports ``modal`` (which reads its
+config file once, at import): no token variables, and a config path that can
+never exist, so a developer's own ``~/.modal.toml`` never lets a test reach
+Modal (calls with credentials would leave loopback; see FACTS.md).
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from ._fake_hub import FakeHub
 __all__ = ["fake_hub", "hf_env"]
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+NO_MODAL_CONFIG = os.path.join(os.devnull, "modal.toml")
+"""Under the null device, so it can never exist."""
+os.environ["MODAL_CONFIG_PATH"] = NO_MODAL_CONFIG
+for _name in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture

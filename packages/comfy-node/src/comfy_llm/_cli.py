@@ -2,7 +2,8 @@
 
 Subcommands share the node's code path: ``resolve`` inspects and pins a model
 without downloading weights, ``stage`` downloads its snapshot, ``run`` answers
-a prompt, ``comfyui-link`` makes ComfyUI load the installed node. ``--json``
+a prompt, ``comfyui-link`` makes ComfyUI load the installed node,
+``modal-bench`` runs the Modal cold-cycle benchmark (modal-remote's harness). ``--json``
 prints one JSON document on stdout; progress always goes to stderr; failures
 print exactly one line, ``comfy-llm: error: <message>`` (rendered by
 ``comfy_llm_core.render_error``: tokens scrubbed), and exit with a code that
@@ -94,11 +95,13 @@ def _build_parser() -> argparse.ArgumentParser:
     link.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     _add_debug(link)
 
+    from comfy_llm._cli_bench import add_modal_bench_parser
     from comfy_llm._cli_caption import add_caption_parser
     from comfy_llm._cli_run import add_run_parser
 
     add_run_parser(sub, _add_common)
     add_caption_parser(sub, _add_common)
+    add_modal_bench_parser(sub)
     return parser
 
 
@@ -208,18 +211,24 @@ def _fail(error: BaseException, debug: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (see ``EXIT_CODES_HELP``)."""
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "modal-bench":
+        args.options = rest  # the harness's own options, parsed by the subcommand
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     _configure_logging(args.debug)
     commands: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
         "resolve": _cmd_resolve,
         "stage": _cmd_stage,
         "comfyui-link": _cmd_link,
     }
+    from comfy_llm._cli_bench import cmd_modal_bench, print_bench_summary
     from comfy_llm._cli_caption import cmd_caption
     from comfy_llm._cli_run import cmd_run
 
     commands["run"] = cmd_run
     commands["caption"] = cmd_caption
+    commands["modal-bench"] = cmd_modal_bench
     try:
         result = commands[args.command](args)
     except KeyboardInterrupt:
@@ -231,6 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(result, sort_keys=True))
     elif args.command == "run":
         print(result["response"])
+    elif args.command == "modal-bench":
+        print_bench_summary(result)
     elif args.command == "caption":
         for record, caption in zip(
             result["metadata"]["per_image"], result["captions"], strict=True

@@ -99,6 +99,7 @@ class RemoteEngine:
             storage_root=Path(settings.storage_root),
             volume=ModalVolume(weight_volume),
             container=ModalContainerControl(),
+            compile_cache=ModalVolume(compile_cache_volume),
         )
 
     @modal.method()

@@ -3,11 +3,13 @@
 A *cold cycle* stops the (isolated, billable) app, so the next call deploys
 it again and lands on a new container, stages, and serves one request; the
 same cycle then repeats the request on the resident engine. Several cycles
-share the persistent Volumes, so the report separates four states:
+share the persistent Volumes (weights, compile caches), so the report
+separates four states:
 
-* ``first_compilation``: cycle 0's cold request on a compiling (throughput) engine;
-* ``cached_compilation_new_container``: a later cycle's cold request on a
-  compiling engine (the compile-cache Volume is warm, the container is new);
+* ``first_compilation``: a cold request on a compiling (throughput) engine
+  whose compile-cache namespace held no compiled artifacts yet;
+* ``cached_compilation_new_container``: a cold request on a compiling engine
+  in a new container that found them (the engine's ``modal_compile_cache_warm``);
 * ``first_load_in_container``: a cold request on an engine that does not compile
   (eager vLLM, Transformers);
 * ``resident_reuse``: a warm repeat on the resident engine.
@@ -19,12 +21,15 @@ from the metadata.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import statistics
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+
+from comfy_llm_profiles import ProgressCallback, ignore_progress
 
 from ._dispatch import Dispatcher, RemoteRun
 
@@ -59,6 +64,7 @@ _STEP_FIELDS = (
     "modal_staging_downloaded",
     "modal_affinity_key",
     "modal_retry_count",
+    "modal_compile_cache_warm",
     "gpu_total_gib",
     "gpu_free_before_gib",
     "gpu_free_after_gib",
@@ -75,6 +81,9 @@ class Workload:
         prompt: The prompt.
         image_size: Side of the one synthetic image, or 0 for none.
         max_new_tokens: Tokens to generate.
+        execution_mode: The vLLM execution setting deployed with the app
+            (``COMFY_MODAL_LLM_VLLM_EXECUTION_MODE``): ``throughput`` measures
+            compilation, ``eager`` the plain load, ``auto`` what users get.
     """
 
     model: str
@@ -82,6 +91,7 @@ class Workload:
     prompt: str = "Describe the image in detail."
     image_size: int = 512
     max_new_tokens: int = 128
+    execution_mode: str = "throughput"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -122,33 +132,45 @@ def plan_benchmark(cycles: int, resident_repeats: int) -> list[BenchStep]:
 
 
 def classify(step: BenchStep, metadata: dict[str, Any]) -> str:
-    """Which of :data:`STATES` one request measured."""
+    """Which of :data:`STATES` one request measured.
+
+    A compiling cold load is *cached* when the engine found compiled artifacts
+    in its namespace before loading (``modal_compile_cache_warm``); an engine
+    that does not report it counts the first cycle as the first compilation.
+    """
     if metadata.get("cache_status") == "warm":
         return "resident_reuse"
     compiles = metadata.get("vllm_execution_mode") == "throughput"
     if not compiles:
         return "first_load_in_container"
-    return "first_compilation" if step.cycle == 0 else "cached_compilation_new_container"
+    warm = metadata.get("modal_compile_cache_warm")
+    if not isinstance(warm, bool):
+        warm = step.cycle > 0
+    return "cached_compilation_new_container" if warm else "first_compilation"
+
+
+def _git(repository: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repository, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def source_revision(repository: Path) -> dict[str, Any]:
-    """The exact source the benchmark ran: git commit and whether the tree was dirty."""
+    """The exact source the benchmark ran.
+
+    The git commit, whether the tree was dirty and, if so, a digest of the
+    uncommitted diff (``git diff HEAD``), so two dirty runs can be told apart.
+    Outside a git checkout (an installed wheel) all three are None; the
+    report's ``code_fingerprint`` still names the code the image carried.
+    """
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=repository, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain"],
-                cwd=repository,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
-        )
+        commit = _git(repository, "rev-parse", "HEAD").strip()
+        dirty = bool(_git(repository, "status", "--porcelain").strip())
+        diff = _git(repository, "diff", "HEAD") if dirty else ""
     except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit, "dirty": dirty}
+        return {"commit": None, "dirty": None, "diff_sha256": None}
+    digest = hashlib.sha256(diff.encode()).hexdigest() if dirty else None
+    return {"commit": commit, "dirty": dirty, "diff_sha256": digest}
 
 
 def run_benchmark(
@@ -159,9 +181,21 @@ def run_benchmark(
     prepare: Callable[[Any], Any],
     settings: Any,
     source: dict[str, Any],
+    progress: ProgressCallback = ignore_progress,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
-    """Run the planned steps and build the JSON-ready report."""
+    """Run the planned steps and build the JSON-ready report.
+
+    Args:
+        target: The dispatcher and the app it can stop.
+        workload: What every request asks.
+        steps: From :func:`plan_benchmark`.
+        prepare: Builds each request's inputs from the modal profile.
+        settings: The ``GenerationSettings`` of every request.
+        source: What ran (:func:`source_revision` plus the code fingerprint).
+        progress: Receives every request's progress events.
+        clock: Measures ``wall_seconds``.
+    """
     records: list[dict[str, Any]] = []
     for step in steps:
         if step.action == "stop_app":
@@ -175,7 +209,8 @@ def run_benchmark(
                 settings=settings,
                 gpu=workload.gpu,
                 prompt_id=f"bench-cycle-{step.cycle}",
-            )
+            ),
+            progress=progress,
         )
         metadata = dict(result.metadata)
         record = {"cycle": step.cycle, "cold": step.cold, "state": classify(step, metadata)}
@@ -183,9 +218,16 @@ def run_benchmark(
         record.update({name: metadata.get(name) for name in _STEP_FIELDS})
         record.update({k: v for k, v in metadata.items() if k.startswith("vllm_")})
         records.append(record)
+    cycles = sorted({step.cycle for step in steps})
     return {
         "source": source,
-        "workload": dataclasses.asdict(workload),
+        "workload": {**dataclasses.asdict(workload), "settings": settings.to_dict()},
+        "plan": {
+            "cycles": len(cycles),
+            "resident_repeats": sum(1 for s in steps if s.action == "request" and not s.cold)
+            // max(1, len(cycles)),
+            "steps": [dataclasses.asdict(step) for step in steps],
+        },
         "app_name": target.dispatcher.transport.app_name,
         "steps": records,
         "summary": _summary(records),

@@ -10,7 +10,7 @@ from ._dispatch import Dispatcher
 from ._installation import app_name
 from ._transport import ModalTransport, Transport, check_modal_available
 
-__all__ = ["connect", "use_transport"]
+__all__ = ["connect", "transport_factory", "use_transport"]
 
 TransportFactory = Callable[[str, Path], Transport]
 
@@ -25,6 +25,12 @@ def use_transport(factory: TransportFactory | None) -> None:
     with _LOCK:
         _FACTORY = factory
         _DISPATCHERS.clear()
+
+
+def transport_factory() -> TransportFactory | None:
+    """The replacement :func:`use_transport` installed, or None for Modal itself."""
+    with _LOCK:
+        return _FACTORY
 
 
 def connect(directory: Path) -> Dispatcher:

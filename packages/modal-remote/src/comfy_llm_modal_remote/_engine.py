@@ -10,7 +10,10 @@ Per request::
                                            timeout, backend chosen by the profile)
       memory recovery exhausted           → retire: stop fetching inputs, raise
                                             WorkerUnsafeError with the exported state
-    result + the seed's gpu_* fields
+    cold vLLM load                        → commit the compile-cache Volume, so the
+                                            next new container loads the compiled
+                                            artifacts instead of compiling again
+    result + the seed's gpu_* fields, ``modal_compile_cache_warm``
 
 Cancellation arrives as Modal's ``InputCancellation`` (a ``BaseException``)
 inside the running request; the manager and backend let it through, the model
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,6 +42,7 @@ from comfy_llm_residency import (
 from comfy_llm_staging import IncompleteSnapshotError, require_completed_snapshot
 
 from ._container import ContainerControl, ProgressChannel, VolumeStore
+from ._settings import COMPILE_CACHE_ROOT_ENV
 from ._wire import EngineRequest, EventSender, error_envelope, ok_envelope
 from .errors import SnapshotNotVisibleError, WorkerUnsafeError
 
@@ -46,6 +51,8 @@ __all__ = ["EngineService", "create_cuda_backend"]
 logger = logging.getLogger("comfy_llm_modal_remote")
 _GIB = 1024**3
 _CUDA_BACKEND = "comfy_llm_backend_cuda"
+_COMPILED_DIR = ("vllm", "torch_compile_cache")
+"""Where vLLM (0.32) keeps its compiled artifacts below a cache namespace."""
 
 
 def create_cuda_backend(
@@ -69,6 +76,9 @@ class EngineService:
         backend_factory: Loads backends; the CUDA backends when None.
         memory_probe: The manager's probe; ``torch.cuda.mem_get_info`` when None.
         event_interval: Seconds between progress sends while generating.
+        compile_cache: The compile-cache Volume mounted at the vLLM backend's
+            cache root (``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT``), committed after
+            each cold vLLM load; None where there is none.
     """
 
     def __init__(
@@ -80,9 +90,11 @@ class EngineService:
         backend_factory: BackendFactory | None = None,
         memory_probe: MemoryProbe | None = None,
         event_interval: float = 0.2,
+        compile_cache: VolumeStore | None = None,
     ) -> None:
         self.storage_root = Path(storage_root)
         self._volume = volume
+        self._compile_cache = compile_cache
         self._container = container
         self.manager = ResidentModelManager(
             ExecutionTarget.MODAL,
@@ -93,6 +105,7 @@ class EngineService:
         self._carried_state: dict[str, Any] = {}
         self.unsafe = False
         self.reloads = 0
+        self.compile_cache_commits = 0
 
     # -- vLLM promotion state ------------------------------------------------
     def export_promotion_state(self) -> dict[str, Any]:
@@ -142,6 +155,7 @@ class EngineService:
         settings = request.generation_settings()
         sender = EventSender(channel, interval=self._event_interval)
         free_before = self._free_bytes()
+        compiled_before = _compiled_namespaces()
         try:
             result = self.manager.run(
                 profile,
@@ -162,15 +176,34 @@ class EngineService:
         if self.manager.unsafe_for_reuse:
             self._retire("an unload failed after the request.")
         metadata = dict(result.metadata)
+        namespace = metadata.get("vllm_compile_cache_namespace")
+        if isinstance(namespace, str) and metadata.get("cache_status") == "cold":
+            self._commit_compile_cache()
         total = _number(metadata.get("total_memory_bytes"))
         metadata.update(
             gpu_total_gib=total / _GIB,
             gpu_free_before_gib=(free_before if free_before is not None else 0) / _GIB,
             gpu_free_after_gib=_number(metadata.get("available_memory_bytes")) / _GIB,
             modal_volume_reloads=self.reloads,
+            modal_compile_cache_warm=(
+                namespace in compiled_before
+                if isinstance(namespace, str) and compiled_before is not None
+                else None
+            ),
             modal_worker_seconds=round(time.monotonic() - started, 3),
         )
         return InferenceResult(result.response, result.reasoning, metadata)
+
+    def _commit_compile_cache(self) -> None:
+        """Publish what a cold vLLM load compiled; a failed commit costs only a recompile."""
+        if self._compile_cache is None:
+            return
+        try:
+            self._compile_cache.commit()
+        except Exception:
+            logger.exception("Committing the compile-cache Volume failed")
+            return
+        self.compile_cache_commits += 1
 
     def _visible_snapshot(self, profile: ModelProfile, relative: str) -> Path:
         path = (self.storage_root / relative).resolve()
@@ -212,6 +245,32 @@ def _execution_modes() -> Any:
         return None
     accessor = getattr(module, "execution_modes", None)
     return accessor() if accessor is not None else None
+
+
+def _compiled_namespaces() -> set[str] | None:
+    """Cache namespaces under the compile-cache root that already hold compiled artifacts.
+
+    None when no root is configured (outside the GPU image). Read before a
+    request, so the metadata can say whether its cold load found a warm cache
+    (the benchmark's *cached compilation* versus *first compilation*).
+    """
+    configured = os.environ.get(COMPILE_CACHE_ROOT_ENV, "").strip()
+    if not configured:
+        return None
+    root = Path(configured)
+    try:
+        namespaces = [entry for entry in root.iterdir() if entry.is_dir()]
+    except OSError:
+        return set()
+    warm: set[str] = set()
+    for namespace in namespaces:
+        compiled = namespace.joinpath(*_COMPILED_DIR)
+        try:
+            if compiled.is_dir() and next(compiled.iterdir(), None) is not None:
+                warm.add(namespace.name)
+        except OSError:
+            continue
+    return warm
 
 
 def _number(value: object) -> float:

@@ -23,6 +23,7 @@ __all__ = [
     "SECRET_NAME_ENV",
     "STORAGE_ROOT_ENV",
     "VOLUME_NAME_ENV",
+    "WORKER_SETTINGS",
     "ModalSettings",
 ]
 
@@ -42,6 +43,19 @@ COMPILE_CACHE_MOUNT = "/llm-compile-cache"
 """Where the compile-cache Volume is mounted in the GPU container (the vLLM
 backend's cache root points here)."""
 
+WORKER_SETTINGS = (
+    "COMFY_MODAL_LLM_VLLM_EXECUTION_MODE",
+    "COMFY_MODAL_LLM_MAX_RESIDENT_MODELS",
+    "COMFY_MODAL_LLM_RESERVE_FREE_GB",
+    "COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS",
+)
+"""Settings the GPU worker reads (residency, the vLLM backend). A container
+sees only its image's environment, so the values set on the local side are
+baked into the image when the app is deployed (deployment-scoped, like the
+execution mode itself); a change redeploys (see ``code_fingerprint``). The
+worker checks them where it reads them; a bad one fails the request with the
+reader's own error."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ModalSettings:
@@ -54,6 +68,7 @@ class ModalSettings:
             default ``<volume_name>-llm-compile-cache``.
         secret_name: The secret collection holding HF_TOKEN (``COMFY_MODAL_SECRET_NAME``).
         storage_root: Where the weight Volume is mounted (``COMFY_MODAL_REMOTE_STORAGE_ROOT``).
+        worker_settings: The :data:`WORKER_SETTINGS` set on this side, as (name, value).
     """
 
     app_name: str | None
@@ -61,6 +76,7 @@ class ModalSettings:
     compile_cache_volume_name: str
     secret_name: str
     storage_root: str
+    worker_settings: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_env(cls) -> ModalSettings:
@@ -73,6 +89,9 @@ class ModalSettings:
             or f"{volume}-llm-compile-cache",
             secret_name=env_str(SECRET_NAME_ENV, DEFAULT_SECRET_NAME) or DEFAULT_SECRET_NAME,
             storage_root=env_str(STORAGE_ROOT_ENV, DEFAULT_STORAGE_ROOT) or DEFAULT_STORAGE_ROOT,
+            worker_settings=tuple(
+                (name, value) for name in WORKER_SETTINGS if (value := env_str(name))
+            ),
         )
 
     def container_env(self) -> dict[str, str]:
@@ -82,4 +101,5 @@ class ModalSettings:
             COMPILE_CACHE_VOLUME_ENV: self.compile_cache_volume_name,
             SECRET_NAME_ENV: self.secret_name,
             STORAGE_ROOT_ENV: self.storage_root,
+            **dict(self.worker_settings),
         }

@@ -11,6 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from importlib import resources
@@ -80,10 +83,16 @@ def check_modal_available() -> None:
 
 
 def code_fingerprint() -> str:
-    """A digest of the image lock and every local source file the image carries."""
+    """A digest of what a deployment bakes in.
+
+    The image lock, the settings the image's environment carries, and every
+    local source file the image holds: a change of any of them redeploys.
+    """
     from ._image import _lock
+    from ._settings import ModalSettings
 
     digest = hashlib.sha256(json.dumps(_lock(), sort_keys=True).encode())
+    digest.update(json.dumps(ModalSettings.from_env().container_env(), sort_keys=True).encode())
     for name in sorted(_lock()["local_packages"]):
         try:
             root = Path(str(resources.files(name)))
@@ -128,10 +137,20 @@ class _ModalCall:
             self._error = error
 
     def events(self, timeout: float) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = self._queue.get_many(
-            _EVENTS_PER_READ, block=True, timeout=timeout, partition=self._partition
-        )
-        return items
+        # Queue.get_many raises queue.Empty when a blocking read times out, and
+        # a zero timeout is a non-blocking read (modal 1.6).
+        try:
+            if timeout <= 0:
+                items: list[dict[str, Any]] = self._queue.get_many(
+                    _EVENTS_PER_READ, block=False, partition=self._partition
+                )
+            else:
+                items = self._queue.get_many(
+                    _EVENTS_PER_READ, block=True, timeout=timeout, partition=self._partition
+                )
+        except queue.Empty:
+            return []
+        return list(items)
 
     def done(self) -> bool:
         return not self._thread.is_alive()
@@ -190,6 +209,21 @@ class ModalTransport:
         with self._lock:
             self._ready = False
             self._record.unlink(missing_ok=True)
+
+    def stop_app(self) -> None:
+        """``modal app stop``: every container goes (a missing app is fine); deploy anew next."""
+        subprocess.run(
+            [sys.executable, "-m", "modal", "app", "stop", "-y", self.app_name],
+            check=False,
+            capture_output=True,
+        )
+        self.forget_deployment()
+
+    def delete_progress_queue(self) -> None:
+        """Delete this app's progress queue (an isolated app's leftover)."""
+        import modal
+
+        modal.Queue.objects.delete(f"{self.app_name}-progress", allow_missing=True)
 
     def _deployed(self) -> bool:
         import modal

@@ -1,9 +1,12 @@
-"""``python -m comfy_llm_modal_remote.bench``: the Modal benchmark (billable).
+"""The Modal benchmark (billable): ``comfy-llm modal-bench``, or ``python -m`` this module.
 
 Deploys an isolated app (``comfy-llm-bench-<random>``, its own name so the
-installation's warm workers are untouched), runs the cold cycles planned by
-``_bench`` and writes the JSON report. Needs Modal credentials; the app is
-stopped at the end.
+installation's warm workers are untouched) with the chosen vLLM execution
+mode, runs the cold cycles planned by ``_bench`` and writes the JSON report.
+Needs Modal credentials (checked before anything else); the app is stopped
+and its progress queue deleted at the end. The transport is the only part a
+test replaces (``use_transport``): the planning, the run and the report are
+the same code either way.
 """
 
 from __future__ import annotations
@@ -11,44 +14,128 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
-import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
+
+from comfy_llm_core import env_set
+from comfy_llm_profiles import ProgressCallback, ignore_progress
 
 from ._bench import Workload, plan_benchmark, run_benchmark, source_revision
 from ._dispatch import Dispatcher
-from ._transport import ModalTransport, check_modal_available
+from ._transport import Transport, check_modal_available, code_fingerprint
 
-__all__ = ["ModalBenchTarget", "main"]
+__all__ = [
+    "EXECUTION_MODES",
+    "StoppableTransport",
+    "TransportBenchTarget",
+    "add_arguments",
+    "main",
+    "run_from_args",
+]
+
+EXECUTION_MODES = ("throughput", "eager", "auto")
+_EXECUTION_MODE_ENV = "COMFY_MODAL_LLM_VLLM_EXECUTION_MODE"
+BENCH_AFFINITY_KEY = "bench"
 
 
-class ModalBenchTarget:
-    """The real target: an isolated app, stopped with ``modal app stop``."""
-
-    def __init__(self, app_name: str, record_dir: Path) -> None:
-        self.transport = ModalTransport(app_name, record_dir)
-        self.dispatcher = Dispatcher(self.transport, affinity_key="bench")
+class StoppableTransport(Transport, Protocol):
+    """A transport whose app can be stopped (all containers go, Volumes stay)."""
 
     def stop_app(self) -> None:
-        """Stop the app (a missing app is fine) and deploy it again on the next call."""
-        subprocess.run(["modal", "app", "stop", "-y", self.transport.app_name], check=False)
-        self.transport.forget_deployment()
-        self.dispatcher.forget_staged()  # each cold cycle runs the real stager
+        """Stop the app; the next call deploys it again on new containers."""
+        ...
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m comfy_llm_modal_remote.bench")
+class TransportBenchTarget:
+    """The benchmark's target: a dispatcher on its own affinity key, and the app's stop."""
+
+    def __init__(self, transport: StoppableTransport) -> None:
+        self.transport = transport
+        self.dispatcher = Dispatcher(transport, affinity_key=BENCH_AFFINITY_KEY)
+
+    def stop_app(self) -> None:
+        """Stop the app; each cold cycle then runs the real stager again."""
+        self.transport.stop_app()
+        self.dispatcher.forget_staged()
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"give a whole number >= {minimum}, not {text!r}")
+        return value
+
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The benchmark's options (shared by both entry points)."""
     parser.add_argument("--model", required=True, help="owner/model@revision or a curated id")
-    parser.add_argument("--gpu", default="RTX-PRO-6000")
-    parser.add_argument("--cycles", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=2, help="resident repeats per cycle")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--image-size", type=int, default=512)
-    parser.add_argument("--output", type=Path, default=Path("modal-bench.json"))
-    args = parser.parse_args(argv)
-    check_modal_available()
+    parser.add_argument("--gpu", default="RTX-PRO-6000", help="the Modal GPU type")
+    parser.add_argument(
+        "--cycles", type=_count(1), default=2, help="cold cycles (each a new container)"
+    )
+    parser.add_argument("--repeats", type=_count(0), default=2, help="resident repeats per cycle")
+    parser.add_argument("--max-new-tokens", type=_count(1), default=128)
+    parser.add_argument(
+        "--image-size", type=_count(0), default=512, help="side of the synthetic image, 0 for none"
+    )
+    parser.add_argument(
+        "--execution-mode",
+        choices=EXECUTION_MODES,
+        default="throughput",
+        help="the vLLM execution mode deployed with the bench app (throughput measures "
+        "first and cached compilation, eager the plain load)",
+    )
+    parser.add_argument(
+        "--output", type=Path, default=Path("modal-bench.json"), help="where the report goes"
+    )
+
+
+def _source() -> dict[str, Any]:
+    from ._image import _lock
+
+    lock = _lock()
+    pins = [pin for pin in lock["requirements"] if pin.split("==")[0].lower() in _STACK]
+    return {
+        **source_revision(Path(__file__).resolve().parent),
+        "code_fingerprint": code_fingerprint(),
+        "image": {
+            "python_version": lock["python_version"],
+            "uv_version": lock["uv_version"],
+            "pins": sorted(pins),
+        },
+    }
+
+
+_STACK = ("vllm", "torch", "transformers", "flashinfer-python")
+
+
+def run_from_args(
+    args: argparse.Namespace, *, progress: ProgressCallback = ignore_progress
+) -> dict[str, Any]:
+    """Run the benchmark the arguments describe; write and return the report.
+
+    Raises:
+        ModalUnavailableError: ``modal`` or its credentials are missing
+            (checked first, with the real transport only).
+        ValueError: ``--cycles`` < 1 or ``--repeats`` < 0.
+    """
+    from ._connect import transport_factory
+
+    steps = plan_benchmark(args.cycles, args.repeats)
+    factory = transport_factory()
+    if factory is None:
+        check_modal_available()
+    # Deployment-scoped: baked into the bench app's image when it deploys.
+    env_set(_EXECUTION_MODE_ENV, args.execution_mode)
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_residency import GenerationSettings
     from PIL import Image
@@ -58,23 +145,45 @@ def main(argv: list[str] | None = None) -> int:
         gpu=args.gpu,
         image_size=args.image_size,
         max_new_tokens=args.max_new_tokens,
+        execution_mode=args.execution_mode,
     )
-    images = (Image.new("RGB", (args.image_size,) * 2, (200, 30, 30)),) if args.image_size else ()
+    size = args.image_size
+    images = (Image.new("RGB", (size, size), (200, 30, 30)),) if size > 0 else ()
     name = f"comfy-llm-bench-{secrets.token_hex(4)}"
-    target = ModalBenchTarget(name, Path(tempfile.mkdtemp(prefix="comfy-llm-bench-")))
+    record_dir = Path(tempfile.mkdtemp(prefix="comfy-llm-bench-"))
+    if factory is not None:
+        transport: Any = factory(name, record_dir)
+    else:
+        from ._transport import ModalTransport
+
+        transport = ModalTransport(name, record_dir)
+    target = TransportBenchTarget(transport)
     try:
         report = run_benchmark(
             target,
             workload,
-            plan_benchmark(args.cycles, args.repeats),
+            steps,
             prepare=lambda profile: PreparedInputs(workload.prompt, images=images),
             settings=GenerationSettings(temperature=0.0, max_new_tokens=args.max_new_tokens),
-            source=source_revision(Path(__file__).resolve().parent),
+            source=_source(),
+            progress=progress,
         )
     finally:
         target.stop_app()
+        delete_queue = getattr(transport, "delete_progress_queue", None)
+        if callable(delete_queue):
+            delete_queue()
     args.output.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {args.output}")
+    report["output"] = str(args.output)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m comfy_llm_modal_remote.bench``; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m comfy_llm_modal_remote.bench")
+    add_arguments(parser)
+    report = run_from_args(parser.parse_args(argv))
+    print(f"wrote {report['output']}")
     return 0
 
 

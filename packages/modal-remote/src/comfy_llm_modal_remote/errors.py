@@ -22,6 +22,8 @@ __all__ = [
 
 INSTALL_HINT = 'pip install "comfy-llm[modal]"'
 AUTH_HINT = "modal token new"
+CLONE_INSTALL_HINT = 'pip install "modal>=1.6,<2"'
+"""The modal-remote package's own requirement, for a clone loaded from custom_nodes/."""
 
 
 class ModalRemoteError(ComfyLLMError):
@@ -42,7 +44,10 @@ class ModalUnavailableError(ModalRemoteError, RuntimeError):
     def __init__(self, missing: str, detail: str = "") -> None:
         self.missing = missing
         if missing == "package":
-            fix = f"install it into ComfyUI's Python with `{INSTALL_HINT}`, then `{AUTH_HINT}`"
+            fix = (
+                f"install it into ComfyUI's Python with `{INSTALL_HINT}` (a clone in "
+                f"custom_nodes: `{CLONE_INSTALL_HINT}`), then `{AUTH_HINT}`"
+            )
             what = "the `modal` package is not installed"
         elif missing == "secret":
             fix = "create the secret as said"

