@@ -220,7 +220,7 @@ def test_missing_modal_package_is_one_clear_error(monkeypatch: pytest.MonkeyPatc
     # A clone in custom_nodes installs modal itself, at this package's own requirement.
     project = tomllib.loads((ROOT / "packages/modal-remote/pyproject.toml").read_text())
     (requirement,) = [d for d in project["project"]["dependencies"] if d.startswith("modal")]
-    assert CLONE_INSTALL_HINT == f'pip install "{requirement}"' and CLONE_INSTALL_HINT in message
+    assert f'pip install "{requirement}"' == CLONE_INSTALL_HINT and CLONE_INSTALL_HINT in message
 
 
 def test_a_modal_call_reads_an_empty_queue_as_no_events() -> None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from comfy_llm_profiles import ExecutionTarget
-
 __all__ = ["add_modal_bench_parser", "cmd_modal_bench", "print_bench_summary"]
 
 _HELP = "benchmark cold and warm Modal requests on an isolated app (billable; JSON report)"
@@ -61,6 +59,8 @@ def cmd_modal_bench(args: argparse.Namespace) -> dict[str, Any]:
     """
     harness = _harness()
     if harness is None:
+        from comfy_llm_profiles import ExecutionTarget
+
         from comfy_llm.errors import TargetUnavailableError
 
         raise TargetUnavailableError(

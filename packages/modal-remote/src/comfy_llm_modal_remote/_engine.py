@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_core import env_str
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProgressCallback
 from comfy_llm_residency import (
@@ -254,7 +254,7 @@ def _compiled_namespaces() -> set[str] | None:
     request, so the metadata can say whether its cold load found a warm cache
     (the benchmark's *cached compilation* versus *first compilation*).
     """
-    configured = os.environ.get(COMPILE_CACHE_ROOT_ENV, "").strip()
+    configured = env_str(COMPILE_CACHE_ROOT_ENV)
     if not configured:
         return None
     root = Path(configured)
