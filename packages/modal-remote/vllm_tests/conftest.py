@@ -42,15 +42,18 @@ class RemoteWorld:
 def remote_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemoteWorld]:
     """Fake Hub, local storage, and the stand-in transport the node's toggle reaches."""
     from comfy_llm._pipeline import forget_resolved_profiles
+    from comfy_llm_backend_cuda import execution_modes
     from comfy_llm_modal_remote import use_transport
     from comfy_llm_residency import reset_managers
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
     from comfy_llm_testworld.modal_standin import FixedMemoryProbe, StandinTransport
 
-    # Whatever an earlier module of the tier left resident goes first: one engine at a time.
+    # Whatever an earlier module of the tier left goes first: its resident engines
+    # (one engine at a time) and its promotion (the local path starts like a fresh process).
     reset_managers()
     forget_resolved_profiles()
+    execution_modes().reset()
     local_manager()
     storage = tmp_path_factory.mktemp("storage")
     hub = FakeHub()
@@ -91,8 +94,6 @@ def remote_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemoteWor
                 container.service.manager.unload_all()
             reset_managers()
             forget_resolved_profiles()
-            from comfy_llm_backend_cuda import execution_modes
-
             execution_modes().reset()
             # vLLM's engine clients leave zmq contexts to the collector: collect them
             # now, inside this teardown (whose warning filters apply), not at exit.
