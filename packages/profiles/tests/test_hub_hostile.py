@@ -33,7 +33,7 @@ ConfigFactory = Callable[..., dict[str, Any]]
 HOSTILE_NAMES = [
     "../../../../victim/evil.safetensors",
     "../../../../victim/model.safetensors.index.json",
-    "/home/user/ComfyUI/models/checkpoints/model.safetensors",
+    "/srv/ComfyUI/models/checkpoints/model.safetensors",  # absolute: refused
     "..\\..\\victim\\evil.safetensors",
     "evil\x00.safetensors",
     "C:/victim/evil.safetensors",
