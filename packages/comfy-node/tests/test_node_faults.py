@@ -40,12 +40,14 @@ def test_seed_out_of_range_is_refused_before_any_request(
 
 
 def test_seed_widget_and_settings_share_one_bound(comfyui: Path) -> None:
+    from comfy_llm._caption_node import CaptionImagesNode
     from comfy_llm._node import ModalLLMNode
     from comfy_llm_core.defaults import SEED_MAX
     from comfy_llm_residency import GenerationSettings, GenerationSettingsError
 
-    seed = next(item for item in ModalLLMNode.define_schema().inputs if item.id == "seed")
-    assert seed.options["max"] == SEED_MAX
+    for node in (ModalLLMNode, CaptionImagesNode):
+        seed = next(item for item in node.define_schema().inputs if item.id == "seed")
+        assert seed.options["max"] == SEED_MAX, node.__name__
     assert GenerationSettings(seed=SEED_MAX).seed == SEED_MAX
     with pytest.raises(GenerationSettingsError):
         GenerationSettings(seed=SEED_MAX + 1)

@@ -114,7 +114,7 @@ class CaptionImagesNode(io.ComfyNode):
                     "seed",
                     default=0,
                     min=0,
-                    max=2**32 - 1,
+                    max=defaults.SEED_MAX,
                     optional=True,
                     tooltip="The same seed is used for every image.",
                 ),
