@@ -98,7 +98,7 @@ def test_engine_has_the_gpu_both_volumes_and_no_secret(app_module: Any) -> None:
     }
     # HF_TOKEN reaches the stager only: the GPU worker never downloads.
     assert info.secrets == []
-    assert info.method_names == ["generate"]
+    assert info.method_names == ["generate", "caption_chunk"]
     assert info.concurrency_info is None  # a cancel stops the input, not the container
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ContainerLost",
     "DirectoryVolume",
     "FixedMemoryProbe",
     "StandinContainer",
@@ -97,6 +98,11 @@ class FixedMemoryProbe:
 class _Cancelled:
     def __init__(self) -> None:
         self.event = threading.Event()
+        self.killed = False
+
+
+class ContainerLost(BaseException):
+    """Raised inside a worker whose container was killed (it stops where it is)."""
 
 
 class _Channel:
@@ -105,6 +111,8 @@ class _Channel:
         self._cancelled = cancelled
 
     def put_many(self, items: Sequence[dict[str, Any]]) -> None:
+        if self._cancelled.killed:
+            raise ContainerLost("the container was killed")
         if self._cancelled.event.is_set():
             from modal.exception import InputCancellation
 
@@ -151,6 +159,13 @@ class _Call:
 
     def outcome(self) -> dict[str, Any]:
         self._thread.join()
+        if self._cancelled.killed:
+            from modal.exception import RemoteError
+
+            # What FunctionCall.get raises for an input whose container died
+            # (modal/_utils/function_utils.py _process_result: a failed status
+            # without a serialized exception).
+            raise RemoteError("Container terminated unexpectedly (killed)")
         if self.raised is not None:
             raise self.raised
         assert self._answer is not None
@@ -159,6 +174,10 @@ class _Call:
 
     def cancel(self) -> None:
         self._cancelled.event.set()
+
+    def kill(self) -> None:
+        """The container dies: the body stops at its next send, the answer is lost."""
+        self._cancelled.killed = True
 
     def join(self, timeout: float = 60.0) -> None:
         self._thread.join(timeout)
@@ -193,6 +212,7 @@ class StandinTransport:
         root: Where the shared Volume and the containers' views live.
         probe_for: ``affinity key -> MemoryProbe`` for each new GPU container.
         event_interval: The workers' progress send interval (0: every event).
+        backend_factory: The engines' backend factory (None: the CUDA backends).
     """
 
     def __init__(
@@ -203,8 +223,10 @@ class StandinTransport:
         root: Path,
         probe_for: Any = None,
         event_interval: float = 0.0,
+        backend_factory: Any = None,
     ) -> None:
         self.app_name = app_name
+        self._backend_factory = backend_factory
         self.directory = directory
         self.root = Path(root)
         self.store = self.root / "volume"
@@ -272,6 +294,7 @@ class StandinTransport:
             storage_root=volume.view,
             volume=volume,
             container=holder,
+            backend_factory=self._backend_factory,
             memory_probe=self._probe_for(affinity_key),
             event_interval=self._event_interval,
             compile_cache=holder.compile_cache,
@@ -295,6 +318,25 @@ class StandinTransport:
         info = {"gpu": gpu, "affinity_key": affinity_key, "request": request}
         self.calls.append(("generate", info, call))
         return call
+
+    def start_chunk(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> _Call:
+        """Run the real chunk body in the key's container, in a worker thread."""
+        from comfy_llm_modal_remote import serve_chunk
+
+        holder = self.container(affinity_key)
+        call = _Call(lambda wire, channel: serve_chunk(holder.service, wire, channel), request)
+        info = {"gpu": gpu, "affinity_key": affinity_key, "request": request}
+        self.calls.append(("chunk", info, call))
+        return call
+
+    def kill(self, affinity_key: str) -> None:
+        """Kill the key's container mid-call: its calls lose their answers, the key starts anew."""
+        holder = self.containers.get(affinity_key)
+        if holder is not None:
+            holder.stopped = True
+        for _, info, call in self.calls:
+            if info.get("affinity_key") == affinity_key and not call.done():
+                call.kill()
 
 
 def _fresh_process_state() -> None:

@@ -6,10 +6,29 @@ the wire between them and the local :class:`Dispatcher` the node uses when
 ``run_on_modal`` is on. Only this package imports ``modal``, and only lazily.
 """
 
+from ._chunk_wire import (
+    WIRE_IMAGE_SIDE,
+    ChunkImage,
+    ChunkResult,
+    ImageCaption,
+    encode_image_file,
+    encode_pil_image,
+)
+from ._chunk_worker import serve_chunk
 from ._connect import connect, use_transport
 from ._container import ContainerControl, ProgressChannel, VolumeStore
 from ._dispatch import DEFAULT_AFFINITY_KEY, Dispatcher, RemoteRun
 from ._engine import EngineService
+from ._fanout import (
+    DEFAULT_CHUNK_IMAGES,
+    MAX_WORKERS,
+    ChunkCollector,
+    ChunkTransport,
+    FanOutImage,
+    FanOutJob,
+    FanOutReport,
+    caption_fan_out,
+)
 from ._image import ImageSpec, image_spec
 from ._installation import app_name, installation_id
 from ._settings import ModalSettings
@@ -26,10 +45,21 @@ from .errors import (
 
 __all__ = [
     "DEFAULT_AFFINITY_KEY",
+    "DEFAULT_CHUNK_IMAGES",
+    "MAX_WORKERS",
+    "WIRE_IMAGE_SIDE",
+    "ChunkCollector",
+    "ChunkImage",
+    "ChunkResult",
+    "ChunkTransport",
     "ContainerControl",
     "Dispatcher",
     "EngineRequest",
     "EngineService",
+    "FanOutImage",
+    "FanOutJob",
+    "FanOutReport",
+    "ImageCaption",
     "ImageSpec",
     "ModalRemoteError",
     "ModalSettings",
@@ -46,10 +76,14 @@ __all__ = [
     "VolumeStore",
     "WorkerUnsafeError",
     "app_name",
+    "caption_fan_out",
     "check_modal_available",
     "connect",
+    "encode_image_file",
+    "encode_pil_image",
     "image_spec",
     "installation_id",
+    "serve_chunk",
     "serve_stage",
     "stage_model",
     "use_transport",

@@ -21,6 +21,7 @@ from typing import Any
 
 import modal
 
+from ._chunk_worker import serve_chunk
 from ._container import ModalContainerControl, ModalQueueChannel, ModalVolume
 from ._engine import EngineService
 from ._image import build_image, image_spec
@@ -106,3 +107,8 @@ class RemoteEngine:
     def generate(self, request: dict[str, Any], queue_name: str) -> dict[str, Any]:
         """Serve one request; progress goes to the request's queue partition."""
         return self.service.serve(request, _channel(queue_name, request))
+
+    @modal.method()
+    def caption_chunk(self, request: dict[str, Any], queue_name: str) -> dict[str, Any]:
+        """Caption one chunk of images on the resident engine (``_chunk_worker``)."""
+        return serve_chunk(self.service, request, _channel(queue_name, request))

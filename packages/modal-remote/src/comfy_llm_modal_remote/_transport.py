@@ -265,3 +265,11 @@ class ModalTransport:
         engine_cls = modal.Cls.from_name(self.app_name, "RemoteEngine").with_options(gpu=gpu)
         engine = engine_cls(affinity=affinity_key)
         return self._spawn(lambda queue: engine.generate.spawn(request, queue), request)
+
+    def start_chunk(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> RemoteCall:
+        """Spawn ``caption_chunk`` on the key's container pool (the fan-out's one worker)."""
+        import modal
+
+        engine_cls = modal.Cls.from_name(self.app_name, "RemoteEngine").with_options(gpu=gpu)
+        engine = engine_cls(affinity=affinity_key)
+        return self._spawn(lambda queue: engine.caption_chunk.spawn(request, queue), request)

@@ -1,0 +1,146 @@
+"""The RemoteEngine's chunk body: caption many images on the resident engine.
+
+Per chunk, on the container's one :class:`EngineService`::
+
+    retired already?                → WorkerUnsafeError (the chunk goes to another container)
+    carried promotion state         (a retry after auto promotion stays compiled)
+    snapshot visible?               (reload once, as for one request)
+    decode + prepare every image    an image that fails is that image's error
+    run_batch, batch_size at a time on the resident engine (vLLM continuous
+                                    batching; Transformers where the profile says so)
+      memory recovery exhausted     → retire, WorkerUnsafeError
+    one ImageCaption per image, in order
+
+Progress goes to the chunk's partition: the engine's own events (stage,
+tokens of the running batch) plus one ``images`` event per finished batch,
+which is what the dispatcher shows as this worker's state. Cancellation is
+Modal's ``InputCancellation`` (a ``BaseException``), let through unchanged.
+It shares the container's service (and its private steps) with ``_engine``:
+one container, one resident engine, whichever method a call arrives on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from comfy_llm_core import render_error
+from comfy_llm_inputs import InputError, InputLimits, prepare_inputs
+from comfy_llm_profiles import ModelProfile, ProgressEvent, ProgressStage
+from comfy_llm_residency import BatchItem, GenerationSettings, InsufficientMemoryError
+
+from ._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
+from ._container import ProgressChannel
+from ._engine import EngineService
+from ._wire import EventSender, error_envelope, ok_envelope
+from .errors import WorkerUnsafeError
+
+__all__ = ["caption_chunk", "serve_chunk"]
+
+logger = logging.getLogger("comfy_llm_modal_remote")
+
+
+def serve_chunk(
+    service: EngineService, request_wire: Mapping[str, Any], channel: ProgressChannel
+) -> dict[str, Any]:
+    """Serve one chunk; an error of the whole chunk comes back as an envelope."""
+    try:
+        result = caption_chunk(service, ChunkRequest.from_wire(request_wire), channel)
+    except Exception as error:
+        logger.info("Chunk failed: %s: %s", type(error).__name__, error)
+        return error_envelope(error)
+    return ok_envelope(result.to_wire())
+
+
+def caption_chunk(
+    service: EngineService, request: ChunkRequest, channel: ProgressChannel
+) -> ChunkResult:
+    """Caption one chunk (see the module docstring for the order)."""
+    started = time.monotonic()
+    if service.unsafe:
+        raise WorkerUnsafeError(
+            "this worker was already retired after a failed memory recovery.",
+            service.export_promotion_state(),
+        )
+    if request.promotion_state:
+        service.import_promotion_state(request.promotion_state)
+    profile = ModelProfile.from_dict(request.profile)
+    path = service._visible_snapshot(profile, request.snapshot)
+    settings = GenerationSettings.from_dict(request.settings)
+    sender = EventSender(channel, interval=service._event_interval)
+    answers: dict[int, ImageCaption] = {}
+    ready: list[tuple[int, BatchItem]] = []
+    limits = InputLimits(max_images=1, max_image_side=max(1, *_sides(request)))
+    for image in request.images:
+        try:
+            prepared = prepare_inputs(
+                request.prompt,
+                system_prompt=request.system_prompt or None,
+                images=[decode_wire_image(image)],
+                limits=limits,
+            )
+        except (InputError, ValueError, OSError) as error:
+            answers[image.index] = ImageCaption(image.index, error=render_error(error))
+        else:
+            ready.append((image.index, BatchItem(prepared, settings)))
+    done = len(answers)
+    try:
+        for at in range(0, len(ready), request.batch_size):
+            batch = ready[at : at + request.batch_size]
+            results = service.manager.run_batch(
+                profile,
+                path,
+                [item for _, item in batch],
+                reserve_gb=request.reserve_gb,
+                keep_loaded=True,
+                progress=sender,
+            )
+            for (index, _), result in zip(batch, results, strict=True):
+                answers[index] = ImageCaption(
+                    index, result.response, result.reasoning, dict(result.metadata)
+                )
+            done += len(batch)
+            sender(_images_event(request, done, time.monotonic() - started))
+            _commit_after_cold_load(service, results[0].metadata)
+    except InsufficientMemoryError as error:
+        if error.recovery_timed_out or service.manager.unsafe_for_reuse:
+            raise service._retire(str(error)) from error
+        raise
+    finally:
+        sender.flush()
+    if service.manager.unsafe_for_reuse:
+        service._retire("an unload failed after the chunk.")
+    return ChunkResult(
+        chunk_id=request.chunk_id,
+        captions=tuple(answers[image.index] for image in request.images),
+        worker_seconds=round(time.monotonic() - started, 3),
+        container=f"{socket.gethostname()}:{os.getpid()}:{id(service):x}",
+    )
+
+
+def _commit_after_cold_load(service: EngineService, metadata: Mapping[str, Any]) -> None:
+    """As for one request: a cold vLLM load publishes its compiled artifacts."""
+    if isinstance(metadata.get("vllm_compile_cache_namespace"), str) and (
+        metadata.get("cache_status") == "cold"
+    ):
+        service._commit_compile_cache()
+
+
+def _sides(request: ChunkRequest) -> list[int]:
+    return [max(image.width, image.height) for image in request.images] or [1]
+
+
+def _images_event(request: ChunkRequest, done: int, elapsed: float) -> ProgressEvent:
+    total = len(request.images)
+    return ProgressEvent(
+        stage=ProgressStage.GENERATE,
+        message=f"chunk {request.chunk_id}: {done}/{total} images",
+        value=float(done),
+        maximum=float(total),
+        unit="images",
+        elapsed_seconds=elapsed,
+    )

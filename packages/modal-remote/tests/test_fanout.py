@@ -1,0 +1,212 @@
+"""Captioning across N workers through the stand-in: chunks, retry, Cancel, cost record."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from comfy_llm_modal_remote import (
+    ChunkResult,
+    Dispatcher,
+    FanOutImage,
+    FanOutJob,
+    caption_fan_out,
+    encode_image_file,
+)
+from comfy_llm_profiles import ProgressEvent
+from comfy_llm_residency import GenerationSettings
+from comfy_llm_testworld import FakeHub
+from comfy_llm_testworld.modal_standin import StandinTransport
+from PIL import Image
+
+from .conftest import SCRIPTED
+
+pytestmark = pytest.mark.slow
+
+
+class Recorder:
+    """The collector: what a caption writer would receive, in arrival order."""
+
+    def __init__(self) -> None:
+        self.results: list[ChunkResult] = []
+        self.failures: list[tuple[list[int], str]] = []
+        self.lock = threading.Lock()
+
+    def captions(self, result: ChunkResult) -> None:
+        with self.lock:
+            self.results.append(result)
+
+    def failed(self, indices: Sequence[int], message: str) -> None:
+        self.failures.append((list(indices), message))
+
+    def captioned(self) -> list[int]:
+        return sorted(c.index for r in self.results for c in r.captions if c.error is None)
+
+
+def _images(folder: Path, count: int, size: int = 48) -> list[FanOutImage]:
+    folder.mkdir(parents=True, exist_ok=True)
+    images = []
+    for index in range(count):
+        path = folder / f"img{index:03d}.jpg"
+        Image.new("RGB", (size, size), (index * 7 % 255, 90, 160)).save(path, quality=90)
+        images.append(
+            FanOutImage(index, path.name, lambda p=path, i=index: encode_image_file(p, index=i))
+        )
+    return images
+
+
+def _job(**changes: Any) -> FanOutJob:
+    values: dict[str, Any] = {
+        "model": SCRIPTED,
+        "prompt": "Describe this image.",
+        "system_prompt": None,
+        "settings": GenerationSettings(temperature=0.0, max_new_tokens=4),
+        "gpu": "H100",
+        "workers": 2,
+        "chunk_images": 3,
+        "batch_size": 3,
+        "reserve_gb": 0.0,
+    }
+    values.update(changes)
+    return FanOutJob(**values)
+
+
+def test_every_image_is_captioned_once_across_two_workers_with_the_cost_on_record(
+    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+) -> None:
+    images = _images(tmp_path / "data", 7)
+    recorder = Recorder()
+    events: list[ProgressEvent] = []
+    report = caption_fan_out(
+        Dispatcher(transport), _job(), images, recorder, progress=events.append
+    )
+    assert recorder.captioned() == list(range(7))
+    assert all(c.response for r in recorder.results for c in r.captions)
+    chunk_calls = [info for kind, info, _ in transport.calls if kind == "chunk"]
+    assert len(chunk_calls) == 3  # 3 + 3 + 1 images
+    assert {info["affinity_key"] for info in chunk_calls} == {"caption-h100-0", "caption-h100-1"}
+    assert {info["gpu"] for info in chunk_calls} == {"H100"}
+    # One staging before any GPU call.
+    assert next(kind for kind, _, _ in transport.calls) == "stage"
+    record = report.to_dict()
+    assert record["modal_app_name"] == "comfy-llm-test" and record["modal_gpu"] == "H100"
+    assert record["modal_chunks"] == 3 and record["modal_chunks_retried"] == 0
+    assert record["modal_gpu_seconds"] >= record["modal_worker_seconds"] > 0
+    assert record["modal_images_per_gpu_second"] > 0
+    assert record["modal_failed_chunks"] == []
+    # A small JPEG that fits is sent as its own bytes.
+    sizes = [p.stat().st_size for p in sorted((tmp_path / "data").iterdir())]
+    assert record["modal_bytes_sent"] == sum(sizes)
+    # One bar: images done out of the total, ending full, with each worker's state.
+    bars = [e for e in events if e.unit == "images"]
+    assert bars[-1].value == bars[-1].maximum == 7
+    assert [e.value for e in bars] == sorted(e.value for e in bars)
+    assert "w1:" in bars[-1].message and "w2:" in bars[-1].message
+
+
+def test_a_worker_killed_mid_chunk_has_its_chunk_redone_once_on_another_container(
+    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+) -> None:
+    images = _images(tmp_path / "data", 6)
+    recorder = Recorder()
+    killed: list[str] = []
+
+    def kill_first_busy_worker(event: ProgressEvent) -> None:
+        if killed:
+            return
+        for kind, info, call in transport.calls:
+            if kind == "chunk" and not call.done():
+                killed.append(info["affinity_key"])
+                transport.kill(info["affinity_key"])
+                return
+
+    job = _job(settings=GenerationSettings(temperature=0.0, max_new_tokens=64))
+    report = caption_fan_out(
+        Dispatcher(transport), job, images, recorder, progress=kill_first_busy_worker
+    )
+    assert killed
+    assert recorder.captioned() == list(range(6))  # nothing lost
+    returned = [c.index for r in recorder.results for c in r.captions]
+    assert sorted(returned) == list(range(6))  # nothing written twice
+    assert report.chunks_retried == 1 and report.failed_chunks == []
+    chunk_calls = [
+        (info["affinity_key"], info["request"]) for k, info, _ in transport.calls if k == "chunk"
+    ]
+    retried = [req for _, req in chunk_calls if req["attempt"] == 1]
+    assert len(retried) == 1
+    retry_key = next(key for key, req in chunk_calls if req["attempt"] == 1)
+    assert retry_key != killed[0]  # another container
+
+
+def test_a_chunk_that_fails_twice_is_named_and_the_rest_continue(
+    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+) -> None:
+    images = _images(tmp_path / "data", 6)
+    recorder = Recorder()
+
+    def kill_chunk_zero(event: ProgressEvent) -> None:
+        for kind, info, call in transport.calls:
+            if kind == "chunk" and info["request"]["chunk_id"] == 0 and not call.done():
+                transport.kill(info["affinity_key"])
+
+    job = _job(settings=GenerationSettings(temperature=0.0, max_new_tokens=64))
+    report = caption_fan_out(Dispatcher(transport), job, images, recorder, progress=kill_chunk_zero)
+    assert recorder.captioned() == [3, 4, 5]
+    assert recorder.failures and recorder.failures[0][0] == [0, 1, 2]
+    assert report.chunks_retried == 1
+    [failed] = report.failed_chunks
+    assert failed["chunk"] == 0 and failed["images"] == ["img000.jpg", "img001.jpg", "img002.jpg"]
+    assert "RemoteError" in failed["error"]
+    assert report.to_dict()["modal_failed_chunks"][0]["chunk"] == 0
+
+
+def test_cancel_cancels_every_call_in_flight_and_keeps_what_returned(
+    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+) -> None:
+    from modal.exception import InputCancellation
+
+    class Interrupted(BaseException):
+        pass
+
+    images = _images(tmp_path / "data", 12)
+    recorder = Recorder()
+
+    def interrupt() -> None:
+        if recorder.results:
+            raise Interrupted
+
+    job = _job(settings=GenerationSettings(temperature=0.0, max_new_tokens=64), chunk_images=2)
+    with pytest.raises(Interrupted):
+        caption_fan_out(Dispatcher(transport), job, images, recorder, check_interrupt=interrupt)
+    calls = [call for kind, _, call in transport.calls if kind == "chunk"]
+    for call in calls:
+        call.join()
+    cancelled = [call for call in calls if isinstance(call.raised, InputCancellation)]
+    assert cancelled  # the other worker's call was cancelled, not left running
+    assert len(calls) < 6  # no new chunk was sent after Cancel
+    assert len(recorder.results) >= 1
+
+
+def test_a_fitting_jpeg_goes_as_its_own_bytes_a_larger_image_is_reduced(tmp_path: Path) -> None:
+    from comfy_llm_inputs import ImageInputError
+    from comfy_llm_modal_remote import WIRE_IMAGE_SIDE
+
+    small = tmp_path / "small.jpg"
+    Image.new("RGB", (640, 480), (1, 2, 3)).save(small, quality=85)
+    sent = encode_image_file(small, index=0)
+    assert sent.original and sent.data == small.read_bytes()
+
+    large = tmp_path / "large.png"
+    Image.new("RGB", (4000, 2000), (9, 9, 9)).save(large)
+    reduced = encode_image_file(large, index=1)
+    assert not reduced.original
+    assert (reduced.width, reduced.height) == (WIRE_IMAGE_SIDE, WIRE_IMAGE_SIDE // 2)
+    assert reduced.data[:3] == b"\xff\xd8\xff"  # JPEG, never the PNG original
+
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"\xff\xd8\xff not really")
+    with pytest.raises(ImageInputError, match=r"broken\.jpg"):
+        encode_image_file(broken, index=2)
