@@ -42,6 +42,21 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
         default=defaults.CAPTION_BATCH_SIZE,
         help="images the engine captions at once (files are written as each batch ends)",
     )
+    caption.add_argument(
+        "--on-modal",
+        action="store_true",
+        help='caption on Modal GPUs (pip install "comfy-llm[modal]", `modal token new` once)',
+    )
+    caption.add_argument("--gpu", default="L40S", help="Modal GPU type with --on-modal (H100, ...)")
+    caption.add_argument(
+        "--workers", type=int, default=1, help="GPU containers at once with --on-modal"
+    )
+    caption.add_argument(
+        "--chunk-images",
+        type=int,
+        default=None,
+        help="images per Modal call (default: tens of seconds of engine work)",
+    )
     add_common(caption)
 
 
@@ -72,7 +87,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
     )
     items = caption_items(folder=args.folder)
     job = CaptionJob(
-        model=args.model or default_model(args.target),
+        model=args.model or default_model("modal" if args.on_modal else args.target),
         prompt=args.prompt,
         system_prompt=args.system,
         settings=settings,
@@ -86,7 +101,13 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
     )
     console = ConsoleProgress()
     try:
-        batch = run_captions(job, items, progress=console)
+        if args.on_modal:
+            from comfy_llm._caption_modal import ModalCaptionOptions, run_captions_on_modal
+
+            options = ModalCaptionOptions(args.gpu, args.workers, args.chunk_images)
+            batch = run_captions_on_modal(job, items, options, progress=console)
+        else:
+            batch = run_captions(job, items, progress=console)
     finally:
         console.close()
     return {"captions": batch.captions, "metadata": batch.metadata}

@@ -17,7 +17,26 @@ from comfy_llm_residency import InferenceResult
 from comfy_llm._storage import installation_dir, storage_root
 from comfy_llm.errors import TargetUnavailableError
 
-__all__ = ["run_on_modal"]
+__all__ = ["modal_remote", "run_on_modal"]
+
+
+def modal_remote() -> Any:
+    """The ``comfy_llm_modal_remote`` package, imported on first use.
+
+    Raises:
+        TargetUnavailableError: The ``modal`` extra is not installed.
+    """
+    try:
+        import comfy_llm_modal_remote as remote
+    except ModuleNotFoundError as error:
+        if error.name != "comfy_llm_modal_remote":
+            raise
+        raise TargetUnavailableError(
+            ExecutionTarget.MODAL.value,
+            'the Modal extra is not installed: pip install "comfy-llm[modal]" into ComfyUI\'s '
+            "Python, run `modal token new` once, then queue the prompt again",
+        ) from error
+    return remote
 
 
 def run_on_modal(
@@ -35,16 +54,7 @@ def run_on_modal(
         ModalUnavailableError: ``modal`` or its credentials are missing.
         Exception: The remote error, with its original class and message.
     """
-    try:
-        import comfy_llm_modal_remote as remote
-    except ModuleNotFoundError as error:
-        if error.name != "comfy_llm_modal_remote":
-            raise
-        raise TargetUnavailableError(
-            ExecutionTarget.MODAL.value,
-            'the Modal extra is not installed: pip install "comfy-llm[modal]" into ComfyUI\'s '
-            "Python, run `modal token new` once, then queue the prompt again",
-        ) from error
+    remote = modal_remote()
     dispatcher = remote.connect(installation_dir(storage_root(request.storage_root)))
     run = remote.RemoteRun(
         model=request.model,

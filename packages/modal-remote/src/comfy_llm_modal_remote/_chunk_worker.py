@@ -6,8 +6,8 @@ Per chunk, on the container's one :class:`EngineService`::
     carried promotion state         (a retry after auto promotion stays compiled)
     snapshot visible?               (reload once, as for one request)
     decode + prepare every image    an image that fails is that image's error
-    run_batch, batch_size at a time on the resident engine (vLLM continuous
-                                    batching; Transformers where the profile says so)
+    run_batch on the resident engine: the whole chunk under vLLM (continuous
+                                    batching), batch_size at a time otherwise
       memory recovery exhausted     → retire, WorkerUnsafeError
     one ImageCaption per image, in order
 
@@ -88,9 +88,12 @@ def caption_chunk(
         else:
             ready.append((image.index, BatchItem(prepared, settings)))
     done = len(answers)
+    # vLLM's continuous batching takes the whole chunk at once; the other
+    # engines batch ``batch_size`` images at a time, as they do locally.
+    size = max(1, len(ready)) if profile.backend == "vllm" else request.batch_size
     try:
-        for at in range(0, len(ready), request.batch_size):
-            batch = ready[at : at + request.batch_size]
+        for at in range(0, len(ready), size):
+            batch = ready[at : at + size]
             results = service.manager.run_batch(
                 profile,
                 path,

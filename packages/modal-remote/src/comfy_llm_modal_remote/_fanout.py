@@ -122,7 +122,8 @@ class FanOutJob:
         gpu: Modal GPU type (``H100``, ``L40S``, ...).
         workers: GPU containers to use at once (1 to :data:`MAX_WORKERS`).
         chunk_images: Images per chunk (one call).
-        batch_size: Images per ``run_batch`` call inside a worker.
+        batch_size: Images per ``run_batch`` call inside a worker (vLLM takes
+            the whole chunk at once).
         reserve_gb: VRAM to keep free on each worker.
     """
 
@@ -133,7 +134,7 @@ class FanOutJob:
     gpu: str
     workers: int = 1
     chunk_images: int = DEFAULT_CHUNK_IMAGES
-    batch_size: int = DEFAULT_CHUNK_IMAGES
+    batch_size: int = 8
     reserve_gb: float | None = None
 
     def __post_init__(self) -> None:
@@ -169,6 +170,8 @@ class FanOutReport:
     images_sent: int = 0
     chunk_overhead_seconds: list[float] = dataclasses.field(default_factory=list)
     per_worker: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    profile: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The staged profile's ``to_dict()`` (not part of the cost record)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The record the node and CLI put in their metadata (``modal_*`` keys)."""
@@ -264,6 +267,7 @@ def caption_fan_out(
         chunk_images=job.chunk_images,
         images=len(images),
         stage_seconds=float(staged.seconds),
+        profile=dict(staged.profile),
     )
     tasks = collections.deque(
         _Task(number, list(images[at : at + job.chunk_images]))
@@ -338,9 +342,11 @@ def caption_fan_out(
             else:
                 time.sleep(poll_seconds)
     except BaseException:
+        returned = [s for s in slots if s.call is not None and s.call.done()]
         for slot in slots:
-            if slot.call is not None:
+            if slot.call is not None and slot not in returned:
                 slot.call.cancel()
+        _harvest(returned, tasks, report, collector)
         raise
     finally:
         report.wall_seconds = time.monotonic() - started
@@ -430,3 +436,19 @@ def _collect(
     worker["images"] += len(result.captions)
     slot.status = f"chunk {task.chunk_id} done ({len(result.captions)} images)"
     return result
+
+
+def _harvest(
+    slots: Sequence[_Slot],
+    tasks: collections.deque[_Task],
+    report: FanOutReport,
+    collector: ChunkCollector,
+) -> None:
+    """On Cancel: keep the chunks whose calls had already returned (their GPU work is paid for)."""
+    for slot in slots:
+        try:
+            outcome = _collect(slot, tasks, report, time.monotonic())
+            if isinstance(outcome, ChunkResult):
+                collector.captions(outcome)
+        except BaseException:
+            continue

@@ -1,0 +1,175 @@
+"""Captioning on N Modal GPUs: the caption node's and CLI's ``run_on_modal`` path.
+
+The same job as :func:`comfy_llm._caption.run_captions` with the same file
+rules — captions kept on disk are not captioned again (a rerun after a crash
+or Cancel captions only what is missing), the prefix, atomic ``<stem>.txt``
+files, overwrite, per-image errors with the rest going on — but the engine
+work goes to ``modal_workers`` RemoteEngine containers through
+``comfy_llm_modal_remote.caption_fan_out``. Each chunk's captions are
+written here, through the local writer, as the chunk returns; Cancel
+cancels every call and leaves every file already written. The bar counts
+images across all workers; the metadata carries the fan-out's cost record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from comfy_llm_residency import InferenceResult
+
+from comfy_llm._caption import (
+    CaptionBatch,
+    CaptionItem,
+    CaptionJob,
+    _finish,
+    _kept,
+    _Pending,
+    _summary,
+)
+from comfy_llm._remote import modal_remote
+from comfy_llm._storage import installation_dir, storage_root
+from comfy_llm.errors import CaptionFolderError
+
+__all__ = ["ModalCaptionOptions", "run_captions_on_modal"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModalCaptionOptions:
+    """Where and how wide: the node's ``modal_gpu``/``modal_workers``, the CLI's flags.
+
+    Attributes:
+        gpu: Modal GPU type.
+        workers: GPU containers at once.
+        chunk_images: Images per chunk (None: the fan-out's default).
+    """
+
+    gpu: str
+    workers: int = 1
+    chunk_images: int | None = None
+
+
+def run_captions_on_modal(
+    job: CaptionJob,
+    items: Sequence[CaptionItem],
+    options: ModalCaptionOptions,
+    *,
+    progress: Callable[[Any], None],
+    check_interrupt: Callable[[], None] | None = None,
+    prompt_id: str | None = None,
+) -> CaptionBatch:
+    """Caption every item on Modal; see the module docstring.
+
+    Raises:
+        CaptionFolderError: No items.
+        TargetUnavailableError: The ``modal`` extra is not installed.
+        ModalUnavailableError: ``modal`` or its credentials are missing.
+        BaseException: Cancel, unchanged (files already written stay).
+    """
+    if not items:
+        raise CaptionFolderError("(no input)", "has no images: connect images or give a folder")
+    remote = modal_remote()
+    started = time.monotonic()
+    dispatcher = remote.connect(installation_dir(storage_root(job.storage_root)))
+    captions: list[str] = [""] * len(items)
+    records: list[dict[str, Any]] = [{"name": item.name} for item in items]
+    images = []
+    for index, item in enumerate(items):
+        if _kept(job, item):
+            existing = item.caption_path
+            assert existing is not None
+            captions[index] = existing.read_text(encoding="utf-8", errors="replace").strip()
+            records[index].update(status="kept_existing", seconds=0.0)
+        else:
+            images.append(remote.FanOutImage(index, item.name, _encoder(remote, index, item)))
+    writer = _Writer(job, items, captions, records, started)
+    fan_job = remote.FanOutJob(
+        model=job.model,
+        prompt=job.prompt,
+        system_prompt=job.system_prompt,
+        settings=job.settings,
+        gpu=options.gpu,
+        workers=options.workers,
+        chunk_images=options.chunk_images or remote.DEFAULT_CHUNK_IMAGES,
+        batch_size=job.batch_size,
+        reserve_gb=job.reserve_gb,
+    )
+    report = None
+    if images:
+        report = remote.caption_fan_out(
+            dispatcher,
+            fan_job,
+            images,
+            writer,
+            done_before=len(items) - len(images),
+            total=len(items),
+            progress=progress,
+            check_interrupt=check_interrupt or (lambda: None),
+        )
+    metadata = _summary(job, items, records, time.monotonic() - started, writer.last_request)
+    metadata["execution_target"] = "modal"
+    if report is not None:
+        metadata.update(report.to_dict())
+        profile = report.profile
+        metadata.update(
+            profile_id=profile.get("profile_id"),
+            repository=profile.get("repository"),
+            revision=profile.get("revision"),
+            backend=profile.get("backend"),
+        )
+    if prompt_id:
+        metadata["prompt_id"] = prompt_id
+    return CaptionBatch(captions=captions, metadata=metadata)
+
+
+def _encoder(remote: Any, index: int, item: CaptionItem) -> Callable[[], Any]:
+    """Bytes worth sending for one item: a file as is when it fits, else reduced JPEG."""
+    if item.path is not None:
+        path = item.path
+        return lambda: remote.encode_image_file(path, index=index)
+
+    def from_pixels() -> Any:
+        from comfy_llm_inputs import images_from_comfy
+
+        [image] = images_from_comfy(item.pixels)
+        return remote.encode_pil_image(image, index=index, name=item.name)
+
+    return from_pixels
+
+
+class _Writer:
+    """The collector: each returned chunk's captions through the local writer."""
+
+    def __init__(
+        self,
+        job: CaptionJob,
+        items: Sequence[CaptionItem],
+        captions: list[str],
+        records: list[dict[str, Any]],
+        started: float,
+    ) -> None:
+        self._job = job
+        self._items = items
+        self._captions = captions
+        self._records = records
+        self._started = started
+        self.last_request: dict[str, Any] = {}
+
+    def captions(self, result: Any) -> None:
+        for answer in result.captions:
+            record = self._records[answer.index]
+            if answer.error is not None:
+                record.update(status="failed", error=answer.error, chunk=result.chunk_id)
+                continue
+            entry = _Pending(answer.index, self._items[answer.index], None, self._started)
+            inference = InferenceResult(answer.response, answer.reasoning, dict(answer.metadata))
+            self._captions[answer.index] = _finish(
+                self._job, entry, inference, record, result.chunk_id
+            )
+            self.last_request = dict(answer.metadata)
+
+    def failed(self, indices: Sequence[int], message: str) -> None:
+        for index in indices:
+            self._records[index].update(status="failed", error=message)

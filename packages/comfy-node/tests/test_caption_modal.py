@@ -1,0 +1,137 @@
+"""``comfy-llm caption --on-modal`` and the caption node's ``run_on_modal`` on N workers.
+
+The transport is the in-process Modal stand-in (the real stager and engine
+bodies in worker threads); no Modal credentials are set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from comfy_llm_testworld import FakeHub
+from comfy_llm_testworld.modal_standin import StandinTransport
+from PIL import Image
+
+pytestmark = pytest.mark.slow
+
+SCRIPTED = "tiny/smolvlm-scripted"
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Iterator[list[StandinTransport]]:
+    from comfy_llm_modal_remote import use_transport
+
+    made: list[StandinTransport] = []
+
+    def factory(name: str, directory: Path) -> StandinTransport:
+        made.append(StandinTransport(name, directory, root=tmp_path / "modal"))
+        return made[-1]
+
+    use_transport(factory)
+    yield made
+    use_transport(None)
+
+
+def _folder(tmp_path: Path, count: int) -> Path:
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    for index in range(count):
+        suffix = "png" if index % 3 == 0 else "jpg"
+        Image.new("RGB", (40, 30), (20 * index, 200, 90)).save(folder / f"i{index:02d}.{suffix}")
+    return folder
+
+
+def _answered(transport: StandinTransport) -> list[int]:
+    """Image indices whose chunk call came back with captions (completed engine requests)."""
+    done: list[int] = []
+    for kind, info, call in transport.calls:
+        if kind != "chunk":
+            continue
+        call.join()
+        if call.raised is None and "ok" in call.outcome():
+            done.extend(image["index"] for image in info["request"]["images"])
+    return done
+
+
+def test_cli_caption_on_modal_writes_like_the_local_run_with_cost_on_record(
+    model_hub: FakeHub,
+    storage: Path,
+    standin: list[StandinTransport],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from comfy_llm._cli import main
+
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
+    folder = _folder(tmp_path, 5)
+    (folder / "i01.txt").write_text("kept caption\n")
+    (folder / "i04.jpg").write_bytes(b"\xff\xd8\xff broken")
+    argv = ["caption", str(folder), "--model", SCRIPTED, "--prefix", "sks", "--json"]
+    argv += ["--max-new-tokens", "6"]
+    assert main(argv) == 0  # local, no files: the reference captions
+    local = json.loads(capsys.readouterr().out)
+    remote_argv = [*argv, "--write", "--on-modal", "--gpu", "H100", "--workers", "2"]
+    assert main([*remote_argv, "--chunk-images", "2"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+
+    assert remote["captions"] == local["captions"]
+    statuses = [r["status"] for r in remote["metadata"]["per_image"]]
+    assert statuses == ["captioned", "kept_existing", "captioned", "captioned", "failed"]
+    assert "i04.jpg" in remote["metadata"]["per_image"][4]["error"]
+    for index in (0, 2, 3):
+        name = next(folder.glob(f"i{index:02d}.*")).with_suffix(".txt")
+        assert name.read_text() == remote["captions"][index] + "\n"
+        assert remote["captions"][index].startswith("sks, ")
+    assert (folder / "i01.txt").read_text() == "kept caption\n"
+    assert not (folder / "i04.txt").exists()
+    metadata = remote["metadata"]
+    assert metadata["execution_target"] == "modal"
+    assert metadata["modal_gpu"] == "H100" and metadata["modal_workers"] == 2
+    assert metadata["modal_app_name"].startswith("comfy-llm-")
+    assert metadata["modal_gpu_seconds"] > 0 and metadata["modal_images_per_gpu_second"] > 0
+    assert metadata["modal_chunks"] == 2 and metadata["modal_chunks_retried"] == 0
+    assert metadata["repository"] == SCRIPTED
+    (transport,) = standin
+    assert sorted(_answered(transport)) == [0, 2, 3]  # the kept and the broken never sent
+
+
+def test_cancel_at_half_then_rerun_captions_every_image_exactly_once(
+    model_hub: FakeHub, storage: Path, standin: list[StandinTransport], tmp_path: Path
+) -> None:
+    from comfy_llm._caption import CaptionJob, caption_items
+    from comfy_llm._caption_modal import ModalCaptionOptions, run_captions_on_modal
+    from comfy_llm_residency import GenerationSettings
+
+    class Interrupted(BaseException):
+        pass
+
+    folder = _folder(tmp_path, 12)
+    job = CaptionJob(
+        model=SCRIPTED,
+        prompt="Caption it.",
+        settings=GenerationSettings(temperature=0.0, max_new_tokens=24),
+        write_files=True,
+        reserve_gb=0.0,
+    )
+    options = ModalCaptionOptions("H100", workers=2, chunk_images=2)
+
+    def cancel_at_half(event: Any) -> None:
+        if event.unit == "images" and event.value >= 6:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        run_captions_on_modal(job, caption_items(folder=folder), options, progress=cancel_at_half)
+    first = sorted(p.stem for p in folder.glob("*.txt"))
+    assert 6 <= len(first) < 12
+    batch = run_captions_on_modal(job, caption_items(folder=folder), options, progress=print)
+    statuses = [r["status"] for r in batch.metadata["per_image"]]
+    assert statuses.count("kept_existing") == len(first)
+    assert statuses.count("captioned") == 12 - len(first)
+    assert sorted(p.stem for p in folder.glob("*.txt")) == [f"i{i:02d}" for i in range(12)]
+    answered = [index for transport in standin for index in _answered(transport)]
+    assert sorted(answered) == list(range(12))  # each image's engine work exactly once
