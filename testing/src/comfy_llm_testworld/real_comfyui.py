@@ -3,8 +3,9 @@
 :func:`find_comfyui` locates a ComfyUI source tree (``$COMFYUI_DIR``, else
 ``../shared/comfyui`` next to the repository). :class:`ComfyUIServer` copies
 it to a temporary folder (the source is only read), installs this repository
-the README's way 1 (a copy in ``custom_nodes/`` plus its ``requirements.txt``
-into ComfyUI's interpreter), starts ``main.py --cpu`` headless on a free
+as the Comfy registry does (the files ``comfy node pack`` ships, unpacked in
+``custom_nodes/``, plus its ``requirements.txt`` into ComfyUI's interpreter;
+a clone, the README's way 1, holds a superset of them), starts ``main.py --cpu`` headless on a free
 loopback port and stops it. :class:`ComfyUIClient` speaks the frontend's
 protocol: ``/object_info``, ``/upload/image``, POST ``/prompt`` with an
 API-format workflow while listening on ``/ws?clientId=...``, POST
@@ -28,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ComfyUIClient", "ComfyUIServer", "PromptRun", "find_comfyui", "repository_files"]
+from .registry_pack import packed_files
+
+__all__ = ["ComfyUIClient", "ComfyUIServer", "PromptRun", "find_comfyui"]
 
 _TEXT_EVENT = 3  # protocol.BinaryEventTypes.TEXT: progress_text
 _ENDS = ("execution_success", "execution_error", "execution_interrupted")
@@ -47,17 +50,6 @@ def find_comfyui(repo_root: Path) -> Path | None:
         if (candidate / "main.py").is_file():
             return candidate.resolve()
     return None
-
-
-def repository_files(repo_root: Path) -> list[str]:
-    """The repository's tracked and untracked-but-not-ignored files (what a clone holds)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=repo_root,
-        capture_output=True,
-        check=True,
-    ).stdout.decode("utf-8")
-    return [name for name in listed.split("\0") if name and (repo_root / name).is_file()]
 
 
 def _free_port() -> int:
@@ -105,12 +97,12 @@ class ComfyUIServer:
         return self.root / "input"
 
     def install(self) -> None:
-        """Copy ComfyUI, then install the node the README's way 1."""
+        """Copy ComfyUI, then install the node from the registry archive's file set."""
         shutil.copytree(
             self.source, self.root, ignore=shutil.ignore_patterns("__pycache__", ".git")
         )
         node = self.root / "custom_nodes" / "comfy-llm"
-        for name in repository_files(self.repo_root):
+        for name in packed_files(self.repo_root, untracked=True):
             target = node / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(self.repo_root / name, target)

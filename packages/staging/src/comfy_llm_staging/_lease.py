@@ -24,7 +24,7 @@ import dataclasses
 import json
 import logging
 import os
-import socket
+import platform
 import sys
 import threading
 import time
@@ -109,7 +109,7 @@ def stale_reason(record: LeaseRecord, now: float | None = None) -> str | None:
         return f"its heartbeat is {age:.0f} s old"
     if (
         record.pid is not None
-        and record.host == socket.gethostname()
+        and record.host == platform.node()
         and record.pid != os.getpid()
         and not pid_alive(record.pid)
     ):
@@ -165,7 +165,7 @@ def _write_atomically(path: Path, payload: dict[str, Any]) -> None:
 def _payload(token: str, acquired_at: float) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
-        "host": socket.gethostname(),
+        "host": platform.node(),
         "token": token,
         "acquired_at": acquired_at,
         "heartbeat": time.time(),
