@@ -6,7 +6,12 @@ ComfyUI's VIDEO objects are duck-typed (``comfy_api`` is never imported):
   stream; it is sampled by seeking with PyAV (see :mod:`._video_file`),
   within ``get_active_trim_window()`` where the object has one (ComfyUI
   >= 0.33: the stream source is always the whole, untrimmed file).
-  ``get_components()`` is never called on it, since it decodes every frame.
+  ``get_components()`` is never called on it, since it decodes every frame,
+  except when ``has_pending_frame_edits()`` (ComfyUI after 0.33) says crop or
+  resize edits are waiting: the stream source is still the unedited file, so
+  the edit-aware ``get_components()`` (which honours the trim window too) is
+  the only way to the picture the artist sees; its decoded size is checked
+  first (:data:`EDITED_VIDEO_MAX_BYTES`).
 * ``VideoFromComponents`` (and any object with ``get_components()`` but no
   stream source, or a bare components object with ``images`` and
   ``frame_rate``): frames are picked straight from the ``[N, H, W, C]``
@@ -103,6 +108,9 @@ def _classify(video: Any) -> tuple[str, Any]:
     if "VideoFromComponents" in class_names and callable(get_components):
         # Its get_stream_source() would encode every frame to a new file.
         return "components", get_components()
+    if callable(get_components) and _has_pending_edits(video):
+        _check_edited_size(video)
+        return "components", get_components()
     get_stream_source = getattr(video, "get_stream_source", None)
     if callable(get_stream_source):
         return "file", get_stream_source()
@@ -115,6 +123,40 @@ def _classify(video: Any) -> tuple[str, Any]:
         "output (Load Video) or pass a video file path",
         source=type(video).__name__,
     )
+
+
+EDITED_VIDEO_MAX_BYTES = 4 * 1024**3
+"""Most bytes ComfyUI may decode (float32 RGB) to apply a VIDEO's pending edits."""
+
+
+def _has_pending_edits(video: Any) -> bool:
+    """ComfyUI after 0.33: crop/resize edits its stream source does not hold yet."""
+    pending = getattr(video, "has_pending_frame_edits", None)
+    return bool(callable(pending) and pending() is True)
+
+
+def _check_edited_size(video: Any) -> None:
+    """Refuse before decoding when the edited window would not fit in memory.
+
+    Raises:
+        VideoInputError: frames x width x height x 3 float32 exceeds the limit.
+    """
+    try:
+        frames = int(video.get_frame_count())
+        width, height = (int(side) for side in video.get_dimensions())
+    except (AttributeError, TypeError, ValueError, OSError):
+        return  # no size to check before decoding; get_components() reports its own errors
+    needed = frames * width * height * 3 * 4
+    if needed > EDITED_VIDEO_MAX_BYTES:
+        raise VideoInputError(
+            f"VIDEO has pending crop/resize edits, which ComfyUI applies only by decoding every "
+            f"frame: {frames} frames at {width}x{height} need {needed / 1024**3:.1f} GiB "
+            f"(limit {EDITED_VIDEO_MAX_BYTES / 1024**3:.0f} GiB); trim it shorter with Video "
+            "Slice before the crop or resize, or connect the uncropped video",
+            source=type(video).__name__,
+            value=needed,
+            limit=EDITED_VIDEO_MAX_BYTES,
+        )
 
 
 def _trim_window(video: Any) -> tuple[float, float] | None:

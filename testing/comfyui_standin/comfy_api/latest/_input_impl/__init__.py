@@ -1,0 +1,1 @@
+"""Stand-in for ``comfy_api.latest._input_impl``."""
