@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
+import platform
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -121,7 +121,7 @@ def caption_chunk(
         chunk_id=request.chunk_id,
         captions=tuple(answers[image.index] for image in request.images),
         worker_seconds=round(time.monotonic() - started, 3),
-        container=f"{socket.gethostname()}:{os.getpid()}:{id(service):x}",
+        container=f"{platform.node()}:{os.getpid()}:{id(service):x}",
     )
 
 
