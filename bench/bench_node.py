@@ -201,7 +201,7 @@ class NodeHooks:
 
     @contextmanager
     def installed(self) -> Iterator[NodeHooks]:
-        from comfy_llm._comfy_glue import ComfyGlue
+        from comfy_llm._comfyui._glue import ComfyGlue
         from comfy_llm_profiles import ProgressStage
         from comfy_llm_residency._generation import TokenRelay
 
@@ -443,7 +443,7 @@ def run_raw_with_node_callbacks(
     after generation (Hub inspection, staging, inputs, metadata).
     """
     import comfy.utils
-    from comfy_llm._comfy_glue import ComfyGlue
+    from comfy_llm._comfyui._glue import ComfyGlue
     from comfy_llm_residency._generation import TokenRelay
     from server import PromptServer
 
@@ -851,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
             with installed_standin():
                 import comfy.model_management
                 from comfy_api.latest import io
-                from comfy_llm._node import ModalLLMNode
+                from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
                 comfy.model_management.reset()
                 ModalLLMNode.hidden = io.HiddenHolder(unique_id=NODE_ID)

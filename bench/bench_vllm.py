@@ -172,7 +172,7 @@ def _node(mode: str, runs: int, tokens: int) -> dict[str, Any]:
     """
     from comfy_api.latest import io
     from comfy_llm._backends import create_backend
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
     from comfy_llm_backend_cuda._messages import build_messages
     from comfy_llm_residency import PsutilMemoryProbe, get_manager, reset_managers
 

@@ -92,3 +92,40 @@ def test_import_linter_contracts_are_kept() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout
+
+
+def _internal_imports(root: Path, package: str) -> dict[str, set[str]]:
+    """Module → the package's own modules it imports anywhere (lazy imports included)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        graph[module] = {name for name in found if name.startswith(f"{package}.")}
+    return graph
+
+
+def test_comfy_node_has_no_import_circle() -> None:
+    """The two faces (ComfyUI nodes, CLI) and the shared pipeline import one way only."""
+    graph = _internal_imports(REPO_ROOT / "packages" / "comfy-node" / "src", "comfy_llm")
+    state: dict[str, int] = {}
+    circles: list[list[str]] = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for imported in sorted(graph.get(module, ())):
+            if state.get(imported) == 1:
+                circles.append([*path[path.index(imported) :], imported])
+            elif imported in graph and not state.get(imported):
+                visit(imported, [*path, imported])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if not state.get(module):
+            visit(module, [module])
+    assert circles == []

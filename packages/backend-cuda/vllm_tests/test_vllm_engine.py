@@ -24,7 +24,7 @@ SCRIPTED = "tiny/qwen35-scripted"
 
 def _node() -> Any:
     from comfy_api.latest import io
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="7")
     return ModalLLMNode

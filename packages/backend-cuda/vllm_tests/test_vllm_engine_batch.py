@@ -80,8 +80,8 @@ def test_a_batch_gives_what_single_runs_with_the_same_seeds_give(world: Path) ->
 
 def test_the_caption_node_sends_its_images_as_one_vllm_batch(world: Path) -> None:
     from comfy_api.latest import io
-    from comfy_llm._caption_node import CaptionImagesNode
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._caption_node import CaptionImagesNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
     images = np.random.default_rng(5).random((4, 32, 32, 3), dtype=np.float32)
     sampling = {"temperature": 0.8, "seed": 3, "max_new_tokens": 10, "enable_reasoning": False}

@@ -31,7 +31,7 @@ def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 
 def _caption_node() -> Any:
     from comfy_api.latest import io
-    from comfy_llm._caption_node import CaptionImagesNode
+    from comfy_llm._comfyui._caption_node import CaptionImagesNode
 
     CaptionImagesNode.hidden = io.HiddenHolder(unique_id="9")
     return CaptionImagesNode
@@ -39,7 +39,7 @@ def _caption_node() -> Any:
 
 def _llm_node() -> Any:
     from comfy_api.latest import io
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="7")
     return ModalLLMNode

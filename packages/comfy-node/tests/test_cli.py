@@ -204,7 +204,7 @@ def test_run_smolvlm_with_video_frames_and_a_text_file(
 
 
 def test_run_defaults_to_a_small_curated_model_per_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    from comfy_llm._cli_run import default_model
+    from comfy_llm._cli._args import default_model
     from comfy_llm_profiles import load_curated_registry
 
     monkeypatch.delenv("COMFY_LLM_EXECUTION_TARGET", raising=False)

@@ -195,7 +195,7 @@ def test_non_regular_input_paths_say_what_they_are(
 
 
 def test_exit_codes_follow_the_error_action() -> None:
-    from comfy_llm._cli import EXIT_CODES, _exit_code
+    from comfy_llm._cli._main import EXIT_CODES, _exit_code
     from comfy_llm_core import ComfyLLMError, ErrorAction
 
     class Transient(ComfyLLMError):

@@ -18,13 +18,13 @@ def _no_reserve_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _node_defaults(comfyui: Path) -> dict[str, object]:
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
     return {item.id: item.default for item in ModalLLMNode.define_schema().inputs}
 
 
 def _run_defaults() -> dict[str, object]:
-    from comfy_llm._node_run import run_node
+    from comfy_llm._comfyui._run import run_node
 
     return {
         name: parameter.default
@@ -34,7 +34,7 @@ def _run_defaults() -> dict[str, object]:
 
 
 def _cli_run_defaults() -> dict[str, object]:
-    from comfy_llm._cli import _build_parser
+    from comfy_llm._cli._main import _build_parser
 
     parser = _build_parser()
     return vars(parser.parse_args(["run", "--prompt", "x"]))

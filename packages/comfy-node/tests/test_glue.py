@@ -16,7 +16,7 @@ def _generate(text: str, value: int, maximum: int = 100) -> ProgressEvent:
 
 
 def test_stage_text_does_not_repeat_the_stage(comfyui: Path) -> None:
-    from comfy_llm._comfy_glue import ComfyGlue
+    from comfy_llm._comfyui._glue import ComfyGlue
     from server import PromptServer
 
     glue = ComfyGlue("5", reasoning_enabled=True)
@@ -30,7 +30,7 @@ def test_stage_text_does_not_repeat_the_stage(comfyui: Path) -> None:
 
 def test_bar_moves_once_per_percent(comfyui: Path) -> None:
     import comfy.utils
-    from comfy_llm._comfy_glue import ComfyGlue
+    from comfy_llm._comfyui._glue import ComfyGlue
 
     glue = ComfyGlue("5", reasoning_enabled=False, text_interval=3600)
     for token in range(1, 1001):
@@ -43,7 +43,7 @@ def test_bar_moves_once_per_percent(comfyui: Path) -> None:
 
 def _one_cold_request(glue: object) -> None:
     """The stages of a cold request, as the pipeline reports them."""
-    from comfy_llm._comfy_glue import ComfyGlue
+    from comfy_llm._comfyui._glue import ComfyGlue
 
     assert isinstance(glue, ComfyGlue)
     glue.progress(ProgressEvent(stage=ProgressStage.INSPECT, message="Inspect", indeterminate=True))
@@ -65,7 +65,7 @@ def test_bar_moves_forward_through_every_stage_and_fills_once_on_comfyui_033(
     # ComfyUI 0.33 drops backward moves and always sends a final value: a bar
     # reset per stage left it at 100 % from the end of the download on.
     import comfy.utils
-    from comfy_llm._comfy_glue import ComfyGlue
+    from comfy_llm._comfyui._glue import ComfyGlue
 
     monkeypatch.setattr(comfy.utils, "PROGRESS_THROTTLE_MIN_INTERVAL", 0.0)
     _one_cold_request(ComfyGlue("5", reasoning_enabled=False, text_interval=3600))
@@ -77,7 +77,7 @@ def test_bar_moves_forward_through_every_stage_and_fills_once_on_comfyui_033(
 
 
 def test_live_text_shows_the_answer_first_and_the_tail_of_the_reasoning(comfyui: Path) -> None:
-    from comfy_llm._comfy_glue import LIVE_TEXT_MAX_CHARS, ComfyGlue
+    from comfy_llm._comfyui._glue import LIVE_TEXT_MAX_CHARS, ComfyGlue
     from server import PromptServer
 
     glue = ComfyGlue("5", reasoning_enabled=True, text_interval=0)
@@ -93,7 +93,7 @@ def test_live_text_shows_the_answer_first_and_the_tail_of_the_reasoning(comfyui:
 
 
 def test_live_text_of_a_model_without_a_reasoning_parser_is_all_answer(comfyui: Path) -> None:
-    from comfy_llm._comfy_glue import ComfyGlue
+    from comfy_llm._comfyui._glue import ComfyGlue
     from comfy_llm_profiles import ModelProfile
     from server import PromptServer
 
@@ -109,7 +109,7 @@ def test_live_text_of_a_model_without_a_reasoning_parser_is_all_answer(comfyui: 
 
 def test_every_token_checks_for_cancel(comfyui: Path) -> None:
     import comfy.model_management as mm
-    from comfy_llm._comfy_glue import ComfyGlue
+    from comfy_llm._comfyui._glue import ComfyGlue
 
     glue = ComfyGlue("5", reasoning_enabled=False)
     glue.on_token(1, "a")

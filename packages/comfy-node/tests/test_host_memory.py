@@ -16,7 +16,7 @@ MODEL = "tiny/qwen35-scripted"
 
 def _node(comfyui: Path) -> Any:
     from comfy_api.latest import io
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="3")
     return ModalLLMNode
@@ -172,7 +172,7 @@ def test_own_lru_eviction_keeps_comfyuis_list_consistent(
     assert entry.repository == "tiny/smolvlm-scripted"
     assert len(mm.current_loaded_models) == 2  # ComfyUI's own model untouched
     # comfy-llm's own frees keep its entries out of ComfyUI's walk.
-    from comfy_llm._comfy_glue import ComfyGlue
+    from comfy_llm._comfyui._glue import ComfyGlue
 
     mm.free_bytes["cpu"] = 0
     ComfyGlue("3", reasoning_enabled=False).free_memory(1 << 40)
@@ -206,7 +206,7 @@ def test_an_unknown_comfyui_surface_falls_back_to_one_way_and_says_so_once(
     assert len(warnings) == 1
     assert "LoadedModel is missing" in warnings[0].getMessage()
     assert mm.current_loaded_models == []
-    from comfy_llm._comfy_glue import ComfyGlue
+    from comfy_llm._comfyui._glue import ComfyGlue
 
     ComfyGlue("3", reasoning_enabled=False).free_memory(123)  # one way still works
     assert mm.free_memory_calls[-1] == (123, "cpu")
@@ -221,7 +221,7 @@ def test_the_caption_nodes_model_is_visible_to_comfyui_too(
     import comfy.model_management as mm
     import numpy as np
     from comfy_api.latest import io
-    from comfy_llm._caption_node import CaptionImagesNode
+    from comfy_llm._comfyui._caption_node import CaptionImagesNode
 
     CaptionImagesNode.hidden = io.HiddenHolder(unique_id="9")
     images = np.random.default_rng(0).random((2, 24, 32, 3), dtype=np.float32)

@@ -16,7 +16,7 @@ TARGETS = ["local_cpu", "local_apple"]
 
 def _node(comfyui: Path) -> Any:
     from comfy_api.latest import io
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="7")
     return ModalLLMNode

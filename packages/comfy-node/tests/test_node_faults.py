@@ -15,7 +15,7 @@ from .conftest import GOOD_TOKEN, EchoingProxy
 
 def _execute(comfyui: Path, **kwargs: Any) -> Any:
     from comfy_api.latest import io
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="3")
     kwargs.setdefault("prompt", "hi")
@@ -40,8 +40,8 @@ def test_seed_out_of_range_is_refused_before_any_request(
 
 
 def test_seed_widget_and_settings_share_one_bound(comfyui: Path) -> None:
-    from comfy_llm._caption_node import CaptionImagesNode
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._caption_node import CaptionImagesNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
     from comfy_llm_core.defaults import SEED_MAX
     from comfy_llm_residency import GenerationSettings, GenerationSettingsError
 
@@ -81,7 +81,7 @@ def test_token_in_library_error_text_never_reaches_comfyui(
 
 
 def test_metadata_json_scrubs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
-    from comfy_llm._node_run import metadata_json
+    from comfy_llm._comfyui._run import metadata_json
 
     monkeypatch.setenv("HF_TOKEN", GOOD_TOKEN)
     text = metadata_json({"note": f"an engine said Bearer {GOOD_TOKEN}", "n": 1})
@@ -93,7 +93,7 @@ def test_caption_node_errors_reach_comfyui_scrubbed_too(
 ) -> None:
     import numpy as np
     from comfy_api.latest import io
-    from comfy_llm._caption_node import CaptionImagesNode
+    from comfy_llm._comfyui._caption_node import CaptionImagesNode
     from comfy_llm.errors import NodeError
 
     CaptionImagesNode.hidden = io.HiddenHolder(unique_id="9")

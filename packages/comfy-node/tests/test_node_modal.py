@@ -37,7 +37,7 @@ def standin(tmp_path: Path) -> Iterator[list[StandinTransport]]:
 
 def _execute(comfyui: Path, **kwargs: Any) -> tuple[str, dict[str, Any], str]:
     from comfy_api.latest import io
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="9")
     kwargs.setdefault("temperature", 0.0)

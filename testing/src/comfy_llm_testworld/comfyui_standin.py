@@ -15,7 +15,7 @@ from pathlib import Path
 __all__ = ["STANDIN_MODULES", "installed_standin", "standin_path"]
 
 STANDIN_MODULES = ("comfy", "comfy_api", "comfy_execution", "folder_paths", "server")
-_NODE_MODULES = ("comfy_llm._node", "comfy_llm._host_memory")
+_NODE_MODULES = ("comfy_llm._comfyui",)
 """Node modules that hold ComfyUI objects: a fresh stand-in needs them fresh too."""
 
 

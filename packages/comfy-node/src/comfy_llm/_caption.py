@@ -16,13 +16,12 @@ and the batch goes on. Progress counts images.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from comfy_llm_core import InvalidSettingError, defaults, render_error
+from comfy_llm_core import InvalidSettingError, defaults, render_error, write_atomically
 from comfy_llm_inputs import InputError
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_residency import (
@@ -174,28 +173,12 @@ def caption_items(images: Any = None, folder: str | Path | None = None) -> list[
     return items
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    if path.is_symlink():
-        raise OSError(f"{path} is a symlink; caption files are never written through links")
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
 def _image_input(item: CaptionItem) -> Any:
     if item.pixels is not None:
         return item.pixels
-    from comfy_llm._cli_run import load_image_files
+    from comfy_llm_inputs import images_from_files
 
-    return load_image_files([str(item.path)])
+    return list(images_from_files([str(item.path)]))
 
 
 @dataclasses.dataclass
@@ -374,7 +357,7 @@ def _finish(
             record["written"] = False
             record["note"] = "caption file exists; enable overwrite to replace it"
         else:
-            _write_atomically(target_file, caption + "\n")
+            write_atomically(target_file, caption + "\n")
             record["written"] = True
     record["seconds"] = round(time.monotonic() - entry.started, 4)
     return caption

@@ -13,8 +13,8 @@ async def comfy_entrypoint() -> Any:
     ComfyUI imports ``comfy_api`` before custom nodes, so importing the node
     module here (not at package import) keeps the CLI free of ComfyUI.
     """
-    from comfy_llm._host_memory import host_bridge_status
-    from comfy_llm._node import build_extension
+    from comfy_llm._comfyui._extension import build_extension
+    from comfy_llm._comfyui._host_memory import host_bridge_status
 
     host_bridge_status()  # checks ComfyUI's model manager once; logs a fallback
     return build_extension()

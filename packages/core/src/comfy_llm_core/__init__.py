@@ -5,6 +5,7 @@
 * ``env_*`` and :class:`InvalidSettingError`: environment variables read one way.
 * :func:`hub_path_problem`, :func:`quote_untrusted`: Hub file names checked one way.
 * :func:`render_error`, :func:`redact`, :func:`check_token`: tokens never reach output.
+* :func:`write_atomically`: files replaced whole (temp + rename), mode 0644 minus umask.
 * :func:`configure_library_logging`: library chatter off stderr unless debugging.
 * :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
 """
@@ -19,6 +20,7 @@ from comfy_llm_core._env import (
     env_str,
 )
 from comfy_llm_core._errors import ComfyLLMError, ErrorAction
+from comfy_llm_core._files import write_atomically
 from comfy_llm_core._logs import RedactingFilter, configure_library_logging
 from comfy_llm_core._paths import hub_path_problem, quote_untrusted
 from comfy_llm_core._secrets import (
@@ -50,4 +52,5 @@ __all__ = [
     "quote_untrusted",
     "redact",
     "render_error",
+    "write_atomically",
 ]

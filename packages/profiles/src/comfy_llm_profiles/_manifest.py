@@ -12,9 +12,9 @@ is told to delete the file rather than having it silently replaced.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from comfy_llm_core import write_atomically
 
 from comfy_llm_profiles._profile import PROFILE_ID_PREFIX, ModelProfile, compute_profile_id
 from comfy_llm_profiles.errors import ManifestConflictError, ManifestError, ProfileError
@@ -117,19 +117,7 @@ def write_manifest(storage_root: Path, profile: ModelProfile) -> tuple[Path, boo
         _existing_identity_matches(path, profile)
         return path, False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{profile.profile_id}.", suffix=".tmp", dir=path.parent
-    )
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(_serialize(profile))
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.exists():  # another process won the race: same rules apply
-            _existing_identity_matches(path, profile)
-            return path, False
-        os.replace(tmp_name, path)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+    if not write_atomically(path, _serialize(profile), keep_existing=True):
+        _existing_identity_matches(path, profile)  # another process won the race: same rules
+        return path, False
     return path, True

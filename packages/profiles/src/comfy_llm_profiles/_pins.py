@@ -12,12 +12,12 @@ naming another repository or commit, is ignored and the Hub asked again.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from comfy_llm_core import write_atomically
 
 from comfy_llm_profiles._manifest import MANIFEST_DIR
 from comfy_llm_profiles._reference import is_commit
@@ -101,14 +101,5 @@ def save_pinned_facts(storage_root: Path, facts: PinnedFacts) -> Path:
         indent=2,
         sort_keys=True,
     )
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{facts.revision}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+    write_atomically(path, text + "\n")
     return path

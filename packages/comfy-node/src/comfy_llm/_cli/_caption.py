@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from comfy_llm_core import defaults
 
-__all__ = ["add_caption_parser", "cmd_caption", "read_schema_file"]
+from comfy_llm._cli._args import default_model, read_schema_file
+
+__all__ = ["add_caption_parser", "cmd_caption"]
 
 
 def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -60,23 +61,12 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
     add_common(caption)
 
 
-def read_schema_file(path: str | None) -> str | None:
-    """The text of ``--schema FILE`` (checked later, with the settings), or None."""
-    if not path:
-        return None
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"--schema {path!r} is not a file: give a JSON Schema file")
-    return file.read_text(encoding="utf-8")
-
-
 def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
     """Caption the folder; returns ``{"captions": [...], "metadata": {...}}``."""
     from comfy_llm_residency import GenerationSettings
 
     from comfy_llm._caption import CaptionJob, caption_items, run_captions
-    from comfy_llm._cli_run import default_model
-    from comfy_llm._console import ConsoleProgress
+    from comfy_llm._cli._console import ConsoleProgress
 
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens,

@@ -18,11 +18,11 @@ folder's ``.venv``/``venv``, else this interpreter) imports it.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from comfy_llm_core import write_atomically
 
 from comfy_llm.errors import ComfyUIDirError, ComfyUIInterpreterError
 
@@ -130,12 +130,5 @@ def link_into_comfyui(
                 shim_dir, "exists and was not written by comfy-llm (re-run with --force to replace)"
             )
     shim_dir.mkdir(exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=shim_dir, prefix=".__init__.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(SHIM_SOURCE)
-        os.replace(tmp, init)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(init, SHIM_SOURCE)
     return init

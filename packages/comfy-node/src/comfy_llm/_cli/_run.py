@@ -12,7 +12,9 @@ from typing import Any
 
 from comfy_llm_core import defaults
 
-__all__ = ["add_run_parser", "cmd_run", "default_model", "load_image_files"]
+from comfy_llm._cli._args import check_paths, default_model, load_image_files
+
+__all__ = ["add_run_parser", "cmd_run"]
 
 
 def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -49,51 +51,6 @@ def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], Non
     add_common(run)
 
 
-def load_image_files(paths: list[str]) -> list[Any] | None:
-    """Decode image files as RGB with bounded memory (``comfy_llm_inputs.images_from_files``).
-
-    Raises:
-        ImageInputError: A path is not a regular file, not an image, or over
-            the pixel limit; the message names the file.
-    """
-    if not paths:
-        return None
-    from comfy_llm_inputs import images_from_files
-
-    return list(images_from_files(paths))
-
-
-def _check_paths(args: argparse.Namespace) -> None:
-    """Refuse a missing path, a directory, a pipe or a device before any model work.
-
-    The full checks (and the reading itself) happen in the inputs package;
-    this only makes a typo fail in a second instead of after a download.
-    """
-    from comfy_llm_inputs import FileInputError, ImageInputError, VideoInputError, path_problem
-
-    for index, path in enumerate(args.image):
-        problem = path_problem(path)
-        if problem is not None:
-            raise ImageInputError(f"--image {path!r} {problem}", index=index)
-    for path in args.file:
-        problem = path_problem(path)
-        if problem is not None:
-            raise FileInputError(f"--file {path!r} {problem}", filename=path)
-    if args.video is not None:
-        problem = path_problem(args.video)
-        if problem is not None:
-            raise VideoInputError(f"--video {args.video!r} {problem}", source=args.video)
-
-
-def default_model(target: str | None) -> str:
-    """The curated model ``comfy-llm run`` uses when ``--model`` is omitted (the list's default)."""
-    from comfy_llm_profiles import load_curated_registry
-
-    from comfy_llm._targets import detect_target
-
-    return load_curated_registry().default_for(detect_target(target)).id
-
-
 def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     """Run one request and return ``{"response", "reasoning", "metadata"}``.
 
@@ -103,12 +60,12 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         InputError: An input path is not a readable regular file, or an input
             was refused.
     """
-    _check_paths(args)
+    check_paths(args)
     images = load_image_files(args.image)  # a bad image fails before the heavy imports
     from comfy_llm_residency import GenerationSettings
 
-    from comfy_llm._cli_caption import read_schema_file
-    from comfy_llm._console import ConsoleProgress
+    from comfy_llm._cli._caption import read_schema_file
+    from comfy_llm._cli._console import ConsoleProgress
     from comfy_llm._pipeline import LLMRequest, run_request
 
     settings = GenerationSettings(

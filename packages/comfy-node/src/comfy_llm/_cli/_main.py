@@ -95,9 +95,9 @@ def _build_parser() -> argparse.ArgumentParser:
     link.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     _add_debug(link)
 
-    from comfy_llm._cli_bench import add_modal_bench_parser
-    from comfy_llm._cli_caption import add_caption_parser
-    from comfy_llm._cli_run import add_run_parser
+    from comfy_llm._cli._bench import add_modal_bench_parser
+    from comfy_llm._cli._caption import add_caption_parser
+    from comfy_llm._cli._run import add_run_parser
 
     add_run_parser(sub, _add_common)
     add_caption_parser(sub, _add_common)
@@ -144,7 +144,7 @@ def _resolve(args: argparse.Namespace, progress: Callable[..., None]) -> Any:
 
 
 def _cmd_resolve(args: argparse.Namespace) -> dict[str, Any]:
-    from comfy_llm._console import ConsoleProgress
+    from comfy_llm._cli._console import ConsoleProgress
 
     console = ConsoleProgress()
     try:
@@ -155,7 +155,7 @@ def _cmd_resolve(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_stage(args: argparse.Namespace) -> dict[str, Any]:
-    from comfy_llm._console import ConsoleProgress
+    from comfy_llm._cli._console import ConsoleProgress
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
     from comfy_llm._targets import detect_target
@@ -178,7 +178,7 @@ def _cmd_stage(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_link(args: argparse.Namespace) -> dict[str, Any]:
-    from comfy_llm._link import link_into_comfyui
+    from comfy_llm._cli._link import link_into_comfyui
 
     init = link_into_comfyui(args.comfyui_dir, force=args.force, python=args.python)
     return {"shim": str(init), "restart": "restart ComfyUI to load the node"}
@@ -222,9 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stage": _cmd_stage,
         "comfyui-link": _cmd_link,
     }
-    from comfy_llm._cli_bench import cmd_modal_bench, print_bench_summary
-    from comfy_llm._cli_caption import cmd_caption
-    from comfy_llm._cli_run import cmd_run
+    from comfy_llm._cli._bench import cmd_modal_bench, print_bench_summary
+    from comfy_llm._cli._caption import cmd_caption
+    from comfy_llm._cli._run import cmd_run
 
     commands["run"] = cmd_run
     commands["caption"] = cmd_caption

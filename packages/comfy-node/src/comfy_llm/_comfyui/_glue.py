@@ -167,14 +167,14 @@ class ComfyGlue:
 
     def free_memory(self, needed_bytes: int) -> None:
         """Ask ComfyUI to unload idle models until ``needed_bytes`` are free."""
-        from comfy_llm._host_memory import resident_entries
+        from comfy_llm._comfyui._host_memory import resident_entries
 
         device = self._mm.get_torch_device()
         self._mm.free_memory(needed_bytes, device, keep_loaded=resident_entries())
 
     def loaded_model_names(self) -> list[str]:
         """Class names of the models ComfyUI currently holds (telemetry)."""
-        from comfy_llm._host_memory import resident_entries
+        from comfy_llm._comfyui._host_memory import resident_entries
 
         ours = {id(entry) for entry in resident_entries()}
         names = []

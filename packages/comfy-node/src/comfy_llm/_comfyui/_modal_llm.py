@@ -9,62 +9,42 @@ the request itself follows the same path as ``comfy-llm run``.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-from comfy_api.latest import ComfyExtension, io
+from comfy_api.latest import io
 from comfy_llm_core import defaults
 
-__all__ = ["NODE_ID", "ComfyLLMExtension", "ModalLLMNode", "build_extension"]
+from comfy_llm._comfyui._inputs import (
+    SEARCH_ALIASES,
+    enable_reasoning_input,
+    max_new_tokens_input,
+    model_input,
+    prompt_input,
+    response_schema_input,
+    seed_input,
+    supported,
+    system_prompt_input,
+    temperature_input,
+    top_p_input,
+)
+
+__all__ = ["NODE_ID", "ModalLLMNode"]
 
 NODE_ID = "ModalLLM"
 MODAL_GPUS = ("L4", "L40S", "A100-40GB", "A100-80GB", "H100", "H200", "B200", "RTX-PRO-6000")
-_DEFAULT_MODEL = "HuggingFaceTB/SmolVLM-256M-Instruct"
-
-
-_SEARCH_ALIASES = ["LLM", "VLM", "caption", "describe", "vision", "multimodal", "chat"]
-
-
-def _supported(factory: Any, **options: Any) -> dict[str, Any]:
-    """``options`` minus the keywords this ComfyUI's ``factory`` does not take.
-
-    ``advanced``, ``control_after_generate`` and ``search_aliases`` are newer
-    than some ComfyUI releases people run; the node must load on those too.
-    """
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return options
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return options
-    return {name: value for name, value in options.items() if name in parameters}
-
-
-def _seed_control() -> Any:
-    control = getattr(io, "ControlAfterGenerate", None)
-    return control.fixed if control is not None else True
 
 
 def _inputs() -> list[Any]:
     """The inputs, in the seed node's order (saved ``widgets_values`` depend on it)."""
-    string, integer, number = io.String.Input, io.Int.Input, io.Float.Input
+    integer, number = io.Int.Input, io.Float.Input
     boolean, combo = io.Boolean.Input, io.Combo.Input
     return [
-        string(
-            "prompt",
-            multiline=True,
+        prompt_input(
             default="Describe the image.",
             tooltip="What to ask the model about the connected images, video and files.",
-            **_supported(string, placeholder="Ask about the images, video or files…"),
+            placeholder="Ask about the images, video or files…",
         ),
-        string(
-            "model_profile",
-            default=_DEFAULT_MODEL,
-            tooltip=(
-                "A curated profile id or a Hugging Face id owner/model[@revision]; the first "
-                "run downloads it into models/modal_llm and pins the revision."
-            ),
-        ),
+        model_input(),
         io.Image.Input(
             "images", optional=True, tooltip="Optional IMAGE (a batch is several images)."
         ),
@@ -84,60 +64,12 @@ def _inputs() -> list[Any]:
                 "text is added to the prompt (nothing is sent to OpenAI)."
             ),
         ),
-        string(
-            "system_prompt",
-            multiline=True,
-            default="",
-            optional=True,
-            tooltip="Instructions given before the prompt; empty uses the model's own default.",
-            **_supported(string, advanced=True),
-        ),
-        integer(
-            "max_new_tokens",
-            default=defaults.MAX_NEW_TOKENS,
-            min=1,
-            max=32768,
-            optional=True,
-            tooltip="Most tokens the model may generate, reasoning included.",
-        ),
-        boolean(
-            "enable_reasoning",
-            default=True,
-            optional=True,
-            tooltip=(
-                "Let reasoning models (e.g. Qwen3.5) think first; the thinking goes to the "
-                "reasoning output. Models without a reasoning mode ignore it."
-            ),
-        ),
-        number(
-            "temperature",
-            default=defaults.TEMPERATURE,
-            min=0.0,
-            max=2.0,
-            step=0.05,
-            optional=True,
-            tooltip="0 always picks the likeliest token (same answer every run); higher varies.",
-            **_supported(number, advanced=True),
-        ),
-        number(
-            "top_p",
-            default=defaults.TOP_P,
-            min=0.01,
-            max=1.0,
-            step=0.01,
-            optional=True,
-            tooltip="Sample only from the likeliest tokens making up this share of probability.",
-            **_supported(number, advanced=True),
-        ),
-        integer(
-            "seed",
-            default=0,
-            min=0,
-            max=defaults.SEED_MAX,
-            optional=True,
-            tooltip="Sampling seed: the same seed and inputs give the same answer.",
-            **_supported(integer, control_after_generate=_seed_control()),
-        ),
+        system_prompt_input(),
+        max_new_tokens_input(),
+        enable_reasoning_input(),
+        temperature_input(),
+        top_p_input(),
+        seed_input(),
         integer(
             "video_frames",
             default=defaults.VIDEO_FRAMES,
@@ -156,7 +88,7 @@ def _inputs() -> list[Any]:
                 "NVIDIA GPUs only: GB of GPU memory to keep free for other nodes when the model "
                 "loads. Apple Silicon and CPU use local_reserve_free_memory_gb."
             ),
-            **_supported(number, advanced=True),
+            **supported(number, advanced=True),
         ),
         boolean(
             "keep_model_loaded",
@@ -174,7 +106,7 @@ def _inputs() -> list[Any]:
                 "Apple Silicon and CPU only: GB of system memory to keep free when the model "
                 "loads. NVIDIA GPUs use reserve_free_vram_gb."
             ),
-            **_supported(number, advanced=True),
+            **supported(number, advanced=True),
         ),
         boolean(
             "run_on_modal",
@@ -185,7 +117,7 @@ def _inputs() -> list[Any]:
                 'pip install "comfy-llm[modal]" and `modal token new` once). The first run '
                 "deploys this installation's Modal app."
             ),
-            **_supported(boolean, advanced=True),
+            **supported(boolean, advanced=True),
         ),
         combo(
             "modal_gpu",
@@ -193,19 +125,14 @@ def _inputs() -> list[Any]:
             default="L40S",
             optional=True,
             tooltip="The Modal GPU type the model runs on when run_on_modal is on.",
-            **_supported(combo, advanced=True),
+            **supported(combo, advanced=True),
         ),
         # New inputs go last: saved workflows keep their widget order.
-        string(
-            "response_schema",
-            multiline=True,
-            default="",
-            optional=True,
+        response_schema_input(
             tooltip=(
                 "Optional JSON Schema: the answer is constrained to JSON that satisfies "
                 "it and validated (one retry). Empty = free text."
-            ),
-            **_supported(string, advanced=True),
+            )
         ),
     ]
 
@@ -252,33 +179,18 @@ class ModalLLMNode(io.ComfyNode):
             outputs=_outputs(),
             hidden=[io.Hidden.unique_id],
             not_idempotent=True,
-            **_supported(
-                io.Schema, search_aliases=_SEARCH_ALIASES, essentials_category="Text Generation"
+            **supported(
+                io.Schema, search_aliases=SEARCH_ALIASES, essentials_category="Text Generation"
             ),
         )
 
     @classmethod
     def execute(cls, prompt: str, model_profile: str, **optional: Any) -> io.NodeOutput:
         """Run one request; returns response, metadata_json and reasoning."""
-        from comfy_llm._node_run import run_node
+        from comfy_llm._comfyui._run import run_node
 
         node_id = getattr(cls.hidden, "unique_id", None) if cls.hidden is not None else None
         response, metadata_json, reasoning = run_node(
             prompt=prompt, model_profile=model_profile, node_id=node_id, **optional
         )
         return io.NodeOutput(response, metadata_json, reasoning)
-
-
-class ComfyLLMExtension(ComfyExtension):
-    """The extension ComfyUI loads through ``comfy_entrypoint``."""
-
-    async def get_node_list(self) -> list[type[io.ComfyNode]]:
-        """List the nodes this package provides."""
-        from comfy_llm._caption_node import CaptionImagesNode
-
-        return [ModalLLMNode, CaptionImagesNode]
-
-
-def build_extension() -> ComfyLLMExtension:
-    """Create the extension object returned by ``comfy_entrypoint``."""
-    return ComfyLLMExtension()

@@ -12,8 +12,8 @@ from typing import Any, ParamSpec, TypeVar
 from comfy_llm_core import ErrorAction, defaults, redact, render_error
 from comfy_llm_residency import GenerationSettings
 
-from comfy_llm._comfy_glue import ComfyGlue, executing_prompt_id
-from comfy_llm._host_memory import host_bridge
+from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
+from comfy_llm._comfyui._host_memory import host_bridge
 from comfy_llm._pipeline import LLMRequest, run_request
 from comfy_llm._storage import register_model_folder, storage_root
 from comfy_llm.errors import NodeError

@@ -71,7 +71,7 @@ def cmd_modal_bench(args: argparse.Namespace) -> dict[str, Any]:
     options = _bench_parser(harness).parse_args(args.options)
     args.json = options.json
     args.debug = args.debug or options.debug
-    from comfy_llm._console import ConsoleProgress
+    from comfy_llm._cli._console import ConsoleProgress
 
     console = ConsoleProgress()
     try:

@@ -1,0 +1,211 @@
+"""The ``ComfyLLMCaption`` node: one caption per image, caption files for LoRA datasets.
+
+Shares the request path and the resident manager with ``ModalLLM``: the
+model loads once for the whole batch. Outputs a ComfyUI output list of
+captions (one per image, in order) and one metadata JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from comfy_api.latest import io
+from comfy_llm_core import defaults
+
+from comfy_llm._comfyui._inputs import (
+    SEARCH_ALIASES,
+    enable_reasoning_input,
+    keep_model_loaded_input,
+    max_new_tokens_input,
+    model_input,
+    prompt_input,
+    response_schema_input,
+    seed_input,
+    supported,
+    system_prompt_input,
+    temperature_input,
+    top_p_input,
+)
+
+__all__ = ["CAPTION_NODE_ID", "CaptionImagesNode"]
+
+CAPTION_NODE_ID = "ComfyLLMCaption"
+_DEFAULT_PROMPT = "Describe this image in one detailed sentence, as a caption for training."
+CAPTION_MAX_NEW_TOKENS = 128
+CAPTION_TEMPERATURE = 0.0
+
+
+def _inputs() -> list[Any]:
+    """The shared widgets in ModalLLM's order, then the caption-only ones.
+
+    The shared ones come from ``_inputs`` (one definition for both nodes);
+    only the caption defaults differ: a short budget, greedy decoding, no
+    thinking.
+    """
+    boolean, string = io.Boolean.Input, io.String.Input
+    return [
+        prompt_input(
+            default=_DEFAULT_PROMPT,
+            tooltip="The instruction given with every image.",
+            placeholder="How to caption each image…",
+        ),
+        model_input(),
+        io.Image.Input("images", optional=True, tooltip="An IMAGE batch to caption."),
+        string(
+            "folder",
+            default="",
+            optional=True,
+            tooltip="A folder of images (png, jpg, webp, ...) to caption, sorted by name.",
+        ),
+        system_prompt_input(),
+        max_new_tokens_input(default=CAPTION_MAX_NEW_TOKENS),
+        enable_reasoning_input(default=False),
+        temperature_input(default=CAPTION_TEMPERATURE),
+        top_p_input(),
+        seed_input(tooltip="Sampling seed, the same for every image."),
+        keep_model_loaded_input(),
+        response_schema_input(
+            tooltip="A JSON Schema every caption must satisfy (constrained decoding)."
+        ),
+        string(
+            "caption_prefix",
+            default="",
+            optional=True,
+            tooltip="Text put before every caption, e.g. a LoRA trigger word.",
+        ),
+        boolean(
+            "write_caption_files",
+            default=False,
+            optional=True,
+            tooltip="Write <name>.txt next to each image from the folder (atomically).",
+        ),
+        boolean(
+            "skip_existing",
+            default=True,
+            optional=True,
+            tooltip="Keep captions already on disk and do not caption those images.",
+        ),
+        boolean(
+            "overwrite_captions",
+            default=False,
+            optional=True,
+            tooltip="Replace existing caption files (only with skip_existing off).",
+        ),
+        io.Int.Input(
+            "batch_size",
+            default=defaults.CAPTION_BATCH_SIZE,
+            min=1,
+            max=defaults.MAX_CAPTION_BATCH_SIZE,
+            optional=True,
+            tooltip=(
+                "Images the engine captions at once (vLLM always; Transformers and MLX-VLM "
+                "with temperature 0). Captions are written as each batch ends."
+            ),
+            **supported(io.Int.Input, advanced=True),
+        ),
+    ]
+
+
+class CaptionImagesNode(io.ComfyNode):
+    """Caption an IMAGE batch and/or a folder of images with a vision-language model."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        """Declare inputs and outputs."""
+        return io.Schema(
+            node_id=CAPTION_NODE_ID,
+            display_name="Caption images (comfy-llm)",
+            category="comfy-llm",
+            description=(
+                "Captions every image of a batch or a folder under one resident model; "
+                "optionally writes <name>.txt next to each image (LoRA training datasets)."
+            ),
+            inputs=_inputs(),
+            outputs=[
+                io.String.Output(
+                    "captions",
+                    display_name="captions",
+                    is_output_list=True,
+                    tooltip="One caption per image, in input order (prefix included).",
+                ),
+                io.String.Output(
+                    "metadata_json",
+                    display_name="metadata_json",
+                    tooltip=(
+                        "Indented JSON about the batch: counts (captioned, kept, failed, "
+                        "written), per-image status and timings, model and backend."
+                    ),
+                ),
+            ],
+            hidden=[io.Hidden.unique_id],
+            not_idempotent=True,
+            **supported(io.Schema, search_aliases=[*SEARCH_ALIASES, "LoRA", "dataset"]),
+        )
+
+    @classmethod
+    def execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
+        """Caption the batch; returns the captions (a list) and metadata_json.
+
+        Errors reach ComfyUI unchanged unless their text would show a Hub
+        token (see ``comfy_llm._comfyui._run.scrubbed``).
+        """
+        from comfy_llm._comfyui._run import scrubbed
+
+        try:
+            return cls._execute(model_profile, prompt, **optional)
+        except Exception as error:
+            replacement = scrubbed(error)
+            if replacement is error:
+                raise
+            raise replacement from None
+
+    @classmethod
+    def _execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
+        from comfy_llm_core import redact
+        from comfy_llm_residency import GenerationSettings
+
+        from comfy_llm._caption import CaptionJob, caption_items, run_captions
+        from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
+        from comfy_llm._comfyui._host_memory import host_bridge
+        from comfy_llm._storage import register_model_folder, storage_root
+        from comfy_llm._targets import detect_target
+
+        node_id = getattr(cls.hidden, "unique_id", None) if cls.hidden is not None else None
+        root = storage_root()
+        register_model_folder(root)
+        settings = GenerationSettings(
+            max_new_tokens=optional.get("max_new_tokens", CAPTION_MAX_NEW_TOKENS),
+            temperature=optional.get("temperature", CAPTION_TEMPERATURE),
+            top_p=optional.get("top_p", defaults.TOP_P),
+            seed=optional.get("seed", 0),
+            enable_reasoning=optional.get("enable_reasoning", False),
+            response_schema=optional.get("response_schema") or None,
+        )
+        items = caption_items(optional.get("images"), (optional.get("folder") or "").strip())
+        job = CaptionJob(
+            model=model_profile.strip(),
+            prompt=prompt,
+            system_prompt=optional.get("system_prompt") or None,
+            settings=settings,
+            prefix=optional.get("caption_prefix", ""),
+            write_files=optional.get("write_caption_files", False),
+            skip_existing=optional.get("skip_existing", True),
+            overwrite=optional.get("overwrite_captions", False),
+            storage_root=root,
+            keep_loaded=optional.get("keep_model_loaded", True),
+            batch_size=optional.get("batch_size", defaults.CAPTION_BATCH_SIZE),
+        )
+        glue = ComfyGlue(node_id, reasoning_enabled=settings.enable_reasoning)
+        batch = run_captions(
+            job,
+            items,
+            progress=glue.progress,
+            on_token=glue.on_token,
+            free_host_memory=glue.free_memory,
+            prompt_id=executing_prompt_id(),
+            host_listener=host_bridge(detect_target(job.target)),
+        )
+        glue.finish("\n".join(batch.captions), "")
+        metadata = redact(json.dumps(batch.metadata, sort_keys=True, indent=2, default=str))
+        return io.NodeOutput(batch.captions, metadata)

@@ -1,0 +1,184 @@
+"""The widgets both nodes share, defined once: name, range, tooltip, default model.
+
+``ModalLLM`` and ``ComfyLLMCaption`` ask the same things (prompt, model,
+system prompt, sampling, seed, residency, schema). Each widget is built here
+so the two nodes cannot drift apart in spelling, ranges or help text; a node
+passes only what differs for its job (a caption's smaller token budget, greedy
+decoding). The order a node lists them in stays the node's own business:
+saved ``widgets_values`` are positional.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from comfy_api.latest import io
+from comfy_llm_core import defaults
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "SEARCH_ALIASES",
+    "enable_reasoning_input",
+    "keep_model_loaded_input",
+    "max_new_tokens_input",
+    "model_input",
+    "prompt_input",
+    "response_schema_input",
+    "seed_input",
+    "supported",
+    "system_prompt_input",
+    "temperature_input",
+    "top_p_input",
+]
+
+DEFAULT_MODEL = "HuggingFaceTB/SmolVLM-256M-Instruct"
+"""The model a new node starts with: small enough for any machine, spelled as on the Hub."""
+
+SEARCH_ALIASES = ["LLM", "VLM", "caption", "describe", "vision", "multimodal", "chat"]
+MAX_NEW_TOKENS_LIMIT = 32768
+
+
+def supported(factory: Any, **options: Any) -> dict[str, Any]:
+    """``options`` minus the keywords this ComfyUI's ``factory`` does not take.
+
+    ``advanced``, ``control_after_generate`` and ``search_aliases`` are newer
+    than some ComfyUI releases people run; the nodes must load on those too.
+    """
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return options
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return options
+    return {name: value for name, value in options.items() if name in parameters}
+
+
+def _seed_control() -> Any:
+    """Seed control "fixed": the seed stays put after a run, so an unchanged graph is cached."""
+    control = getattr(io, "ControlAfterGenerate", None)
+    return control.fixed if control is not None else True
+
+
+def prompt_input(*, default: str, tooltip: str, placeholder: str) -> Any:
+    """The instruction, multiline."""
+    string = io.String.Input
+    return string(
+        "prompt",
+        multiline=True,
+        default=default,
+        tooltip=tooltip,
+        **supported(string, placeholder=placeholder),
+    )
+
+
+def model_input() -> Any:
+    """``model_profile``: a curated id or a Hub id, defaulting to :data:`DEFAULT_MODEL`."""
+    return io.String.Input(
+        "model_profile",
+        default=DEFAULT_MODEL,
+        tooltip=(
+            "A curated profile id or a Hugging Face id owner/model[@revision]; the first "
+            "run downloads it into models/modal_llm and pins the revision."
+        ),
+    )
+
+
+def system_prompt_input() -> Any:
+    string = io.String.Input
+    return string(
+        "system_prompt",
+        multiline=True,
+        default="",
+        optional=True,
+        tooltip="Instructions given before the prompt; empty uses the model's own default.",
+        **supported(string, advanced=True),
+    )
+
+
+def max_new_tokens_input(*, default: int = defaults.MAX_NEW_TOKENS) -> Any:
+    return io.Int.Input(
+        "max_new_tokens",
+        default=default,
+        min=1,
+        max=MAX_NEW_TOKENS_LIMIT,
+        optional=True,
+        tooltip="Most tokens the model may generate, reasoning included.",
+    )
+
+
+def enable_reasoning_input(*, default: bool = True) -> Any:
+    return io.Boolean.Input(
+        "enable_reasoning",
+        default=default,
+        optional=True,
+        tooltip=(
+            "Let reasoning models (e.g. Qwen3.5) think first; the thinking goes to the "
+            "reasoning output. Models without a reasoning mode ignore it."
+        ),
+    )
+
+
+def temperature_input(*, default: float = defaults.TEMPERATURE) -> Any:
+    number = io.Float.Input
+    return number(
+        "temperature",
+        default=default,
+        min=0.0,
+        max=2.0,
+        step=0.05,
+        optional=True,
+        tooltip="0 always picks the likeliest token (same answer every run); higher varies.",
+        **supported(number, advanced=True),
+    )
+
+
+def top_p_input() -> Any:
+    number = io.Float.Input
+    return number(
+        "top_p",
+        default=defaults.TOP_P,
+        min=0.01,
+        max=1.0,
+        step=0.01,
+        optional=True,
+        tooltip="Sample only from the likeliest tokens making up this share of probability.",
+        **supported(number, advanced=True),
+    )
+
+
+_SEED_TOOLTIP = "Sampling seed: the same seed and inputs give the same answer."
+
+
+def seed_input(*, tooltip: str = _SEED_TOOLTIP) -> Any:
+    integer = io.Int.Input
+    return integer(
+        "seed",
+        default=0,
+        min=0,
+        max=defaults.SEED_MAX,
+        optional=True,
+        tooltip=tooltip,
+        **supported(integer, control_after_generate=_seed_control()),
+    )
+
+
+def keep_model_loaded_input() -> Any:
+    return io.Boolean.Input(
+        "keep_model_loaded",
+        default=True,
+        optional=True,
+        tooltip="Keep the model in memory for the next run (fast repeats); off unloads it.",
+    )
+
+
+def response_schema_input(*, tooltip: str) -> Any:
+    string = io.String.Input
+    return string(
+        "response_schema",
+        multiline=True,
+        default="",
+        optional=True,
+        tooltip=tooltip,
+        **supported(string, advanced=True),
+    )

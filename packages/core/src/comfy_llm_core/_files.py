@@ -1,0 +1,71 @@
+"""The one way comfy-llm writes a file that someone else may be reading.
+
+Manifests, pinned facts, caption files and the ComfyUI shim are all written
+the same way: a temporary file in the target's own folder (same filesystem,
+so the rename is atomic), fsynced, then ``os.replace``-d over the target. A
+reader sees the old file or the new one, never half of one; a failure
+(Cancel, a full disk) leaves the old file and no temporary behind.
+
+The file is created with mode 0644 minus the process umask, as an editor
+would create it (``tempfile.mkstemp`` makes 0600, a bare ``os.open`` 0755
+with some callers' flags), and the temporary is opened with ``O_NOFOLLOW``
+and ``O_EXCL`` so a planted link is never written through. A target that is
+itself a symlink is refused: the caller asked for a file in that folder,
+not wherever the link points.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ["DEFAULT_FILE_MODE", "write_atomically"]
+
+DEFAULT_FILE_MODE = 0o644
+"""Before the umask: owner read/write, everyone else read."""
+
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+
+
+def write_atomically(
+    path: str | os.PathLike[str],
+    data: str | bytes,
+    *,
+    mode: int = DEFAULT_FILE_MODE,
+    keep_existing: bool = False,
+) -> bool:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically; return whether it was written.
+
+    Args:
+        path: The file to write; its folder must exist.
+        data: The whole content.
+        mode: Permission bits before the umask (default 0644).
+        keep_existing: When the target exists by the time the data is on disk
+            (another process won a race), leave it and return False.
+
+    Raises:
+        OSError: ``path`` is a symlink (``errno.ELOOP``: never written through), or
+            the folder cannot be written (``errno`` tells why: ENOSPC, EDQUOT,
+            EACCES, ...); the target is unchanged and no temporary stays.
+    """
+    target = Path(path)
+    if target.is_symlink():
+        raise OSError(errno.ELOOP, "is a symlink; comfy-llm never writes through it", str(target))
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temporary, _FLAGS, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if keep_existing and os.path.lexists(target):
+            temporary.unlink()
+            return False
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return True
