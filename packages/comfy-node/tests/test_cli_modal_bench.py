@@ -116,3 +116,42 @@ def test_modal_bench_without_credentials_is_one_clear_error(
     assert code == 2  # fix the setup, then run again
     assert err.count("\n") == 1 and "modal token new" in err
     assert not output.exists()
+
+
+@pytest.mark.slow
+def test_modal_bench_caption_plans_cold_passes_per_worker_count_and_reports_the_cost(
+    model_hub: FakeHub,
+    standin: list[StandinTransport],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from comfy_llm._cli import main
+
+    output = tmp_path / "caption-bench.json"
+    argv = ["modal-bench", "--caption", "--workers", "1,2", "--model", SCRIPTED, "--gpu", "H100"]
+    argv += ["--images", "6", "--chunk-images", "2", "--image-size", "64"]
+    code = main([*argv, "--max-new-tokens", "4", "--output", str(output)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads(output.read_text(encoding="utf-8"))
+    (transport,) = standin
+    # One cold pass per worker count (the app stopped before each), stopped at the end.
+    assert (transport.deploys, transport.stops) == (2, 3)
+    assert report["source"]["code_fingerprint"]
+    workload = report["workload"]
+    assert (workload["model"], workload["gpu"], workload["images"]) == (SCRIPTED, "H100", 6)
+    assert (workload["image_size"], workload["chunk_images"]) == (64, 2)
+    assert report["plan"]["workers"] == [1, 2]
+    one, two = report["passes"]
+    assert (one["workers"], two["workers"]) == (1, 2)
+    for entry in (one, two):
+        assert entry["captioned"] == 6 and entry["failed"] == 0
+        assert entry["gpu"] == "H100" and entry["chunks"] == 3
+        assert entry["gpu_seconds"] > 0 and entry["images_per_gpu_second"] > 0
+        assert entry["bytes_per_image"] > 0
+        assert sum(w["images"] for w in entry["per_worker"].values()) == 6
+        assert all(w["images_per_second"] > 0 for w in entry["per_worker"].values())
+    assert len(two["per_worker"]) == 2 and "scaling" in two
+    assert set(report["summary"]) == {"workers_1", "workers_2"}
+    chunk_keys = {info["affinity_key"] for kind, info, _ in transport.calls if kind == "chunk"}
+    assert chunk_keys == {"caption-h100-0", "caption-h100-1"}

@@ -24,7 +24,9 @@ from comfy_llm_core import env_set
 from comfy_llm_profiles import ProgressCallback, ignore_progress
 
 from ._bench import Workload, plan_benchmark, run_benchmark, source_revision
+from ._bench_caption import CaptionWorkload, parse_workers, run_caption_benchmark
 from ._dispatch import Dispatcher
+from ._fanout import DEFAULT_CHUNK_IMAGES
 from ._transport import Transport, check_modal_available, code_fingerprint
 
 __all__ = [
@@ -97,6 +99,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output", type=Path, default=Path("modal-bench.json"), help="where the report goes"
     )
+    parser.add_argument(
+        "--caption",
+        action="store_true",
+        help="measure captioning on N GPUs instead (one cold pass per --workers count)",
+    )
+    parser.add_argument(
+        "--workers", default="1,8", help="with --caption: worker counts, one pass each"
+    )
+    parser.add_argument(
+        "--images", type=_count(1), default=512, help="with --caption: images per pass"
+    )
+    parser.add_argument(
+        "--chunk-images", type=_count(1), default=None, help="with --caption: images per chunk"
+    )
 
 
 def _source() -> dict[str, Any]:
@@ -126,11 +142,13 @@ def run_from_args(
     Raises:
         ModalUnavailableError: ``modal`` or its credentials are missing
             (checked first, with the real transport only).
-        ValueError: ``--cycles`` < 1 or ``--repeats`` < 0.
+        ValueError: ``--cycles`` < 1, ``--repeats`` < 0, or ``--workers`` not
+            a list of counts >= 1.
     """
     from ._connect import transport_factory
 
     steps = plan_benchmark(args.cycles, args.repeats)
+    counts = parse_workers(args.workers) if getattr(args, "caption", False) else []
     factory = transport_factory()
     if factory is None:
         check_modal_available()
@@ -159,15 +177,32 @@ def run_from_args(
         transport = ModalTransport(name, record_dir)
     target = TransportBenchTarget(transport)
     try:
-        report = run_benchmark(
-            target,
-            workload,
-            steps,
-            prepare=lambda profile: PreparedInputs(workload.prompt, images=images),
-            settings=GenerationSettings(temperature=0.0, max_new_tokens=args.max_new_tokens),
-            source=_source(),
-            progress=progress,
-        )
+        if counts:
+            report = run_caption_benchmark(
+                target,
+                CaptionWorkload(
+                    model=args.model,
+                    gpu=args.gpu,
+                    images=args.images,
+                    image_size=args.image_size or 1024,
+                    max_new_tokens=args.max_new_tokens,
+                    chunk_images=args.chunk_images or DEFAULT_CHUNK_IMAGES,
+                    execution_mode=args.execution_mode,
+                ),
+                counts,
+                source=_source(),
+                progress=progress,
+            )
+        else:
+            report = run_benchmark(
+                target,
+                workload,
+                steps,
+                prepare=lambda profile: PreparedInputs(workload.prompt, images=images),
+                settings=GenerationSettings(temperature=0.0, max_new_tokens=args.max_new_tokens),
+                source=_source(),
+                progress=progress,
+            )
     finally:
         target.stop_app()
         delete_queue = getattr(transport, "delete_progress_queue", None)
