@@ -38,7 +38,8 @@ def test_there_are_two_examples_image_and_video_with_files() -> None:
 def test_example_matches_the_node_as_the_frontend_saves_it(
     path: Path, comfyui_standin: Path
 ) -> None:
-    from comfy_llm._comfyui._modal_llm import MODAL_GPUS, ModalLLMNode
+    from comfy_llm._comfyui._inputs import MODAL_GPUS
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
     workflow = json.loads(path.read_text(encoding="utf-8"))
     nodes = {node["id"]: node for node in workflow["nodes"]}

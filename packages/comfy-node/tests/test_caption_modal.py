@@ -135,3 +135,43 @@ def test_cancel_at_half_then_rerun_captions_every_image_exactly_once(
     assert sorted(p.stem for p in folder.glob("*.txt")) == [f"i{i:02d}" for i in range(12)]
     answered = [index for transport in standin for index in _answered(transport)]
     assert sorted(answered) == list(range(12))  # each image's engine work exactly once
+
+
+def test_caption_node_runs_on_modal_workers_with_its_new_inputs_last(
+    model_hub: FakeHub,
+    storage: Path,
+    comfyui: Path,
+    standin: list[StandinTransport],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import numpy as np
+    from comfy_api.latest import io
+    from comfy_llm._comfyui._caption_node import CaptionImagesNode
+
+    names = [i.id for i in CaptionImagesNode.define_schema().inputs]
+    assert names[-3:] == ["run_on_modal", "modal_gpu", "modal_workers"]
+    assert names[:-3][-1] == "batch_size"  # saved workflows keep their positions
+
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
+    CaptionImagesNode.hidden = io.HiddenHolder(unique_id="9")
+    images = np.random.default_rng(0).random((3, 24, 32, 3), dtype=np.float32)
+    folder = _folder(tmp_path, 2)
+    common = {"model_profile": SCRIPTED, "prompt": "Caption it.", "images": images}
+    common |= {"folder": str(folder), "max_new_tokens": 6}
+    local = CaptionImagesNode.execute(**common).args
+    remote = CaptionImagesNode.execute(
+        **common,
+        write_caption_files=True,
+        run_on_modal=True,
+        modal_gpu="A100-80GB",
+        modal_workers=3,
+    ).args
+    assert remote[0] == local[0]
+    metadata = json.loads(remote[1])
+    assert metadata["modal_workers"] == 3 and metadata["modal_gpu"] == "A100-80GB"
+    assert metadata["captioned"] == 5 and metadata["written"] == 2
+    assert sorted(p.name for p in folder.glob("*.txt")) == ["i00.txt", "i01.txt"]
+    (transport,) = standin
+    chunk_keys = {info["affinity_key"] for kind, info, _ in transport.calls if kind == "chunk"}
+    assert chunk_keys == {"caption-a100-80gb-0"}  # 5 images: one chunk of the default size

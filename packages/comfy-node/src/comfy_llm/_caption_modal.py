@@ -64,6 +64,8 @@ def run_captions_on_modal(
 
     Raises:
         CaptionFolderError: No items.
+        InvalidSettingError: ``workers`` or ``chunk_images`` out of range
+            (before Modal is reached).
         TargetUnavailableError: The ``modal`` extra is not installed.
         ModalUnavailableError: ``modal`` or its credentials are missing.
         BaseException: Cancel, unchanged (files already written stay).
@@ -72,6 +74,17 @@ def run_captions_on_modal(
         raise CaptionFolderError("(no input)", "has no images: connect images or give a folder")
     remote = modal_remote()
     started = time.monotonic()
+    fan_job = remote.FanOutJob(
+        model=job.model,
+        prompt=job.prompt,
+        system_prompt=job.system_prompt,
+        settings=job.settings,
+        gpu=options.gpu,
+        workers=options.workers,
+        chunk_images=options.chunk_images or remote.DEFAULT_CHUNK_IMAGES,
+        batch_size=job.batch_size,
+        reserve_gb=job.reserve_gb,
+    )
     dispatcher = remote.connect(installation_dir(storage_root(job.storage_root)))
     captions: list[str] = [""] * len(items)
     records: list[dict[str, Any]] = [{"name": item.name} for item in items]
@@ -85,17 +98,6 @@ def run_captions_on_modal(
         else:
             images.append(remote.FanOutImage(index, item.name, _encoder(remote, index, item)))
     writer = _Writer(job, items, captions, records, started)
-    fan_job = remote.FanOutJob(
-        model=job.model,
-        prompt=job.prompt,
-        system_prompt=job.system_prompt,
-        settings=job.settings,
-        gpu=options.gpu,
-        workers=options.workers,
-        chunk_images=options.chunk_images or remote.DEFAULT_CHUNK_IMAGES,
-        batch_size=job.batch_size,
-        reserve_gb=job.reserve_gb,
-    )
     report = None
     if images:
         report = remote.caption_fan_out(

@@ -17,6 +17,7 @@ from types import MappingProxyType
 __all__ = [
     "CAPTION_BATCH_SIZE",
     "MAX_CAPTION_BATCH_SIZE",
+    "MAX_MODAL_WORKERS",
     "MAX_NEW_TOKENS",
     "MAX_RESIDENT_MODELS",
     "MEMORY_RECOVERY_TIMEOUT_SECONDS",
@@ -45,6 +46,10 @@ written when the chunk ends, so Cancel loses at most one chunk's work."""
 
 MAX_CAPTION_BATCH_SIZE = 256
 """The largest caption batch the node and the CLI accept."""
+
+MAX_MODAL_WORKERS = 64
+"""The most Modal GPU containers one captioning job fans out to (node widget,
+``--workers``, the fan-out itself)."""
 
 SEED_MAX = 2**64 - 1
 """The largest sampling seed (ComfyUI's own seed widgets stop here too): the

@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from comfy_llm_core import ComfyLLMError, ErrorAction, InvalidSettingError, render_error
+from comfy_llm_core import ComfyLLMError, ErrorAction, InvalidSettingError, defaults, render_error
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_residency import GenerationSettings
 
@@ -65,7 +65,7 @@ DEFAULT_CHUNK_IMAGES = 96
 """Images per chunk: at 128 output tokens, a 3-8B VLM on one H100 under vLLM
 captions a chunk this size in roughly 10-40 s, so the per-chunk round trip
 (spawn, upload ~20 MB, answer) stays a few percent of the chunk."""
-MAX_WORKERS = 64
+MAX_WORKERS = defaults.MAX_MODAL_WORKERS
 _STATUS_SECONDS = 0.5
 
 

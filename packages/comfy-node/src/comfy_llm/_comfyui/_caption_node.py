@@ -2,7 +2,9 @@
 
 Shares the request path and the resident manager with ``ModalLLM``: the
 model loads once for the whole batch. Outputs a ComfyUI output list of
-captions (one per image, in order) and one metadata JSON.
+captions (one per image, in order) and one metadata JSON. With
+``run_on_modal`` the images go to ``modal_workers`` GPU containers on Modal
+(``comfy_llm._caption_modal``), with the same file rules.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from comfy_llm._comfyui._inputs import (
     enable_reasoning_input,
     keep_model_loaded_input,
     max_new_tokens_input,
+    modal_gpu_input,
+    modal_workers_input,
     model_input,
     prompt_input,
     response_schema_input,
+    run_on_modal_input,
     seed_input,
     supported,
     system_prompt_input,
@@ -104,6 +109,10 @@ def _inputs() -> list[Any]:
             ),
             **supported(io.Int.Input, advanced=True),
         ),
+        # New inputs go last: saved workflows keep their widget order.
+        run_on_modal_input(),
+        modal_gpu_input(),
+        modal_workers_input(),
     ]
 
 
@@ -197,15 +206,30 @@ class CaptionImagesNode(io.ComfyNode):
             batch_size=optional.get("batch_size", defaults.CAPTION_BATCH_SIZE),
         )
         glue = ComfyGlue(node_id, reasoning_enabled=settings.enable_reasoning)
-        batch = run_captions(
-            job,
-            items,
-            progress=glue.progress,
-            on_token=glue.on_token,
-            free_host_memory=glue.free_memory,
-            prompt_id=executing_prompt_id(),
-            host_listener=host_bridge(detect_target(job.target)),
-        )
+        if optional.get("run_on_modal", False):
+            from comfy_llm._caption_modal import ModalCaptionOptions, run_captions_on_modal
+
+            options = ModalCaptionOptions(
+                gpu=optional.get("modal_gpu", "L40S"), workers=optional.get("modal_workers", 1)
+            )
+            batch = run_captions_on_modal(
+                job,
+                items,
+                options,
+                progress=glue.progress,
+                check_interrupt=glue.check_interrupt,
+                prompt_id=executing_prompt_id(),
+            )
+        else:
+            batch = run_captions(
+                job,
+                items,
+                progress=glue.progress,
+                on_token=glue.on_token,
+                free_host_memory=glue.free_memory,
+                prompt_id=executing_prompt_id(),
+                host_listener=host_bridge(detect_target(job.target)),
+            )
         glue.finish("\n".join(batch.captions), "")
         metadata = redact(json.dumps(batch.metadata, sort_keys=True, indent=2, default=str))
         return io.NodeOutput(batch.captions, metadata)

@@ -18,13 +18,17 @@ from comfy_llm_core import defaults
 
 __all__ = [
     "DEFAULT_MODEL",
+    "MODAL_GPUS",
     "SEARCH_ALIASES",
     "enable_reasoning_input",
     "keep_model_loaded_input",
     "max_new_tokens_input",
+    "modal_gpu_input",
+    "modal_workers_input",
     "model_input",
     "prompt_input",
     "response_schema_input",
+    "run_on_modal_input",
     "seed_input",
     "supported",
     "system_prompt_input",
@@ -37,6 +41,7 @@ DEFAULT_MODEL = "HuggingFaceTB/SmolVLM-256M-Instruct"
 
 SEARCH_ALIASES = ["LLM", "VLM", "caption", "describe", "vision", "multimodal", "chat"]
 MAX_NEW_TOKENS_LIMIT = 32768
+MODAL_GPUS = ("L4", "L40S", "A100-40GB", "A100-80GB", "H100", "H200", "B200", "RTX-PRO-6000")
 
 
 def supported(factory: Any, **options: Any) -> dict[str, Any]:
@@ -181,4 +186,47 @@ def response_schema_input(*, tooltip: str) -> Any:
         optional=True,
         tooltip=tooltip,
         **supported(string, advanced=True),
+    )
+
+
+def run_on_modal_input() -> Any:
+    boolean = io.Boolean.Input
+    return boolean(
+        "run_on_modal",
+        default=False,
+        optional=True,
+        tooltip=(
+            "Run on a Modal cloud GPU instead of this machine (needs "
+            'pip install "comfy-llm[modal]" and `modal token new` once). The first run '
+            "deploys this installation's Modal app."
+        ),
+        **supported(boolean, advanced=True),
+    )
+
+
+def modal_gpu_input() -> Any:
+    combo = io.Combo.Input
+    return combo(
+        "modal_gpu",
+        options=list(MODAL_GPUS),
+        default="L40S",
+        optional=True,
+        tooltip="The Modal GPU type the model runs on when run_on_modal is on.",
+        **supported(combo, advanced=True),
+    )
+
+
+def modal_workers_input() -> Any:
+    integer = io.Int.Input
+    return integer(
+        "modal_workers",
+        default=1,
+        min=1,
+        max=defaults.MAX_MODAL_WORKERS,
+        optional=True,
+        tooltip=(
+            "With run_on_modal: how many GPU containers caption at once (each serves chunks "
+            "of images on its own resident model; N workers, N GPUs billed while busy)."
+        ),
+        **supported(integer, advanced=True),
     )

@@ -18,9 +18,11 @@ from comfy_llm._comfyui._inputs import (
     SEARCH_ALIASES,
     enable_reasoning_input,
     max_new_tokens_input,
+    modal_gpu_input,
     model_input,
     prompt_input,
     response_schema_input,
+    run_on_modal_input,
     seed_input,
     supported,
     system_prompt_input,
@@ -31,13 +33,12 @@ from comfy_llm._comfyui._inputs import (
 __all__ = ["NODE_ID", "ModalLLMNode"]
 
 NODE_ID = "ModalLLM"
-MODAL_GPUS = ("L4", "L40S", "A100-40GB", "A100-80GB", "H100", "H200", "B200", "RTX-PRO-6000")
 
 
 def _inputs() -> list[Any]:
     """The inputs, in the seed node's order (saved ``widgets_values`` depend on it)."""
     integer, number = io.Int.Input, io.Float.Input
-    boolean, combo = io.Boolean.Input, io.Combo.Input
+    boolean = io.Boolean.Input
     return [
         prompt_input(
             default="Describe the image.",
@@ -108,25 +109,8 @@ def _inputs() -> list[Any]:
             ),
             **supported(number, advanced=True),
         ),
-        boolean(
-            "run_on_modal",
-            default=False,
-            optional=True,
-            tooltip=(
-                "Run on a Modal cloud GPU instead of this machine (needs "
-                'pip install "comfy-llm[modal]" and `modal token new` once). The first run '
-                "deploys this installation's Modal app."
-            ),
-            **supported(boolean, advanced=True),
-        ),
-        combo(
-            "modal_gpu",
-            options=list(MODAL_GPUS),
-            default="L40S",
-            optional=True,
-            tooltip="The Modal GPU type the model runs on when run_on_modal is on.",
-            **supported(combo, advanced=True),
-        ),
+        run_on_modal_input(),
+        modal_gpu_input(),
         # New inputs go last: saved workflows keep their widget order.
         response_schema_input(
             tooltip=(
