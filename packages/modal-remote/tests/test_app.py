@@ -268,3 +268,70 @@ def test_a_modal_call_reads_an_empty_queue_as_no_events() -> None:
     assert call.outcome() == {"ok": True}
     call.cancel()
     assert function_call.cancelled
+
+
+def _autoscaler(function: Any) -> Any:
+    return inspect.getclosurevars(_unwrap(function)._load).nonlocals["autoscaler_settings"]
+
+
+def test_engine_reserves_cpu_and_memory_and_both_pools_are_capped(app_module: Any) -> None:
+    engine = app_module.RemoteEngine._get_class_service_function()
+    info = engine.info()
+    # Modal's default is 0.125 core with a soft limit (guide/resources).
+    assert (info.cpu, info.memory_mib) == (8.0, 32768)
+    assert _autoscaler(engine).max_containers == 4
+    # One stager container: staging is serialized across concurrent prompts.
+    assert _autoscaler(app_module.model_stager).max_containers == 1
+
+
+def test_engine_resources_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from comfy_llm_core import InvalidSettingError
+    from comfy_llm_modal_remote import ModalSettings
+
+    monkeypatch.setenv("COMFY_MODAL_LLM_ENGINE_CPU", "16")
+    monkeypatch.setenv("COMFY_MODAL_LLM_ENGINE_MEMORY_MB", "65536")
+    monkeypatch.setenv("COMFY_MODAL_LLM_ENGINE_MAX_CONTAINERS", "2")
+    settings = ModalSettings.from_env()
+    assert (settings.engine_cpu, settings.engine_memory_mb, settings.engine_max_containers) == (
+        16.0,
+        65536,
+        2,
+    )
+    assert settings.container_env()["COMFY_MODAL_LLM_ENGINE_MAX_CONTAINERS"] == "2"
+    monkeypatch.setenv("COMFY_MODAL_LLM_ENGINE_MAX_CONTAINERS", "0")
+    with pytest.raises(InvalidSettingError, match="COMFY_MODAL_LLM_ENGINE_MAX_CONTAINERS"):
+        ModalSettings.from_env()
+
+
+def test_image_carries_the_fingerprint_and_a_cuda_toolkit(app_module: Any) -> None:
+    from comfy_llm_modal_remote._transport import code_fingerprint
+
+    commands, _ = _layers(app_module.image)
+    assert f"ENV COMFY_MODAL_LLM_CODE_FINGERPRINT={code_fingerprint()}" in commands
+    assert app_module.fingerprint == code_fingerprint()
+    cuda_home = "/usr/local/lib/python3.11/site-packages/nvidia/cu13"
+    assert f"ENV CUDA_HOME={cuda_home}" in commands
+    (path,) = [c for c in commands if c.startswith("ENV PATH=")]
+    assert path.startswith(f"ENV PATH={cuda_home}/bin:") and ":/usr/bin:" in path
+    assert "nvidia-cuda-nvcc" in " ".join(commands)  # the pip toolkit CUDA_HOME points into
+    assert "RUN nvcc --version" in commands  # the build fails if the wheel's layout moved
+
+
+def test_only_the_image_mounts_local_sources(app_module: Any) -> None:
+    """include_source=False: no second mount of the package per function (_functions.py:790)."""
+    for function in (
+        app_module.model_stager,
+        app_module.RemoteEngine._get_class_service_function(),
+    ):
+        mounts = inspect.getclosurevars(_unwrap(function)._load).nonlocals["all_mounts"]
+        assert [m for m in mounts if m.is_local()] == []
+
+
+def test_benchmarks_pin_the_gpu_modal_could_upgrade() -> None:
+    from comfy_llm_modal_remote._bench import exact_gpu
+
+    assert exact_gpu("H100") == "H100!" and exact_gpu("h100") == "h100!"
+    assert exact_gpu("H200") == "H200" and exact_gpu("RTX-PRO-6000") == "RTX-PRO-6000"
+    from modal._utils.function_utils import parse_gpu_config
+
+    assert parse_gpu_config("H100!").gpu_type == "H100!"

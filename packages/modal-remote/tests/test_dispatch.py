@@ -117,10 +117,14 @@ def test_unsafe_worker_is_retried_once_on_a_fresh_key_with_its_promotion_state(
     assert transport.containers["default"].stopped
     fresh = transport.containers[fresh_key].service
     assert fresh.export_promotion_state() == promoted
+    # Later runs go to the promoted, warm retry container, not back to "default".
+    later = dispatcher.run(_run(OTHER, reserve_gb=3.0))
+    assert later.metadata["modal_affinity_key"] == fresh_key
+    assert later.metadata["cache_status"] == "warm" and later.metadata["modal_retry_count"] == 0
     generate_keys = [
         info["affinity_key"] for kind, info, _ in transport.calls if kind == "generate"
     ]
-    assert generate_keys == ["default", "default", fresh_key]
+    assert generate_keys == ["default", "default", fresh_key, fresh_key]
 
 
 def test_the_retry_happens_once_and_its_own_error_surfaces(

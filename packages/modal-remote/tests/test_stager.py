@@ -54,7 +54,8 @@ def test_a_new_manifest_alone_is_committed(model_hub: FakeHub, tmp_path: Path) -
     # The weights stay; the manifest is gone (e.g. written by an older app version).
     manifest = volume.view / "profiles" / f"{first.profile['profile_id']}.json"
     assert manifest.is_file()
-    manifest.unlink()
+    manifest.unlink()  # gone from the Volume itself: the stager reloads before staging
+    (volume.store / manifest.relative_to(volume.view)).unlink()
     again = stage_model(
         StageRequest("r2", SCRIPTED), storage_root=volume.view, volume=volume, progress=print
     )

@@ -240,7 +240,15 @@ class StandinTransport:
         self.stops = 0
         self._started = 0
 
-    def ensure_ready(self, progress: Any) -> None:
+    def expected_fingerprint(self) -> str:
+        """No fingerprint: the stand-in's stager echoes none."""
+        return ""
+
+    def forget_deployment(self) -> None:
+        """Deploy again on the next call."""
+        self.deployed = False
+
+    def ensure_ready(self, progress: Any, check_interrupt: Any = None) -> None:
         """Deploy on first use and after :meth:`stop_app`: count it, say so as the real one does."""
         if self.deployed:
             return

@@ -19,7 +19,7 @@ from comfy_llm_core._env import (
     env_set,
     env_str,
 )
-from comfy_llm_core._errors import ComfyLLMError, ErrorAction
+from comfy_llm_core._errors import ComfyLLMError, ErrorAction, rebuild_error
 from comfy_llm_core._files import write_atomically
 from comfy_llm_core._logs import RedactingFilter, configure_library_logging
 from comfy_llm_core._paths import hub_path_problem, quote_untrusted
@@ -50,6 +50,7 @@ __all__ = [
     "env_str",
     "hub_path_problem",
     "quote_untrusted",
+    "rebuild_error",
     "redact",
     "render_error",
     "write_atomically",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-__all__ = ["ComfyLLMError", "ErrorAction"]
+__all__ = ["ComfyLLMError", "ErrorAction", "rebuild_error"]
 
 _HEAPTYPE = 1 << 9
 
@@ -52,6 +52,26 @@ def _restore(
     error.__dict__.update(state)
     for name, value in (slots or {}).items():
         setattr(error, name, value)
+    return error
+
+
+def rebuild_error(
+    cls: type[ComfyLLMError],
+    message: str,
+    fields: dict[str, Any],
+    slots: dict[str, Any] | None = None,
+) -> ComfyLLMError:
+    """An instance of ``cls`` with this message and attributes, ``__init__`` not called.
+
+    The contract every subclass keeps (message plus attributes is the whole
+    error) is what lets a plain-data wire (the Modal worker's answers) carry an
+    error as its class name and fields; the caller allow-lists ``cls``.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, ComfyLLMError)):
+        raise TypeError(f"{cls!r} is not a ComfyLLMError class")
+    error = _restore(cls, message, dict(fields), slots)
+    if "action" in fields:
+        error.action = ErrorAction(fields["action"])
     return error
 
 

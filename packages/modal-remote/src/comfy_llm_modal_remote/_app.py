@@ -6,16 +6,26 @@ come from :class:`ModalSettings` at import time; the image bakes them into
 the container environment, so both sides build the same definitions.
 
 * ``model_stager``: CPU only, the weight Volume and the secret (HF_TOKEN);
-  the only function that downloads.
+  the only function that downloads; one container at most, so staging is
+  serialized across concurrent prompts (see ``_stager``).
 * ``RemoteEngine``: the GPU class, warm across calls, one container pool per
   ``affinity`` key, the weight Volume at the storage root and the
   compile-cache Volume at :data:`COMPILE_CACHE_MOUNT`; no secret (it never
   touches the network). Its GPU is chosen per call with
-  ``RemoteEngine.with_options(gpu=...)``. Sync methods and no
+  ``RemoteEngine.with_options(gpu=...)``; it reserves CPU and memory (Modal's
+  default is 0.125 core) and caps its containers (settings). Sync methods and no
   ``@modal.concurrent``: a cancel then raises ``InputCancellation`` in the
   request instead of stopping the container.
+
+The image's source mounts are the only local files that travel:
+``include_source=False`` keeps Modal from adding a second, differently
+filtered mount of this package for each function (_functions.py:790). The
+image's environment carries the code fingerprint (``FINGERPRINT_ENV``),
+computed here on the local side and read back from the environment inside
+a container, where the stager echoes it to the dispatcher.
 """
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +35,14 @@ from ._chunk_worker import serve_chunk
 from ._container import ModalContainerControl, ModalQueueChannel, ModalVolume
 from ._engine import EngineService
 from ._image import build_image, image_spec
-from ._settings import COMPILE_CACHE_MOUNT, COMPILE_CACHE_ROOT_ENV, ModalSettings
+from ._settings import (
+    COMPILE_CACHE_MOUNT,
+    COMPILE_CACHE_ROOT_ENV,
+    FINGERPRINT_ENV,
+    ModalSettings,
+)
 from ._stager import serve_stage
+from ._transport import code_fingerprint
 
 __all__ = [
     "DEFAULT_APP_NAME",
@@ -36,6 +52,7 @@ __all__ = [
     "RemoteEngine",
     "app",
     "compile_cache_volume",
+    "fingerprint",
     "image",
     "model_stager",
     "secret",
@@ -52,13 +69,18 @@ STAGER_CPU = 2.0
 STAGER_MEMORY_MB = 16 * 1024
 
 settings = ModalSettings.from_env()
-image = build_image(image_spec(settings, {COMPILE_CACHE_ROOT_ENV: COMPILE_CACHE_MOUNT}))
+fingerprint = code_fingerprint() if modal.is_local() else os.environ.get(FINGERPRINT_ENV, "")
+image = build_image(
+    image_spec(
+        settings, {COMPILE_CACHE_ROOT_ENV: COMPILE_CACHE_MOUNT, FINGERPRINT_ENV: fingerprint}
+    )
+)
 weight_volume = modal.Volume.from_name(settings.volume_name, create_if_missing=True)
 compile_cache_volume = modal.Volume.from_name(
     settings.compile_cache_volume_name, create_if_missing=True
 )
 secret = modal.Secret.from_name(settings.secret_name)
-app = modal.App(settings.app_name or DEFAULT_APP_NAME, image=image)
+app = modal.App(settings.app_name or DEFAULT_APP_NAME, image=image, include_source=False)
 
 
 def _channel(queue_name: str, request: dict[str, Any]) -> ModalQueueChannel:
@@ -71,6 +93,7 @@ def _channel(queue_name: str, request: dict[str, Any]) -> ModalQueueChannel:
     volumes={settings.storage_root: weight_volume},
     secrets=[secret],
     timeout=STAGER_TIMEOUT_SECONDS,
+    max_containers=1,
 )
 def model_stager(request: dict[str, Any], queue_name: str) -> dict[str, Any]:
     """Resolve and stage one reference on the weight Volume (see ``_stager``)."""
@@ -87,6 +110,9 @@ def model_stager(request: dict[str, Any], queue_name: str) -> dict[str, Any]:
     volumes={settings.storage_root: weight_volume, COMPILE_CACHE_MOUNT: compile_cache_volume},
     timeout=ENGINE_TIMEOUT_SECONDS,
     scaledown_window=ENGINE_SCALEDOWN_SECONDS,
+    cpu=settings.engine_cpu,
+    memory=settings.engine_memory_mb,
+    max_containers=settings.engine_max_containers,
 )
 class RemoteEngine:
     """The warm GPU worker (see ``_engine``)."""

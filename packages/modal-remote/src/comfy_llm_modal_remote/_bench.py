@@ -39,6 +39,7 @@ __all__ = [
     "BenchTarget",
     "Workload",
     "classify",
+    "exact_gpu",
     "plan_benchmark",
     "run_benchmark",
     "source_revision",
@@ -69,6 +70,21 @@ _STEP_FIELDS = (
     "gpu_free_before_gib",
     "gpu_free_after_gib",
 )
+
+
+_UPGRADABLE_GPUS = frozenset({"H100"})
+"""GPU types Modal may serve on a faster model (an ``H100`` request can land on
+an H200); ``"<type>!"`` asks for exactly that type (modal.com/docs/guide/gpu)."""
+
+
+def exact_gpu(gpu: str) -> str:
+    """The GPU string a benchmark requests: pinned where Modal could upgrade it.
+
+    An upgraded run would land in another compile-cache namespace and measure
+    another card.
+    """
+    value = gpu.strip()
+    return f"{value}!" if value.upper() in _UPGRADABLE_GPUS else value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

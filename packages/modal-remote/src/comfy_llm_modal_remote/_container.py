@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "PROGRESS_TTL_SECONDS",
     "ContainerControl",
     "ModalContainerControl",
     "ModalQueueChannel",
@@ -48,7 +49,11 @@ class ProgressChannel(Protocol):
     """A per-request stream of plain-data progress events (worker → dispatcher)."""
 
     def put_many(self, items: Sequence[dict[str, Any]]) -> None:
-        """Append events, in order."""
+        """Append events, in order, without blocking.
+
+        Raises:
+            queue.Full: The partition is full (the events were not added).
+        """
         ...
 
 
@@ -77,6 +82,11 @@ class ModalContainerControl:
         modal.experimental.stop_fetching_inputs()
 
 
+PROGRESS_TTL_SECONDS = 1800
+"""A request's progress partition is cleared this long after its last put
+(``partition_ttl``, modal/queue.py:650), so one nobody read does not linger."""
+
+
 class ModalQueueChannel:
     """One partition (the request id) of a ``modal.Queue``."""
 
@@ -85,6 +95,16 @@ class ModalQueueChannel:
         self._partition = partition
 
     def put_many(self, items: Sequence[dict[str, Any]]) -> None:
-        """``Queue.put_many`` into this request's partition."""
+        """``Queue.put_many(block=False)`` into this request's partition.
+
+        A blocking put on a full partition retries forever (max_retries=None,
+        modal/queue.py:693) and would hold the GPU; non-blocking raises
+        ``queue.Full`` at once (queue.py:719), which the sender counts.
+        """
         if items:
-            self._queue.put_many(list(items), partition=self._partition)
+            self._queue.put_many(
+                list(items),
+                block=False,
+                partition=self._partition,
+                partition_ttl=PROGRESS_TTL_SECONDS,
+            )

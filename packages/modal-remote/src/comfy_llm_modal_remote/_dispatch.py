@@ -1,11 +1,15 @@
 """The local dispatcher: what the node does when ``run_on_modal`` is on.
 
-    transport ready (deploy on first use)
+    transport ready (deploy on first use; Cancel stops the wait)
     ModelStager: resolve for ``modal`` + stage on the Volume   (no GPU yet)
+      it echoes the code fingerprint baked into the deployed image; another
+      machine's code there → redeploy once and stage again
     prepare inputs locally with the modal profile's limits     (frames, not videos)
     RemoteEngine on the chosen GPU, progress relayed into the node
       WorkerUnsafeError → once more with a fresh affinity key and the
-      retired worker's promotion state
+      retired worker's promotion state; when that succeeds the fresh key
+      becomes the dispatcher's key (the retired container is gone; the
+      promoted one is warm)
     result + Modal telemetry
 
 Every event goes to ``progress`` (the node's bar and live text); when it or
@@ -111,8 +115,15 @@ class Dispatcher:
             Exception: The remote error with its original class and message,
                 or whatever ``progress``/``check_interrupt`` raised.
         """
-        self.transport.ensure_ready(progress)
+        self.transport.ensure_ready(progress, check_interrupt)
         staged, reused = self._stage(run.model, progress, check_interrupt)
+        expected = self.transport.expected_fingerprint()
+        if staged.code_fingerprint and expected and staged.code_fingerprint != expected:
+            # The app runs code deployed from elsewhere (a shared app name).
+            self._staged.clear()
+            self.transport.forget_deployment()
+            self.transport.ensure_ready(progress, check_interrupt)
+            staged, reused = self._stage(run.model, progress, check_interrupt)
         profile = ModelProfile.from_dict(staged.profile)
         inputs_wire = run.prepare(profile).to_wire()
         check_interrupt()
@@ -143,6 +154,8 @@ class Dispatcher:
                 promotion = dict(error.promotion_state)
                 key = f"retry-{uuid.uuid4().hex[:16]}"
                 continue
+            if attempt:
+                self.affinity_key = key  # later runs go to the promoted, warm container
             result = result_from_wire(answer)
             result = self._with_telemetry(result, run, staged, key, attempt, started, inputs_wire)
             if reused:

@@ -5,7 +5,10 @@ Per request::
     retired already?                      → WorkerUnsafeError (the dispatcher retries)
     import carried promotion state        (a retry after auto promotion stays compiled)
     snapshot visible under the root?  no  → Volume.reload(), look again, else
-                                            SnapshotNotVisibleError
+                                            SnapshotNotVisibleError; a reload that
+                                            fails (files open under the mount,
+                                            modal/volume.py:917) unloads the
+                                            residents and retries once, else retires
     residency manager for ``modal``       (CUDA probe, reserve, LRU limit, recovery
                                            timeout, backend chosen by the profile)
       memory recovery exhausted           → retire: stop fetching inputs, raise
@@ -13,25 +16,41 @@ Per request::
     cold vLLM load                        → commit the compile-cache Volume, so the
                                             next new container loads the compiled
                                             artifacts instead of compiling again
+                                            (``modal_compile_cache_commit``)
     result + the seed's gpu_* fields, ``modal_compile_cache_warm``
 
-Cancellation arrives as Modal's ``InputCancellation`` (a ``BaseException``)
-inside the running request; the manager and backend let it through, the model
-stays resident and the lock is released for the next input.
+Cancellation arrives as Modal's ``InputCancellation`` (a ``BaseException``),
+raised by a SIGUSR1 handler in the main thread at whatever bytecode runs
+(modal/_container_entrypoint.py:250-260). Outside a model load it goes
+straight through: the manager and backend let it pass, the model stays
+resident and the lock is released. During a cold load it is held until the
+load returns (:class:`_CancelShield`): a vLLM engine builds on another
+thread, and a cancel that unwound the caller mid-build would leave an engine
+nobody owns holding GPU memory. The load finishes, the manager owns the
+model, then the cancellation is raised.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import signal
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from comfy_llm_core import env_str
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProgressCallback
+from comfy_llm_profiles import (
+    ExecutionTarget,
+    ModelProfile,
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+)
 from comfy_llm_residency import (
     BackendFactory,
     InferenceResult,
@@ -106,6 +125,7 @@ class EngineService:
         self.unsafe = False
         self.reloads = 0
         self.compile_cache_commits = 0
+        self.last_compile_cache_commit: str | None = None
 
     # -- vLLM promotion state ------------------------------------------------
     def export_promotion_state(self) -> dict[str, Any]:
@@ -154,8 +174,10 @@ class EngineService:
         inputs = PreparedInputs.from_wire(request.inputs)
         settings = request.generation_settings()
         sender = EventSender(channel, interval=self._event_interval)
+        shield = _CancelShield()
         free_before = self._free_bytes()
-        compiled_before = _compiled_namespaces()
+        compiled_before = _compiled_graphs()
+        self.last_compile_cache_commit = None
         try:
             result = self.manager.run(
                 profile,
@@ -164,7 +186,7 @@ class EngineService:
                 settings,
                 reserve_gb=request.reserve_gb,
                 keep_loaded=request.keep_loaded,
-                progress=sender,
+                progress=shield.relay(sender),
                 prompt_id=request.prompt_id,
             )
         except InsufficientMemoryError as error:
@@ -172,12 +194,15 @@ class EngineService:
                 raise self._retire(str(error)) from error
             raise
         finally:
+            shield.release(raise_pending=False)
             sender.flush()
+        shield.raise_pending()
         if self.manager.unsafe_for_reuse:
             self._retire("an unload failed after the request.")
         metadata = dict(result.metadata)
         namespace = metadata.get("vllm_compile_cache_namespace")
-        if isinstance(namespace, str) and metadata.get("cache_status") == "cold":
+        cold = metadata.get("cache_status") == "cold"
+        if isinstance(namespace, str) and cold:
             self._commit_compile_cache()
         total = _number(metadata.get("total_memory_bytes"))
         metadata.update(
@@ -185,25 +210,51 @@ class EngineService:
             gpu_free_before_gib=(free_before if free_before is not None else 0) / _GIB,
             gpu_free_after_gib=_number(metadata.get("available_memory_bytes")) / _GIB,
             modal_volume_reloads=self.reloads,
-            modal_compile_cache_warm=(
-                namespace in compiled_before
-                if isinstance(namespace, str) and compiled_before is not None
-                else None
-            ),
+            modal_compile_cache_warm=_found_own_graphs(namespace, compiled_before),
+            modal_compile_cache_commit=self.last_compile_cache_commit,
+            modal_progress_events_dropped=sender.dropped,
             modal_worker_seconds=round(time.monotonic() - started, 3),
         )
         return InferenceResult(result.response, result.reasoning, metadata)
 
     def _commit_compile_cache(self) -> None:
-        """Publish what a cold vLLM load compiled; a failed commit costs only a recompile."""
+        """Publish what a cold vLLM load compiled; the outcome goes to the metadata.
+
+        ``Volume.commit()`` reloads after committing (modal/volume.py:902-904),
+        and that reload fails while this process holds files open under the
+        mount: the failure is reported (``modal_compile_cache_commit``), not
+        swallowed; a failed commit costs the next container a recompile.
+        """
         if self._compile_cache is None:
             return
         try:
             self._compile_cache.commit()
-        except Exception:
-            logger.exception("Committing the compile-cache Volume failed")
+        except Exception as error:
+            logger.warning("Committing the compile-cache Volume failed: %s", error)
+            self.last_compile_cache_commit = f"failed: {type(error).__name__}: {error}"[:300]
             return
         self.compile_cache_commits += 1
+        self.last_compile_cache_commit = "ok"
+
+    def _reload_weights(self) -> None:
+        """``Volume.reload()``, which fails while files under the mount are open.
+
+        A warm backend may hold its weights open or mapped: unload the
+        residents (their files close) and try once more; if that fails too,
+        retire so the dispatcher's one retry lands on a fresh container,
+        which mounts the latest state.
+        """
+        try:
+            self._volume.reload()
+        except RuntimeError as first:
+            logger.info("Volume reload failed (%s); unloading residents and retrying", first)
+            self.manager.unload_all()
+            try:
+                self._volume.reload()
+            except RuntimeError as second:
+                reason = f"the weight Volume could not be reloaded to see a new model ({second})."
+                raise self._retire(reason) from second
+        self.reloads += 1
 
     def _visible_snapshot(self, profile: ModelProfile, relative: str) -> Path:
         path = (self.storage_root / relative).resolve()
@@ -217,8 +268,7 @@ class EngineService:
             except IncompleteSnapshotError:
                 if attempt == 1:
                     break
-                self._volume.reload()
-                self.reloads += 1
+                self._reload_weights()
         raise SnapshotNotVisibleError(profile.repository, profile.revision, str(self.storage_root))
 
     def _free_bytes(self) -> int | None:
@@ -247,12 +297,13 @@ def _execution_modes() -> Any:
     return accessor() if accessor is not None else None
 
 
-def _compiled_namespaces() -> set[str] | None:
-    """Cache namespaces under the compile-cache root that already hold compiled artifacts.
+def _compiled_graphs() -> dict[str, frozenset[str]] | None:
+    """Per cache namespace, the compiled-graph folders vLLM already keeps there.
 
-    None when no root is configured (outside the GPU image). Read before a
-    request, so the metadata can say whether its cold load found a warm cache
-    (the benchmark's *cached compilation* versus *first compilation*).
+    vLLM keeps one folder per model and compilation config below
+    ``<namespace>/vllm/torch_compile_cache/<hash>``. Read before a request and
+    compared after it by :func:`_found_own_graphs`. None when no root is
+    configured (outside the GPU image).
     """
     configured = env_str(COMPILE_CACHE_ROOT_ENV)
     if not configured:
@@ -261,16 +312,91 @@ def _compiled_namespaces() -> set[str] | None:
     try:
         namespaces = [entry for entry in root.iterdir() if entry.is_dir()]
     except OSError:
-        return set()
-    warm: set[str] = set()
+        return {}
+    graphs: dict[str, frozenset[str]] = {}
     for namespace in namespaces:
         compiled = namespace.joinpath(*_COMPILED_DIR)
         try:
-            if compiled.is_dir() and next(compiled.iterdir(), None) is not None:
-                warm.add(namespace.name)
+            graphs[namespace.name] = frozenset(
+                entry.name for entry in compiled.iterdir() if entry.is_dir()
+            )
         except OSError:
-            continue
-    return warm
+            graphs[namespace.name] = frozenset()
+    return graphs
+
+
+def _found_own_graphs(namespace: object, before: dict[str, frozenset[str]] | None) -> bool | None:
+    """Whether this request's load found its own model's compiled graphs.
+
+    True when the namespace held compiled graphs before and the load added
+    no new graph folder (a compile of this model and config would have
+    written one); a first compile of model B next to model A's graphs is
+    therefore False. None without a namespace or root.
+    """
+    if not isinstance(namespace, str) or before is None:
+        return None
+    after = _compiled_graphs() or {}
+    had = before.get(namespace, frozenset())
+    return bool(had) and not (after.get(namespace, frozenset()) - had)
+
+
+class _CancelShield:
+    """Holds Modal's SIGUSR1 cancellation while a model load runs.
+
+    Modal installs a SIGUSR1 handler that raises ``InputCancellation`` and
+    cancels a sync input with ``os.kill(os.getpid(), SIGUSR1)``
+    (modal/_container_entrypoint.py:250-260). Between the first LOAD event and
+    the next stage's first event this swaps in a handler that only records
+    the signal; :meth:`release` restores Modal's handler and, if a cancel
+    came, runs it, so the cancellation surfaces once the manager owns the
+    loaded model. Only the main thread can swap handlers; elsewhere (a test
+    calling the body from a thread) nothing is held.
+    """
+
+    def __init__(self) -> None:
+        self._saved: Any = None
+        self._holding = False
+        self._pending = False
+
+    def relay(self, progress: ProgressCallback) -> ProgressCallback:
+        """Wrap ``progress``: hold on LOAD, release (and raise) at the next stage."""
+
+        def relayed(event: ProgressEvent) -> None:
+            if event.stage is ProgressStage.LOAD:
+                self._hold()
+            elif self._holding:
+                self.release(raise_pending=True)
+            progress(event)
+
+        return relayed
+
+    def _hold(self) -> None:
+        if self._holding or threading.current_thread() is not threading.main_thread():
+            return
+        saved = signal.getsignal(signal.SIGUSR1)
+        if not callable(saved):
+            return  # not in a Modal container: nothing raises on SIGUSR1
+        self._saved = saved
+        self._holding = True
+        signal.signal(signal.SIGUSR1, self._record)
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        del signum, frame
+        self._pending = True
+
+    def release(self, *, raise_pending: bool) -> None:
+        """Give SIGUSR1 back to Modal's handler; raise a held cancel when asked."""
+        if self._holding:
+            signal.signal(signal.SIGUSR1, self._saved)
+            self._holding = False
+        if raise_pending:
+            self.raise_pending()
+
+    def raise_pending(self) -> None:
+        """Run Modal's handler for a cancel that arrived while held (it raises)."""
+        if self._pending and self._saved is not None:
+            self._pending = False
+            self._saved(signal.SIGUSR1, None)
 
 
 def _number(value: object) -> float:

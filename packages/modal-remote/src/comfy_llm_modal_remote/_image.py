@@ -5,21 +5,71 @@ holds every package backend-cuda and its ``vllm`` extra resolve to on Linux
 x86_64, the Python and uv versions that build them, and the workspace
 packages that go in as local sources so the worker runs the node's own code.
 Nothing MLX: the Apple backend is not a dependency of backend-cuda.
+
+Which local files travel is decided here, once, by :func:`source_ignored`:
+Modal's mount calls it for every file below each package
+(``_MountDir.get_files_to_upload``, modal/mount.py:218) and
+:func:`local_source_files` applies the same rule, so the deployment
+fingerprint hashes exactly what the mounts upload. It must be a callable (or
+a list): Modal turns only a list into a pattern matcher (mount.py:738) and
+calls anything else, so a tuple fails every deploy with ``TypeError``.
+
+The toolchain for vLLM's JIT paths: debian_slim apt-installs gcc and
+build-essential (modal/_image.py:2823), enough for Triton and Inductor;
+FlashInfer's JIT also needs ``nvcc`` and ``CUDA_HOME``, which the pinned
+``nvidia-cuda-nvcc`` wheel provides under ``nvidia/cu13`` in site-packages.
+The image points ``CUDA_HOME``/``PATH`` there and runs ``nvcc --version`` as
+a build step, so a wheel that moved its files fails the build, not a request.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
+import os
 from importlib import resources
+from pathlib import Path, PurePath
 from typing import Any
 
 from ._settings import ModalSettings
+from .errors import ModalUnavailableError
 
-__all__ = ["ImageSpec", "build_image", "image_spec"]
+__all__ = [
+    "CUDA_HOME",
+    "REMOTE_SOURCE_ROOT",
+    "ImageSpec",
+    "build_image",
+    "check_local_sources",
+    "image_spec",
+    "local_source_files",
+    "source_ignored",
+]
 
 _LOCK_FILE = "image_lock.json"
-_SOURCE_IGNORE = ("**/__pycache__/**", "**/*.pyc", "**/tests/**")
+REMOTE_SOURCE_ROOT = "/root"
+"""Where ``add_local_python_source`` puts each package (on the container's PYTHONPATH)."""
+_IGNORED_DIRS = frozenset({"__pycache__", "tests", "test", "bench", "vllm_tests", "node_modules"})
+_IGNORED_SUFFIXES = frozenset({".pyc", ".pyo", ".so.tmp", ".tmp", ".orig", ".rej"})
+_SITE_PACKAGES = "/usr/local/lib/python{python}/site-packages"
+CUDA_HOME = _SITE_PACKAGES + "/nvidia/cu13"
+"""The pip CUDA 13 toolkit's root in the image (``nvidia-cuda-nvcc`` puts ``bin/nvcc`` there)."""
+_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def source_ignored(relative: PurePath) -> bool:
+    """True for a file below a package that must not travel to the containers.
+
+    Bytecode and caches, anything dot-prefixed (``.venv*``, ``.mypy_cache``,
+    editor files), test and bench folders, temporary files. Everything else
+    goes: the modules and the data files they read (``curated_profiles.json``,
+    ``image_lock.json``, ``py.typed``, pinned profiles).
+    """
+    parts = PurePath(relative).parts
+    if any(part.startswith(".") or part in _IGNORED_DIRS for part in parts):
+        return True
+    name = parts[-1] if parts else ""
+    return any(name.endswith(suffix) for suffix in _IGNORED_SUFFIXES) or name.endswith("~")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,14 +100,64 @@ def _lock() -> dict[str, Any]:
 def image_spec(settings: ModalSettings, extra_env: dict[str, str] | None = None) -> ImageSpec:
     """The image definition for one deployment's settings."""
     lock = _lock()
-    env = {**settings.container_env(), "HF_HUB_DISABLE_TELEMETRY": "1", **(extra_env or {})}
+    python = str(lock["python_version"])
+    cuda_home = CUDA_HOME.format(python=python)
+    env = {
+        **settings.container_env(),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "CUDA_HOME": cuda_home,
+        "PATH": f"{cuda_home}/bin:{_SYSTEM_PATH}",
+        **(extra_env or {}),
+    }
     return ImageSpec(
-        python_version=str(lock["python_version"]),
+        python_version=python,
         uv_version=str(lock["uv_version"]),
         requirements=tuple(lock["requirements"]),
         local_packages=tuple(lock["local_packages"]),
         env=tuple(sorted(env.items())),
     )
+
+
+def _package_dirs(name: str) -> list[Path]:
+    """Where ``name`` is installed here, as Modal finds it (``find_spec``, package_utils.py:37)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModalUnavailableError(
+            "sources",
+            f"the workspace package {name} is not installed in this Python, so the Modal "
+            "image cannot carry it",
+        )
+    return [Path(location) for location in spec.submodule_search_locations]
+
+
+def check_local_sources(names: tuple[str, ...] | list[str]) -> None:
+    """Before deploying: every package the image mounts is importable here.
+
+    Raises:
+        ModalUnavailableError: One line naming the first missing package and the install.
+    """
+    for name in names:
+        _package_dirs(name)
+
+
+def local_source_files(names: tuple[str, ...] | list[str]) -> list[tuple[Path, str]]:
+    """``(local file, remote path)`` of every file the image's source mounts upload.
+
+    The same walk and rule as Modal's ``_MountDir`` with :func:`source_ignored`
+    (every file below each package folder, relative paths tested), sorted by
+    remote path.
+    """
+    files: list[tuple[Path, str]] = []
+    for name in names:
+        for base in _package_dirs(name):
+            remote = PurePath(REMOTE_SOURCE_ROOT, *name.split("."))
+            for folder, _, filenames in os.walk(base):
+                for filename in filenames:
+                    local = Path(folder, filename)
+                    relative = local.relative_to(base)
+                    if not source_ignored(relative):
+                        files.append((local.resolve(), (remote / relative).as_posix()))
+    return sorted(files, key=lambda item: item[1])
 
 
 def build_image(spec: ImageSpec) -> Any:
@@ -68,6 +168,8 @@ def build_image(spec: ImageSpec) -> Any:
         modal.Image.debian_slim(python_version=spec.python_version)
         .uv_pip_install(*spec.requirements, uv_version=spec.uv_version)
         .env(dict(spec.env))
-        # The default ignore drops non-Python files; the lock file must travel too.
-        .add_local_python_source(*spec.local_packages, ignore=_SOURCE_IGNORE)
+        # FlashInfer's JIT needs nvcc: fail the build here if the wheel's layout moved.
+        .run_commands("nvcc --version")
+        # A callable, never a tuple (see the module docstring); data files travel too.
+        .add_local_python_source(*spec.local_packages, ignore=source_ignored)
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from comfy_llm_core import env_str
+from comfy_llm_core import env_float, env_int, env_str
 
 __all__ = [
     "APP_NAME_ENV",
@@ -20,6 +20,10 @@ __all__ = [
     "DEFAULT_SECRET_NAME",
     "DEFAULT_STORAGE_ROOT",
     "DEFAULT_VOLUME_NAME",
+    "ENGINE_CPU_ENV",
+    "ENGINE_MAX_CONTAINERS_ENV",
+    "ENGINE_MEMORY_ENV",
+    "FINGERPRINT_ENV",
     "SECRET_NAME_ENV",
     "STORAGE_ROOT_ENV",
     "VOLUME_NAME_ENV",
@@ -42,6 +46,19 @@ sets it to the mount below."""
 COMPILE_CACHE_MOUNT = "/llm-compile-cache"
 """Where the compile-cache Volume is mounted in the GPU container (the vLLM
 backend's cache root points here)."""
+
+FINGERPRINT_ENV = "COMFY_MODAL_LLM_CODE_FINGERPRINT"
+"""The deployment's code fingerprint, baked into the image; the stager echoes it
+back, so a machine whose code differs from what the app runs redeploys."""
+ENGINE_CPU_ENV = "COMFY_MODAL_LLM_ENGINE_CPU"
+ENGINE_MEMORY_ENV = "COMFY_MODAL_LLM_ENGINE_MEMORY_MB"
+ENGINE_MAX_CONTAINERS_ENV = "COMFY_MODAL_LLM_ENGINE_MAX_CONTAINERS"
+DEFAULT_ENGINE_CPU = 8.0
+"""Cores reserved per GPU container: Modal's default is 0.125 (soft limit), which
+throttles Inductor compiles and image preprocessing."""
+DEFAULT_ENGINE_MEMORY_MB = 32 * 1024
+DEFAULT_ENGINE_MAX_CONTAINERS = 4
+"""GPU containers one affinity pool may run at once; concurrent prompts beyond it queue."""
 
 WORKER_SETTINGS = (
     "COMFY_MODAL_LLM_VLLM_EXECUTION_MODE",
@@ -69,6 +86,9 @@ class ModalSettings:
         secret_name: The secret collection holding HF_TOKEN (``COMFY_MODAL_SECRET_NAME``).
         storage_root: Where the weight Volume is mounted (``COMFY_MODAL_REMOTE_STORAGE_ROOT``).
         worker_settings: The :data:`WORKER_SETTINGS` set on this side, as (name, value).
+        engine_cpu: Cores the RemoteEngine requests (``COMFY_MODAL_LLM_ENGINE_CPU``).
+        engine_memory_mb: Memory it requests in MiB (``COMFY_MODAL_LLM_ENGINE_MEMORY_MB``).
+        engine_max_containers: Its ``max_containers`` (``COMFY_MODAL_LLM_ENGINE_MAX_CONTAINERS``).
     """
 
     app_name: str | None
@@ -77,6 +97,9 @@ class ModalSettings:
     secret_name: str
     storage_root: str
     worker_settings: tuple[tuple[str, str], ...] = ()
+    engine_cpu: float = DEFAULT_ENGINE_CPU
+    engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB
+    engine_max_containers: int = DEFAULT_ENGINE_MAX_CONTAINERS
 
     @classmethod
     def from_env(cls) -> ModalSettings:
@@ -92,6 +115,13 @@ class ModalSettings:
             worker_settings=tuple(
                 (name, value) for name in WORKER_SETTINGS if (value := env_str(name))
             ),
+            engine_cpu=env_float(ENGINE_CPU_ENV, DEFAULT_ENGINE_CPU, minimum=0.125, maximum=64),
+            engine_memory_mb=env_int(
+                ENGINE_MEMORY_ENV, DEFAULT_ENGINE_MEMORY_MB, minimum=1024, maximum=1024 * 1024
+            ),
+            engine_max_containers=env_int(
+                ENGINE_MAX_CONTAINERS_ENV, DEFAULT_ENGINE_MAX_CONTAINERS, minimum=1, maximum=100
+            ),
         )
 
     def container_env(self) -> dict[str, str]:
@@ -101,5 +131,8 @@ class ModalSettings:
             COMPILE_CACHE_VOLUME_ENV: self.compile_cache_volume_name,
             SECRET_NAME_ENV: self.secret_name,
             STORAGE_ROOT_ENV: self.storage_root,
+            ENGINE_CPU_ENV: repr(self.engine_cpu),
+            ENGINE_MEMORY_ENV: str(self.engine_memory_mb),
+            ENGINE_MAX_CONTAINERS_ENV: str(self.engine_max_containers),
             **dict(self.worker_settings),
         }

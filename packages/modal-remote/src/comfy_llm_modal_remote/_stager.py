@@ -1,26 +1,38 @@
 """The ModelStager's body: the only place on the Modal side that downloads.
 
 Runs on a CPU-only container with the weight Volume and the secret (HF_TOKEN).
-resolve the reference for ``modal`` (manifest on the Volume) → stage the
-pinned snapshot (nothing fetched when complete) → commit the Volume only when
-this call downloaded weights or wrote a manifest. No GPU is allocated until
-it returns: the dispatcher starts the engine after this answer.
+reload the Volume (see what other containers committed) → resolve the
+reference for ``modal`` (manifest on the Volume) → stage the pinned snapshot
+(nothing fetched when complete) → commit the Volume only when this call
+downloaded weights or wrote a manifest. No GPU is allocated until it returns:
+the dispatcher starts the engine after this answer.
+
+Staging is serialized across containers by the app (``max_containers=1`` on
+the stager): a file lease cannot work between containers, each of which sees
+its own view of the Volume until commit and reload (modal/volume.py:496).
+Two overlapping prompts therefore stage one after the other in one
+container, and the second finds the first's snapshot complete.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_core import env_str
 from comfy_llm_profiles import ExecutionTarget, ProgressCallback, resolve_profile
 from comfy_llm_staging import stage_snapshot
 
 from ._container import ProgressChannel, VolumeStore
+from ._settings import FINGERPRINT_ENV
 from ._wire import EventSender, StageRequest, StageResult, error_envelope, ok_envelope
 
 __all__ = ["serve_stage", "stage_model"]
+
+logger = logging.getLogger("comfy_llm_modal_remote")
 
 
 def stage_model(
@@ -47,6 +59,10 @@ def stage_model(
     """
     started = time.monotonic()
     root = Path(storage_root)
+    try:
+        volume.reload()
+    except RuntimeError as error:  # files open under the mount: stage on this view
+        logger.warning("Reloading the weight Volume before staging failed: %s", error)
     resolved = resolve_profile(
         request.reference, ExecutionTarget.MODAL, storage_root=root, progress=progress
     )
@@ -69,6 +85,7 @@ def stage_model(
         committed=changed,
         seconds=round(time.monotonic() - started, 3),
         bytes_downloaded=snapshot.bytes_downloaded,
+        code_fingerprint=env_str(FINGERPRINT_ENV) or "",
     )
 
 

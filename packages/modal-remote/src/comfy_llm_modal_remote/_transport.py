@@ -8,15 +8,13 @@ the transport with an in-process stand-in running the same worker bodies.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import queue
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,7 +22,13 @@ from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
 
 from .errors import ModalUnavailableError
 
-__all__ = ["ModalTransport", "RemoteCall", "Transport", "check_modal_available"]
+__all__ = [
+    "ModalTransport",
+    "RemoteCall",
+    "Transport",
+    "check_modal_available",
+    "code_fingerprint",
+]
 
 _EVENTS_PER_READ = 256
 DEPLOY_RECORD = "comfy-llm-modal-deployed.json"
@@ -55,8 +59,21 @@ class Transport(Protocol):
 
     app_name: str
 
-    def ensure_ready(self, progress: ProgressCallback) -> None:
-        """Deploy the app if this installation has not yet (or its code changed)."""
+    def ensure_ready(
+        self, progress: ProgressCallback, check_interrupt: Callable[[], None] = lambda: None
+    ) -> None:
+        """Deploy the app if this installation has not yet (or its code changed).
+
+        ``check_interrupt`` is polled while a deploy runs; what it raises propagates.
+        """
+        ...
+
+    def expected_fingerprint(self) -> str:
+        """The code fingerprint a deploy from this machine bakes into the image."""
+        ...
+
+    def forget_deployment(self) -> None:
+        """Deploy again on the next :meth:`ensure_ready` (the app runs other code)."""
         ...
 
     def start_stage(self, request: dict[str, Any]) -> RemoteCall:
@@ -86,21 +103,20 @@ def code_fingerprint() -> str:
     """A digest of what a deployment bakes in.
 
     The image lock, the settings the image's environment carries, and every
-    local source file the image holds: a change of any of them redeploys.
+    file the image's source mounts upload (:func:`local_source_files`, the
+    mounts' own ignore rule: modules and data files such as
+    ``curated_profiles.json``): a change of any of them redeploys. A package
+    that is not installed fails here, before any deploy, with the install to run.
     """
-    from ._image import _lock
+    from ._image import _lock, local_source_files
     from ._settings import ModalSettings
 
-    digest = hashlib.sha256(json.dumps(_lock(), sort_keys=True).encode())
+    lock = _lock()
+    digest = hashlib.sha256(json.dumps(lock, sort_keys=True).encode())
     digest.update(json.dumps(ModalSettings.from_env().container_env(), sort_keys=True).encode())
-    for name in sorted(_lock()["local_packages"]):
-        try:
-            root = Path(str(resources.files(name)))
-        except ModuleNotFoundError:
-            continue
-        for path in sorted(root.rglob("*.py")):
-            digest.update(path.relative_to(root).as_posix().encode())
-            digest.update(path.read_bytes())
+    for local, remote in local_source_files(lock["local_packages"]):
+        digest.update(remote.encode() + b"\0")
+        digest.update(hashlib.sha256(local.read_bytes()).digest())
     return digest.hexdigest()
 
 
@@ -180,15 +196,28 @@ class ModalTransport:
         self._lock = threading.Lock()
         self._ready = False
         self._queue: Any = None
+        self._deploy: Any = None  # a DeployJob still running after a Cancel
+        self._fingerprint: str | None = None
 
-    def ensure_ready(self, progress: ProgressCallback) -> None:
+    def expected_fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = code_fingerprint()
+        return self._fingerprint
+
+    def ensure_ready(
+        self, progress: ProgressCallback, check_interrupt: Callable[[], None] = lambda: None
+    ) -> None:
         with self._lock:
             if self._ready:
                 return
             import modal
 
-            fingerprint = code_fingerprint()
-            if self._recorded() != fingerprint or not self._deployed():
+            from ._deploy import DeployJob
+            from ._image import _lock, check_local_sources
+
+            check_local_sources(_lock()["local_packages"])
+            fingerprint = self.expected_fingerprint()
+            if self._deploy is None and (self._recorded() != fingerprint or not self._deployed()):
                 progress(
                     ProgressEvent(
                         stage=ProgressStage.INSPECT,
@@ -199,24 +228,36 @@ class ModalTransport:
                 from . import _app
 
                 _require_secret(_app.settings.secret_name)
-                _app.app.deploy(name=self.app_name)
+                self._deploy = DeployJob(_app.app, self.app_name, progress)
+            if self._deploy is not None:
+                job = self._deploy
+                try:
+                    job.wait(check_interrupt)
+                finally:
+                    if not job.running():
+                        self._deploy = None
                 self._remember(fingerprint)
-            self._queue = modal.Queue.from_name(f"{self.app_name}-progress", create_if_missing=True)
+            # Created and hydrated here, before any worker looks it up without create.
+            progress_queue = modal.Queue.from_name(
+                f"{self.app_name}-progress", create_if_missing=True
+            )
+            progress_queue.hydrate()
+            self._queue = progress_queue
             self._ready = True
 
     def forget_deployment(self) -> None:
-        """Deploy again on the next call (after the app was stopped)."""
+        """Deploy again on the next call (after the app was stopped, or runs other code)."""
         with self._lock:
             self._ready = False
             self._record.unlink(missing_ok=True)
 
     def stop_app(self) -> None:
-        """``modal app stop``: every container goes (a missing app is fine); deploy anew next."""
-        subprocess.run(
-            [sys.executable, "-m", "modal", "app", "stop", "-y", self.app_name],
-            check=False,
-            capture_output=True,
-        )
+        """``App.stop()``: every container goes (a missing app is fine); deploy anew next."""
+        import modal
+        import modal.exception
+
+        with contextlib.suppress(modal.exception.NotFoundError):
+            modal.App.lookup(self.app_name).stop()
         self.forget_deployment()
 
     def delete_progress_queue(self) -> None:

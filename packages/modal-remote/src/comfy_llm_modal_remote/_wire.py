@@ -2,22 +2,30 @@
 
 Requests and results are dicts of str/int/float/bool/None/bytes/lists built
 from the shared dataclasses' own ``to_dict``/``to_wire`` forms. A worker
-never lets an ordinary exception escape: it returns an error envelope
-holding the pickled error (every comfy-llm error pickles with its class,
-message and attributes) plus its class name and message, so the dispatcher
-re-raises the original class, or a :class:`RemoteExecutionError` naming it
-when that class does not exist locally. Cancellation (a ``BaseException``)
-is not wrapped.
+never lets an ordinary exception escape: it returns an error envelope that
+names the error's class (``<package>.<Class>``), its message and its
+attributes as plain data, the fields core's error contract rebuilds it from
+(:func:`comfy_llm_core.rebuild_error`). The dispatcher rebuilds only classes
+of the allow-listed comfy-llm packages' ``errors`` modules; anything else
+(another library's exception, a class this machine lacks) becomes a
+:class:`RemoteExecutionError` carrying the class name and message. Nothing
+on this wire is pickled by comfy-llm. Cancellation (a ``BaseException``) is
+not wrapped.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import pickle
+import enum
+import importlib
+import logging
+import queue
 import time
 from collections.abc import Callable, Mapping
+from pathlib import PurePath
 from typing import Any
 
+from comfy_llm_core import ComfyLLMError, rebuild_error
 from comfy_llm_profiles import ProgressEvent, ProgressStage
 from comfy_llm_residency import GenerationSettings, InferenceResult
 
@@ -25,6 +33,7 @@ from ._container import ProgressChannel
 from .errors import RemoteExecutionError
 
 __all__ = [
+    "ERROR_PACKAGES",
     "WIRE_VERSION",
     "EngineRequest",
     "EventSender",
@@ -36,7 +45,26 @@ __all__ = [
     "unwrap",
 ]
 
-WIRE_VERSION = 1
+logger = logging.getLogger("comfy_llm_modal_remote")
+
+WIRE_VERSION = 2
+"""2: errors as class name + fields (1 carried a pickle); the stage result echoes
+the deployment's code fingerprint."""
+
+ERROR_PACKAGES = frozenset(
+    {
+        "comfy_llm_core",
+        "comfy_llm_profiles",
+        "comfy_llm_staging",
+        "comfy_llm_inputs",
+        "comfy_llm_residency",
+        "comfy_llm_reasoning",
+        "comfy_llm_structured",
+        "comfy_llm_backend_cuda",
+        "comfy_llm_modal_remote",
+    }
+)
+"""Packages whose ``errors`` module (or top level) may name a rebuilt error."""
 
 
 def _check_version(data: Mapping[str, Any], what: str) -> None:
@@ -79,6 +107,8 @@ class StageResult:
         committed: The Volume was committed (downloaded or manifest_created).
         seconds: Wall time inside the stager.
         bytes_downloaded: Bytes fetched by this call.
+        code_fingerprint: The deployment's fingerprint as baked into the
+            stager's image (empty when the image carries none).
     """
 
     profile: dict[str, Any]
@@ -88,6 +118,7 @@ class StageResult:
     committed: bool
     seconds: float
     bytes_downloaded: int
+    code_fingerprint: str = ""
 
     def to_wire(self) -> dict[str, Any]:
         """Plain data."""
@@ -98,7 +129,7 @@ class StageResult:
         """Rebuild from :meth:`to_wire` output."""
         _check_version(data, "Stage result")
         names = [f.name for f in dataclasses.fields(cls)]
-        return cls(**{name: data[name] for name in names})
+        return cls(**{name: data[name] for name in names if name in data})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -148,44 +179,80 @@ def ok_envelope(value: dict[str, Any]) -> dict[str, Any]:
     return {"version": WIRE_VERSION, "ok": value}
 
 
+def _plain(value: Any) -> Any:
+    """An attribute as JSON-able plain data (paths and enums by value, tuples as lists)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    return repr(value)
+
+
 def error_envelope(error: BaseException) -> dict[str, Any]:
-    """A failed worker answer: the pickled error plus its class and message."""
+    """A failed worker answer: the error's class name, message and attributes as plain data."""
     cls = type(error)
-    try:
-        pickled: bytes | None = pickle.dumps(error)
-    except Exception:
-        pickled = None
+    fields = {name: _plain(value) for name, value in vars(error).items()}
+    slots = {}
+    if isinstance(error, ImportError):
+        slots = {"name": _plain(error.name), "path": _plain(error.path)}
     return {
         "version": WIRE_VERSION,
         "error": {
-            "class": f"{cls.__module__}.{cls.__qualname__}",
+            "class": f"{cls.__module__.split('.')[0]}.{cls.__qualname__}",
             "message": str(error),
-            "pickle": pickled,
+            "fields": fields,
+            "slots": slots,
         },
     }
+
+
+def _allowed_class(qualified: str) -> type[ComfyLLMError] | None:
+    """The local class an envelope names, when it is an allow-listed comfy-llm error."""
+    package, _, name = qualified.partition(".")
+    if package not in ERROR_PACKAGES or not name.isidentifier():
+        return None
+    for module_name in (f"{package}.errors", package):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        found = getattr(module, name, None)
+        if isinstance(found, type) and issubclass(found, ComfyLLMError):
+            return found
+    return None
+
+
+def _rebuild(failure: Mapping[str, Any]) -> Exception:
+    qualified, message = str(failure.get("class")), str(failure.get("message"))
+    cls = _allowed_class(qualified)
+    fields, slots = failure.get("fields"), failure.get("slots")
+    if cls is None or not isinstance(fields, Mapping) or not isinstance(slots, Mapping):
+        return RemoteExecutionError(qualified, message)
+    try:
+        return rebuild_error(cls, message, dict(fields), dict(slots) or None)
+    except (TypeError, ValueError) as error:
+        logger.warning("Could not rebuild the remote %s: %s", qualified, error)
+        return RemoteExecutionError(qualified, message)
 
 
 def unwrap(envelope: Mapping[str, Any]) -> dict[str, Any]:
     """Return the answer's value, or raise the remote error locally.
 
     Raises:
-        Exception: The remote error, with its original class, message and
-            attributes; :class:`RemoteExecutionError` when it cannot be rebuilt.
+        Exception: The remote comfy-llm error with its class, message and
+            attributes; :class:`RemoteExecutionError` for any other class.
     """
     _check_version(envelope, "Worker answer")
     if "ok" in envelope:
         value: dict[str, Any] = envelope["ok"]
         return value
-    failure = envelope["error"]
-    error: BaseException | None = None
-    if failure.get("pickle") is not None:
-        try:
-            error = pickle.loads(failure["pickle"])
-        except Exception:
-            error = None
-    if not isinstance(error, Exception):
-        error = RemoteExecutionError(str(failure["class"]), str(failure["message"]))
-    raise error
+    raise _rebuild(envelope["error"])
 
 
 def result_from_wire(data: Mapping[str, Any]) -> InferenceResult:
@@ -197,13 +264,39 @@ def result_from_wire(data: Mapping[str, Any]) -> InferenceResult:
     )
 
 
+LIVE_TEXT_BYTES = 8 * 1024
+"""Most UTF-8 bytes of generated text one GENERATE event carries (its tail).
+
+A Modal Queue partition holds at most 5,000 items and 64 MiB (modal/queue.py:
+294-295): 5,000 events of this size stay under 64 MiB, so the item limit is
+met first and a long answer cannot fill the partition by size. The answer
+itself comes back whole in the result."""
+
+
+def _bounded(event: ProgressEvent) -> ProgressEvent:
+    text = event.text
+    if text is None or len(text) * 4 <= LIVE_TEXT_BYTES:
+        return event
+    encoded = text.encode("utf-8")
+    if len(encoded) <= LIVE_TEXT_BYTES:
+        return event
+    tail = encoded[-(LIVE_TEXT_BYTES - 3) :].decode("utf-8", errors="ignore")
+    return dataclasses.replace(event, text="\u2026" + tail)
+
+
 class EventSender:
     """The worker's progress callback: ships events in order, coalescing tokens.
 
     The first event, a stage change, or ``interval`` seconds since the last
     send sends what is buffered (the body flushes the rest when it ends);
     consecutive GENERATE events collapse to the latest (its text and counts
-    are cumulative), so a long generation costs a few sends a second.
+    are cumulative; the text is cut to its last :data:`LIVE_TEXT_BYTES`), so a
+    long generation costs a few sends a second.
+
+    A send never blocks the GPU: the channel puts without blocking and raises
+    ``queue.Full`` when the partition is full (nobody is draining it, e.g.
+    ComfyUI went away); those events are dropped and counted in
+    :attr:`dropped`.
     """
 
     def __init__(
@@ -218,6 +311,7 @@ class EventSender:
         self._clock = clock
         self._buffer: list[ProgressEvent] = []
         self._last_sent = -float("inf")
+        self.dropped = 0
 
     def __call__(self, event: ProgressEvent) -> None:
         """ProgressCallback."""
@@ -232,10 +326,13 @@ class EventSender:
             self.flush()
 
     def flush(self) -> None:
-        """Send everything buffered."""
+        """Send everything buffered (dropped and counted when the partition is full)."""
         if not self._buffer:
             return
-        items = [event.to_dict() for event in self._buffer]
+        items = [_bounded(event).to_dict() for event in self._buffer]
         self._buffer = []
         self._last_sent = self._clock()
-        self._channel.put_many(items)
+        try:
+            self._channel.put_many(items)
+        except queue.Full:
+            self.dropped += len(items)

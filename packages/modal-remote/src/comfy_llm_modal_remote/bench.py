@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from comfy_llm_core import env_set
 from comfy_llm_profiles import ProgressCallback, ignore_progress
 
-from ._bench import Workload, plan_benchmark, run_benchmark, source_revision
+from ._bench import Workload, exact_gpu, plan_benchmark, run_benchmark, source_revision
 from ._bench_caption import CaptionWorkload, parse_workers, run_caption_benchmark
 from ._dispatch import Dispatcher
 from ._fanout import DEFAULT_CHUNK_IMAGES
@@ -160,7 +160,7 @@ def run_from_args(
 
     workload = Workload(
         model=args.model,
-        gpu=args.gpu,
+        gpu=exact_gpu(args.gpu),
         image_size=args.image_size,
         max_new_tokens=args.max_new_tokens,
         execution_mode=args.execution_mode,
@@ -182,7 +182,7 @@ def run_from_args(
                 target,
                 CaptionWorkload(
                     model=args.model,
-                    gpu=args.gpu,
+                    gpu=exact_gpu(args.gpu),
                     images=args.images,
                     image_size=args.image_size or 1024,
                     max_new_tokens=args.max_new_tokens,

@@ -2,8 +2,9 @@
 
 Errors from the lower packages (profiles, staging, inputs, residency,
 backends) cross the wire with their own class, message and attributes; this
-module holds only what the Modal side adds. Every class pickles (the base
-does it), so a worker can send any of them to the dispatcher.
+module holds only what the Modal side adds. On the wire an error is its
+class name (allow-listed, see ``_wire``) plus its message and attributes,
+the fields the core error contract rebuilds it from; nothing is pickled.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from comfy_llm_core import ComfyLLMError, ErrorAction
 
 __all__ = [
+    "ModalDeployError",
     "ModalRemoteError",
     "ModalUnavailableError",
     "RemoteExecutionError",
@@ -36,7 +38,8 @@ class ModalUnavailableError(ModalRemoteError, RuntimeError):
     """The ``modal`` package or Modal credentials are missing on this machine.
 
     Attributes:
-        missing: ``"package"``, ``"credentials"`` or ``"secret"``.
+        missing: ``"package"``, ``"credentials"``, ``"secret"`` or ``"sources"``
+            (a workspace package the image mounts is not installed here).
     """
 
     action = ErrorAction.FIX_INPUT
@@ -49,6 +52,9 @@ class ModalUnavailableError(ModalRemoteError, RuntimeError):
                 f"custom_nodes: `{CLONE_INSTALL_HINT}`), then `{AUTH_HINT}`"
             )
             what = "the `modal` package is not installed"
+        elif missing == "sources":
+            fix = f"install the Modal extra into ComfyUI's Python with `{INSTALL_HINT}`"
+            what = "the Modal app cannot be deployed"
         elif missing == "secret":
             fix = "create the secret as said"
             what = "the app cannot be deployed"
@@ -59,6 +65,29 @@ class ModalUnavailableError(ModalRemoteError, RuntimeError):
         super().__init__(
             f"run_on_modal is on but {what}{suffix}. Fix: {fix}, then queue the prompt again; "
             "or switch run_on_modal off to run in this ComfyUI process."
+        )
+
+
+class ModalDeployError(ModalRemoteError, RuntimeError):
+    """Deploying the Modal app (building its image) failed.
+
+    Attributes:
+        app_name: The app that was being deployed.
+        reason: The client's error, one line.
+        log_tail: The build log's last lines (may be empty).
+    """
+
+    action = ErrorAction.FATAL
+
+    def __init__(self, app_name: str, reason: str, log_tail: str = "") -> None:
+        self.app_name = app_name
+        self.reason = reason
+        self.log_tail = log_tail
+        tail = f" Last build log lines:\n{log_tail}" if log_tail else ""
+        super().__init__(
+            f"Deploying the Modal app {app_name!r} failed: {reason}. Fix: check the lines below "
+            "and your Modal workspace (modal.com/apps), then queue the prompt again; or switch "
+            f"run_on_modal off to run in this ComfyUI process.{tail}"
         )
 
 
