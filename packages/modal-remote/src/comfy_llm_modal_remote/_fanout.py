@@ -74,8 +74,10 @@ class ChunkTransport(Protocol):
 
     app_name: str
 
-    def ensure_ready(self, progress: ProgressCallback) -> None:
-        """Deploy on first use."""
+    def ensure_ready(
+        self, progress: ProgressCallback, check_interrupt: Callable[[], None] = lambda: None
+    ) -> None:
+        """Deploy on first use (Cancel stops the wait)."""
         ...
 
     def start_chunk(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> RemoteCall:
@@ -258,7 +260,7 @@ def caption_fan_out(
     """
     transport: ChunkTransport = dispatcher.transport  # type: ignore[assignment]
     started = time.monotonic()
-    transport.ensure_ready(progress)
+    transport.ensure_ready(progress, check_interrupt)
     staged, _ = dispatcher._stage(job.model, progress, check_interrupt)
     report = FanOutReport(
         app_name=transport.app_name,

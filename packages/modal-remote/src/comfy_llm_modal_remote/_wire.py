@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
 import logging
 import queue
 import time
 from collections.abc import Callable, Mapping
 from pathlib import PurePath
+from types import ModuleType
 from typing import Any
 
 from comfy_llm_core import ComfyLLMError, rebuild_error
@@ -64,7 +64,7 @@ ERROR_PACKAGES = frozenset(
         "comfy_llm_modal_remote",
     }
 )
-"""Packages whose ``errors`` module (or top level) may name a rebuilt error."""
+"""Packages whose ``errors`` module (core: its top level) may name a rebuilt error."""
 
 
 def _check_version(data: Mapping[str, Any], what: str) -> None:
@@ -212,19 +212,41 @@ def error_envelope(error: BaseException) -> dict[str, Any]:
     }
 
 
+def _error_modules() -> dict[str, ModuleType]:
+    """The allow-listed packages' error namespaces (imported here by name, never from the wire)."""
+    import comfy_llm_core
+    from comfy_llm_backend_cuda import errors as backend_cuda
+    from comfy_llm_inputs import errors as inputs
+    from comfy_llm_profiles import errors as profiles
+    from comfy_llm_reasoning import errors as reasoning
+    from comfy_llm_residency import errors as residency
+    from comfy_llm_staging import errors as staging
+    from comfy_llm_structured import errors as structured
+
+    from . import errors as modal_remote
+
+    return {
+        "comfy_llm_core": comfy_llm_core,
+        "comfy_llm_profiles": profiles,
+        "comfy_llm_staging": staging,
+        "comfy_llm_inputs": inputs,
+        "comfy_llm_residency": residency,
+        "comfy_llm_reasoning": reasoning,
+        "comfy_llm_structured": structured,
+        "comfy_llm_backend_cuda": backend_cuda,
+        "comfy_llm_modal_remote": modal_remote,
+    }
+
+
 def _allowed_class(qualified: str) -> type[ComfyLLMError] | None:
     """The local class an envelope names, when it is an allow-listed comfy-llm error."""
     package, _, name = qualified.partition(".")
-    if package not in ERROR_PACKAGES or not name.isidentifier():
+    module = _error_modules().get(package) if package in ERROR_PACKAGES else None
+    if module is None or not name.isidentifier() or name.startswith("_"):
         return None
-    for module_name in (f"{package}.errors", package):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        found = getattr(module, name, None)
-        if isinstance(found, type) and issubclass(found, ComfyLLMError):
-            return found
+    found = getattr(module, name, None)
+    if isinstance(found, type) and issubclass(found, ComfyLLMError):
+        return found
     return None
 
 
