@@ -139,14 +139,18 @@ def test_modal_bench_caption_plans_cold_passes_per_worker_count_and_reports_the_
     assert (transport.deploys, transport.stops) == (2, 3)
     assert report["source"]["code_fingerprint"]
     workload = report["workload"]
-    assert (workload["model"], workload["gpu"], workload["images"]) == (SCRIPTED, "H100", 6)
+    assert (workload["model"], workload["gpu"], workload["images"]) == (
+        SCRIPTED,
+        "H100!",
+        6,
+    )  # pinned: no upgrade to H200
     assert (workload["image_size"], workload["chunk_images"]) == (64, 2)
     assert report["plan"]["workers"] == [1, 2]
     one, two = report["passes"]
     assert (one["workers"], two["workers"]) == (1, 2)
     for entry in (one, two):
         assert entry["captioned"] == 6 and entry["failed"] == 0
-        assert entry["gpu"] == "H100" and entry["chunks"] == 3
+        assert entry["gpu"] == "H100!" and entry["chunks"] == 3
         assert entry["gpu_seconds"] > 0 and entry["images_per_gpu_second"] > 0
         assert entry["bytes_per_image"] > 0
         assert sum(w["images"] for w in entry["per_worker"].values()) == 6

@@ -276,7 +276,7 @@ def caption_fan_out(
         for number, at in enumerate(range(0, len(images), job.chunk_images))
     )
     report.chunks = len(tasks)
-    prefix = f"caption-{job.gpu.lower()}"
+    prefix = f"caption-{job.gpu.lower().rstrip('!')}"  # "H100!" pins the type, same pool name
     slots = [_Slot(i, f"{prefix}-{i}") for i in range(min(job.workers, len(tasks)))]
     bar_total = total if total is not None else done_before + len(images)
     done = done_before
