@@ -97,6 +97,7 @@ def test_every_image_is_captioned_once_across_two_workers_with_the_cost_on_recor
     assert record["modal_gpu_seconds"] >= record["modal_worker_seconds"] > 0
     assert record["modal_images_per_gpu_second"] > 0
     assert record["modal_failed_chunks"] == []
+    assert record["modal_idle_tail_gpu_seconds_max"] == 2 * 60  # two workers, a minute each
     # A small JPEG that fits is sent as its own bytes.
     sizes = [p.stat().st_size for p in sorted((tmp_path / "data").iterdir())]
     assert record["modal_bytes_sent"] == sum(sizes)
@@ -210,3 +211,20 @@ def test_a_fitting_jpeg_goes_as_its_own_bytes_a_larger_image_is_reduced(tmp_path
     broken.write_bytes(b"\xff\xd8\xff not really")
     with pytest.raises(ImageInputError, match=r"broken\.jpg"):
         encode_image_file(broken, index=2)
+
+
+def test_an_image_the_worker_cannot_decode_is_that_images_error_the_chunk_goes_on(
+    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+) -> None:
+    from comfy_llm_modal_remote import ChunkImage
+
+    images = _images(tmp_path / "data", 3)
+    good = images[1].encode()
+    # Bytes that claim another size than they hold (damaged on the way): refused there.
+    images[1] = FanOutImage(1, "img001.jpg", lambda: ChunkImage(1, "img001.jpg", good.data, 9, 9))
+    recorder = Recorder()
+    report = caption_fan_out(Dispatcher(transport), _job(), images, recorder)
+    assert recorder.captioned() == [0, 2]
+    [result] = recorder.results
+    assert result.captions[1].error is not None and "img001.jpg" in result.captions[1].error
+    assert report.captioned == 2 and report.failed_images == 1 and report.chunks_retried == 0

@@ -27,8 +27,9 @@ The only scheduling here is the chunk queue the N worker slots take from.
 
 Cost on the record: wall time, GPU-seconds (the sum of every call's span
 from spawn to answer: what the containers were held for, cold starts and
-transfers included, the idle ``scaledown_window`` after the last chunk not
-included), images per GPU-second, chunks retried, the app and the GPU.
+transfers included; the idle :data:`CAPTION_SCALEDOWN_SECONDS` after the last
+chunk, at most, is reported apart), images per GPU-second, chunks retried,
+the app and the GPU.
 """
 
 from __future__ import annotations
@@ -46,11 +47,13 @@ from comfy_llm_residency import GenerationSettings
 
 from ._chunk_wire import ChunkImage, ChunkRequest, ChunkResult
 from ._dispatch import Dispatcher
+from ._fanout_report import CAPTION_SCALEDOWN_SECONDS, FanOutReport
 from ._transport import RemoteCall
 from ._wire import unwrap
 from .errors import WorkerUnsafeError
 
 __all__ = [
+    "CAPTION_SCALEDOWN_SECONDS",
     "DEFAULT_CHUNK_IMAGES",
     "MAX_WORKERS",
     "ChunkCollector",
@@ -148,63 +151,6 @@ class FanOutJob:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
                 raise InvalidSettingError(name, value, f"a whole number from 1 to {limit}")
-
-
-@dataclasses.dataclass
-class FanOutReport:
-    """What the run cost and what failed (JSON-ready through :meth:`to_dict`)."""
-
-    app_name: str
-    gpu: str
-    workers: int
-    chunk_images: int
-    images: int = 0
-    captioned: int = 0
-    failed_images: int = 0
-    chunks: int = 0
-    chunks_retried: int = 0
-    failed_chunks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    wall_seconds: float = 0.0
-    gpu_seconds: float = 0.0
-    worker_seconds: float = 0.0
-    stage_seconds: float = 0.0
-    bytes_sent: int = 0
-    images_sent: int = 0
-    chunk_overhead_seconds: list[float] = dataclasses.field(default_factory=list)
-    per_worker: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
-    profile: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """The staged profile's ``to_dict()`` (not part of the cost record)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record the node and CLI put in their metadata (``modal_*`` keys)."""
-        overhead = self.chunk_overhead_seconds
-        return {
-            "modal_app_name": self.app_name,
-            "modal_gpu": self.gpu,
-            "modal_workers": self.workers,
-            "modal_chunk_images": self.chunk_images,
-            "modal_chunks": self.chunks,
-            "modal_chunks_retried": self.chunks_retried,
-            "modal_failed_chunks": list(self.failed_chunks),
-            "modal_wall_seconds": round(self.wall_seconds, 3),
-            "modal_stage_seconds": round(self.stage_seconds, 3),
-            "modal_gpu_seconds": round(self.gpu_seconds, 3),
-            "modal_worker_seconds": round(self.worker_seconds, 3),
-            "modal_images_per_gpu_second": (
-                round(self.captioned / self.gpu_seconds, 4) if self.gpu_seconds > 0 else 0.0
-            ),
-            "modal_images_per_second": (
-                round(self.captioned / self.wall_seconds, 4) if self.wall_seconds > 0 else 0.0
-            ),
-            "modal_chunk_overhead_seconds": (
-                round(sum(overhead) / len(overhead), 4) if overhead else 0.0
-            ),
-            "modal_bytes_sent": self.bytes_sent,
-            "modal_bytes_per_image": (
-                round(self.bytes_sent / self.images_sent) if self.images_sent else 0
-            ),
-            "modal_per_worker": {key: dict(value) for key, value in self.per_worker.items()},
-        }
 
 
 @dataclasses.dataclass

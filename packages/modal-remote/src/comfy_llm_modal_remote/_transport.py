@@ -311,6 +311,10 @@ class ModalTransport:
         """Spawn ``caption_chunk`` on the key's container pool (the fan-out's one worker)."""
         import modal
 
-        engine_cls = modal.Cls.from_name(self.app_name, "RemoteEngine").with_options(gpu=gpu)
+        from ._fanout import CAPTION_SCALEDOWN_SECONDS
+
+        engine_cls = modal.Cls.from_name(self.app_name, "RemoteEngine").with_options(
+            gpu=gpu, scaledown_window=CAPTION_SCALEDOWN_SECONDS
+        )
         engine = engine_cls(affinity=affinity_key)
         return self._spawn(lambda queue: engine.caption_chunk.spawn(request, queue), request)
