@@ -335,3 +335,15 @@ def test_benchmarks_pin_the_gpu_modal_could_upgrade() -> None:
     from modal._utils.function_utils import parse_gpu_config
 
     assert parse_gpu_config("H100!").gpu_type == "H100!"
+
+
+def test_caption_workers_are_a_variant_that_scales_down_after_a_minute(app_module: Any) -> None:
+    from comfy_llm_modal_remote._fanout import CAPTION_SCALEDOWN_SECONDS
+
+    # The options ModalTransport.start_chunk spawns with, built by the real client.
+    variant = _unwrap(
+        app_module.RemoteEngine.with_options(gpu="H100", scaledown_window=CAPTION_SCALEDOWN_SECONDS)
+    )
+    assert variant._options.scaledown_window == CAPTION_SCALEDOWN_SECONDS == 60
+    assert variant._options.resources.gpu_config.gpu_type == "H100"
+    assert "caption_chunk" in variant._get_method_names()

@@ -228,3 +228,24 @@ def test_an_image_the_worker_cannot_decode_is_that_images_error_the_chunk_goes_o
     [result] = recorder.results
     assert result.captions[1].error is not None and "img001.jpg" in result.captions[1].error
     assert report.captioned == 2 and report.failed_images == 1 and report.chunks_retried == 0
+
+
+def test_a_worker_that_retired_itself_hands_its_chunk_and_promotion_to_another(
+    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+) -> None:
+    images = _images(tmp_path / "data", 6)
+    promoted = {"version": 1, "promoted": True, "observed_workflow_count": 2, "prompt_ids": []}
+    retired = transport.container("caption-h100-0").service
+    retired.import_promotion_state(promoted)
+    retired.unsafe = True  # as after a failed memory recovery (WorkerUnsafeError next time)
+    recorder = Recorder()
+    report = caption_fan_out(Dispatcher(transport), _job(), images, recorder)
+    assert recorder.captioned() == list(range(6))
+    assert report.chunks_retried == 1 and report.failed_chunks == []
+    chunk_calls = [info for kind, info, _ in transport.calls if kind == "chunk"]
+    [retry] = [info for info in chunk_calls if info["request"]["attempt"] == 1]
+    assert retry["affinity_key"] != "caption-h100-0"
+    assert retry["request"]["promotion_state"] == promoted
+    # The retired container is never handed another chunk.
+    later = chunk_calls[chunk_calls.index(retry) :]
+    assert all(info["affinity_key"] != "caption-h100-0" for info in later)
