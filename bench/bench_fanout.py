@@ -9,7 +9,7 @@ the real ModelStager and RemoteEngine bodies, containers as worker threads,
 every request and answer pickled across): each container serves its chunks
 through ``run_batch`` on the real Transformers engine (the test world's tiny
 scripted SmolVLM, ``--tokens`` tokens: a small share of the time) wrapped in
-a "GPU" whose service time per batch is ``--batch-seconds`` plus
+``comfy_llm_testworld.timed_gpu``, a "GPU" whose service time per batch is ``--batch-seconds`` plus
 ``--image-token-seconds`` * images * tokens (a sleep: the service time
 dominates, as on a GPU where the dispatcher's machine does no engine work).
 
@@ -39,34 +39,6 @@ from typing import Any
 REPOSITORY = "bench/smolvlm-scripted"
 
 
-class _TimedGPU:
-    """A backend whose batches take a configured service time on top of the real engine."""
-
-    def __init__(self, inner: Any, batch_seconds: float, image_token_seconds: float) -> None:
-        self._inner = inner
-        self._batch = batch_seconds
-        self._image_token = image_token_seconds
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def _serve(self, images: int, tokens: int) -> None:
-        time.sleep(self._batch + self._image_token * images * max(1, tokens))
-
-    def generate(self, inputs: Any, settings: Any, on_token: Any) -> Any:
-        result = self._inner.generate(inputs, settings, on_token)
-        self._serve(1, settings.max_new_tokens)
-        return result
-
-    def can_batch(self, items: Any) -> bool:
-        return bool(self._inner.can_batch(items))
-
-    def generate_batch(self, items: Any, on_token: Any) -> Any:
-        results = self._inner.generate_batch(items, on_token)
-        self._serve(len(items), items[0].settings.max_new_tokens)
-        return results
-
-
 def _images(folder: Path, count: int, side: int) -> list[Path]:
     from PIL import Image
 
@@ -89,19 +61,17 @@ def _run(
         caption_fan_out,
         encode_image_file,
     )
-    from comfy_llm_modal_remote._engine import create_cuda_backend
     from comfy_llm_residency import GenerationSettings
+    from comfy_llm_testworld import timed_gpu
     from comfy_llm_testworld.modal_standin import StandinTransport
 
-    def factory(profile: Any, path: Path, progress: Any) -> Any:
-        inner = create_cuda_backend(profile, path, progress)
-        return _TimedGPU(inner, args.batch_seconds, args.image_token_seconds)
-
+    os.environ[timed_gpu.BATCH_SECONDS_ENV] = str(args.batch_seconds)
+    os.environ[timed_gpu.IMAGE_TOKEN_SECONDS_ENV] = str(args.image_token_seconds)
     transport = StandinTransport(
         "comfy-llm-bench",
         workdir / "user",
         root=workdir / f"modal-{workers}-{chunk}",
-        backend_factory=factory,
+        backend_factory=timed_gpu.factory,
         event_interval=0.2,
     )
     job = FanOutJob(
