@@ -3,8 +3,11 @@
     transport ready, model staged once by the ModelStager   (no GPU yet)
     images cut into chunks of ``chunk_images``
     N workers = N affinity keys ``caption-<gpu>-<i>``: each key is its own
-      warm container pool of ``RemoteEngine`` (a parametrized Modal class),
-      so N keys are N GPU containers, each serving one chunk at a time
+      warm container pool of ``RemoteEngine`` (a parametrized Modal class:
+      "each unique combination of arguments will behave like an individual
+      Modal Function with its own auto-scaling", modal.com/docs/guide/
+      parametrized-functions), so N keys are N GPU containers, each serving
+      one chunk at a time
       through ``run_batch`` on its resident engine
     each worker's call is a ``spawn`` of ``RemoteEngine.caption_chunk``
       (a FunctionCall each: Cancel cancels every one of them)
