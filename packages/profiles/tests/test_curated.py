@@ -305,3 +305,16 @@ def test_load_from_a_path(tmp_path: Path) -> None:
     path.write_text("{")
     with pytest.raises(CuratedRegistryError, match="cannot be read"):
         load_curated_registry(path)
+
+
+def test_the_seeds_smolvlm2_runs_on_apple_through_mlx_vlm(hf_env: FakeHub, tmp_path: Path) -> None:
+    # The seed's Apple registry admits reviewed unquantized SmolVLM checkpoints through
+    # MLX-VLM, so a seed-era workflow naming its curated SmolVLM2 must resolve on a Mac.
+    entry = load_curated_registry().get("smolvlm2-2.2b-instruct")
+    _serve(hf_env, entry)
+    profile = resolve_profile(
+        entry.id, "local_apple", storage_root=tmp_path, endpoint=hf_env.endpoint
+    ).profile
+    assert (profile.backend, profile.quantization_method) == ("mlx_vlm", "none")
+    assert (profile.repository, profile.revision) == (entry.repository, entry.revision)
+    assert "video" in profile.modalities

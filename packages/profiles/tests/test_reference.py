@@ -54,10 +54,13 @@ def test_curated_ids_can_be_supplied() -> None:
         ("http://127.0.0.1/owner/model", "URL"),
         ("hf://owner/model", "URL"),
         ("huggingface.co/owner/model", "more than one '/'"),
-        ("/models/owner/model", "path"),
-        ("~/models/model", "path"),
-        ("./owner/model", "path"),
-        ("C:\\models\\x", "path"),
+        ("./owner/model", "relative path"),
+        ("~someone/model", "'~user'"),
+        ("/models/LLM/../secrets", "'..' folder"),
+        ("/models/LLM/a\nb", "control character"),
+        ("models/LLM/./x", "'.' or padded part"),
+        ("models/LLM/x/", "'.' or padded part"),
+        ("models/L*M/x", "is not a folder name"),
         ("owner/../model", ".."),
         ("owner/model@../main", ".."),
         ("owner/model ", "whitespace"),
@@ -65,7 +68,6 @@ def test_curated_ids_can_be_supplied() -> None:
         ("owner /model", "whitespace"),
         ("owner/model@ma in", "whitespace"),
         ("owner/model\n", "whitespace"),
-        ("/model", "path"),
         ("owner/", "model name is empty"),
         ("owner/model@", "empty"),
         ("owner/model@a@b", "more than one '@'"),
@@ -105,3 +107,28 @@ def test_refuses_everything_else(text: str, reason: str) -> None:
 def test_refuses_non_text() -> None:
     with pytest.raises(InvalidModelReferenceError, match="not text"):
         parse_reference(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "folder", "name"),
+    [
+        ("/models/owner/model", "/models/owner/model", None, None),
+        ("/model", "/model", None, None),
+        ("~/models/Qwen3-VL 2B", "~/models/Qwen3-VL 2B", None, None),
+        ("C:\\models\\x", "C:\\models\\x", None, None),
+        ("models/LLM/Qwen3-VL-2B-Instruct", None, "LLM", "Qwen3-VL-2B-Instruct"),
+        ("models/VLM/Qwen/Qwen3.5-2B", None, "VLM", "Qwen/Qwen3.5-2B"),
+    ],
+)
+def test_local_folders_are_references(
+    text: str, path: str | None, folder: str | None, name: str | None
+) -> None:
+    ref = parse_reference(text)
+    assert ref.is_local and ref.repository is None and ref.curated_id is None
+    assert (ref.local_path, ref.model_folder, ref.local_name) == (path, folder, name)
+    assert str(ref) == text
+
+
+def test_models_with_one_slash_is_still_a_hub_id() -> None:
+    ref = parse_reference("models/LLM")
+    assert ref.repository == "models/LLM" and not ref.is_local

@@ -52,7 +52,7 @@ def _no_weight_requests(hub: Any) -> None:
 
 def _manifests(root: Path) -> list[str]:
     folder = root / "profiles"
-    return sorted(os.listdir(folder)) if folder.exists() else []
+    return sorted(n for n in os.listdir(folder) if n.endswith(".json")) if folder.exists() else []
 
 
 # -- pinning -------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Model references, Hub inspection, compatibility registries and schema-v2 profiles.
 
 The first step of every request: turn what the user typed (``owner/model``,
-``owner/model@revision`` or a curated id) into an immutable, commit-pinned
+``owner/model@revision``, a curated id or a local folder) into an immutable, commit-pinned
 :class:`ModelProfile` for one :class:`ExecutionTarget`, from Hub metadata
 only, and record it as ``<storage_root>/profiles/<profile_id>.json``.
 """
@@ -11,6 +11,7 @@ from comfy_llm_profiles._curated import (
     CuratedRegistry,
     load_curated_registry,
     parse_curated_registry,
+    parse_reference,
 )
 from comfy_llm_profiles._decide import (
     CompatibilityDecision,
@@ -19,6 +20,15 @@ from comfy_llm_profiles._decide import (
     estimate_memory_bytes,
 )
 from comfy_llm_profiles._families import FAMILIES, Family
+from comfy_llm_profiles._hf_cache import (
+    OFFLINE_ENV,
+    hf_cache_dir,
+    hf_cache_repository_dir,
+    hf_cache_snapshot,
+    hub_offline,
+    list_hf_cache_snapshots,
+    snapshot_problem,
+)
 from comfy_llm_profiles._hub import (
     HUB_TIMEOUT_ENV,
     HubFile,
@@ -33,6 +43,15 @@ from comfy_llm_profiles._inspect import (
     RepositoryInspection,
     inspect_repository,
 )
+from comfy_llm_profiles._local import (
+    FolderScan,
+    LocalFile,
+    content_pin,
+    hash_file,
+    hash_files,
+    list_model_folders,
+    scan_folder,
+)
 from comfy_llm_profiles._manifest import (
     MANIFEST_DIR,
     load_manifest,
@@ -46,6 +65,7 @@ from comfy_llm_profiles._profile import (
     QUANTIZATION_METHODS,
     REASONING_PARSERS,
     SCHEMA_VERSION,
+    SOURCES,
     BackendOptionValue,
     ModelProfile,
     ProfileLimits,
@@ -59,7 +79,7 @@ from comfy_llm_profiles._progress import (
     ignore_progress,
 )
 from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
-from comfy_llm_profiles._reference import ModelReference, is_commit, parse_reference
+from comfy_llm_profiles._reference import ModelReference, is_commit
 from comfy_llm_profiles._registry import (
     REGISTRY_VERSIONS,
     ArchitectureRule,
@@ -84,12 +104,14 @@ from comfy_llm_profiles.errors import (
     HubUnavailableError,
     InvalidConfigError,
     InvalidModelReferenceError,
+    LocalFolderError,
     ManifestConflictError,
     ManifestError,
     MissingConfigError,
     ModelNotFoundError,
     ModelRejectedError,
     ModelRevisionNotFoundError,
+    OfflineResolutionError,
     ProfileError,
     ProfileValidationError,
     RemoteCodeError,
@@ -112,6 +134,7 @@ __all__ = [
     "read_settings",
     # profiles
     "SCHEMA_VERSION",
+    "SOURCES",
     "COMPATIBILITY_POLICY_VERSION",
     "BACKENDS",
     "MODALITIES",
@@ -129,6 +152,21 @@ __all__ = [
     "RepositoryFile",
     "RepositoryInspection",
     "inspect_repository",
+    # models already on disk: local folders and the Hugging Face cache
+    "FolderScan",
+    "LocalFile",
+    "content_pin",
+    "hash_file",
+    "hash_files",
+    "list_model_folders",
+    "scan_folder",
+    "OFFLINE_ENV",
+    "hf_cache_dir",
+    "hf_cache_repository_dir",
+    "hf_cache_snapshot",
+    "hub_offline",
+    "list_hf_cache_snapshots",
+    "snapshot_problem",
     # Hub metadata (bounded, timed out, checked field by field)
     "HUB_TIMEOUT_ENV",
     "HubFile",
@@ -180,6 +218,8 @@ __all__ = [
     "ModelRevisionNotFoundError",
     "HubUnavailableError",
     "HubTimeoutError",
+    "OfflineResolutionError",
+    "LocalFolderError",
     "HubStatusError",
     "HubAuthenticationError",
     "HubDataError",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -28,12 +28,12 @@ from typing import Any
 from comfy_llm_profiles._decide import decide
 from comfy_llm_profiles._families import FAMILIES
 from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
-from comfy_llm_profiles._reference import is_commit, parse_reference
+from comfy_llm_profiles._reference import ModelReference, is_commit, parse_model_reference
 from comfy_llm_profiles._registry import registry_for
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import CuratedRegistryError, ProfileError
 
-__all__ = ["CuratedEntry", "CuratedRegistry", "load_curated_registry"]
+__all__ = ["CuratedEntry", "CuratedRegistry", "load_curated_registry", "parse_reference"]
 
 _ID = re.compile(r"[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?")
 _ENTRY_KEYS = frozenset(
@@ -234,7 +234,7 @@ def _entry(raw: object, index: int) -> CuratedEntry:
         raise _bad(name, f"has missing keys {missing} / unknown keys {unknown}")
     repository, revision = raw["repository"], raw["revision"]
     try:
-        ref = parse_reference(str(repository), curated_ids=())
+        ref = parse_model_reference(str(repository), curated_ids=())
     except ProfileError as error:
         raise _bad(name, f"has an invalid repository: {error}") from None
     if ref.repository != repository or ref.revision is not None:
@@ -327,3 +327,18 @@ def load_curated_registry(path: Path | None = None) -> CuratedRegistry:
     except (OSError, ValueError) as error:
         raise _bad(None, f"at {str(path)!r} cannot be read as JSON ({error})") from None
     return parse_curated_registry(data)
+
+
+def parse_reference(text: str, *, curated_ids: Iterable[str] | None = None) -> ModelReference:
+    """Parse ``owner/model[@revision]``, a curated id or a local folder reference.
+
+    Args:
+        text: What the user typed.
+        curated_ids: The ids that count as curated; None reads the shipped list.
+
+    Raises:
+        InvalidModelReferenceError: ``text`` is not one of the accepted forms
+            (see ``_reference``).
+    """
+    known = load_curated_registry().ids if curated_ids is None else curated_ids
+    return parse_model_reference(text, curated_ids=known)

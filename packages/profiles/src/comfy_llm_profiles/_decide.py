@@ -98,11 +98,16 @@ class CompatibilityDecision:
         *,
         requested_revision: str | None = None,
         display_name: str = "",
+        local_path: str | None = None,
     ) -> ModelProfile:
         """Build the immutable profile for ``repository`` pinned at ``revision``.
 
+        With ``local_path`` it is a local folder's profile (``source: local``,
+        ``revision`` its content pin).
+
         Raises:
-            ProfileValidationError: ``revision`` is not a 40-hex commit.
+            ProfileValidationError: ``revision`` is not a 40-hex commit (a
+                64-hex content pin for a local folder).
         """
         return ModelProfile(
             repository=repository,
@@ -124,6 +129,8 @@ class CompatibilityDecision:
             display_name=display_name or repository,
             advertised_context_tokens=self.advertised_context_tokens,
             runtime_requirements=self.runtime_requirements,
+            source="hub" if local_path is None else "local",
+            local_path=local_path,
         )
 
 

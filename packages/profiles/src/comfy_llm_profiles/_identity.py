@@ -70,6 +70,11 @@ def identity_of(fields: Mapping[str, Any]) -> dict[str, Any]:
         "backend_options": dict(fields["backend_options"]),
         "runtime_requirements": list(fields["runtime_requirements"]),
     }
+    if fields.get("source", "hub") != "hub":
+        # A local folder: its content pin is the revision, and where it lies is part of
+        # what the profile names (Hub ids keep the seed's shape: no source key).
+        identity["source"] = fields["source"]
+        identity["local_path"] = fields["local_path"]
     if fields["execution_target"] != ExecutionTarget.MODAL.value:
         # The seed's Modal ids never hashed their target; every other target does.
         identity["execution_target"] = fields["execution_target"]

@@ -16,13 +16,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from comfy_llm_core import write_atomically
 
 from comfy_llm_profiles._manifest import MANIFEST_DIR
 from comfy_llm_profiles._reference import is_commit
 
-__all__ = ["PinnedFacts", "load_pinned_facts", "pinned_facts_path", "save_pinned_facts"]
+__all__ = [
+    "PinnedFacts",
+    "load_branch_pin",
+    "load_pinned_facts",
+    "pinned_facts_path",
+    "save_branch_pin",
+    "save_pinned_facts",
+]
 
 _FORMAT = 1
 _MAX_BYTES = 5 * 1024**2
@@ -89,8 +97,8 @@ def save_pinned_facts(storage_root: Path, facts: PinnedFacts) -> Path:
     if not is_commit(facts.revision):
         raise ValueError(f"revision {facts.revision!r} is not a 40-hex commit")
     path = pinned_facts_path(storage_root, facts.repository, facts.revision)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(
+    _write_json(
+        path,
         {
             "format": _FORMAT,
             "repository": facts.repository,
@@ -98,8 +106,49 @@ def save_pinned_facts(storage_root: Path, facts: PinnedFacts) -> Path:
             "weight_bytes": facts.weight_bytes,
             "config": dict(facts.config),
         },
-        indent=2,
-        sort_keys=True,
     )
-    write_atomically(path, text + "\n")
     return path
+
+
+def _branch_pin_path(storage_root: Path, repository: str, branch: str | None) -> Path:
+    owner, model = repository.split("/")
+    name = quote(branch, safe="") if branch else "@default"
+    return Path(storage_root) / MANIFEST_DIR / "pinned" / owner / model / "refs" / f"{name}.json"
+
+
+def save_branch_pin(storage_root: Path, repository: str, branch: str | None, revision: str) -> Path:
+    """Record that ``repository@branch`` (None: the default branch) last resolved to ``revision``.
+
+    An offline resolution of the same branch uses it (and says so in its
+    metadata: ``resolved_offline``).
+    """
+    if not is_commit(revision):
+        raise ValueError(f"revision {revision!r} is not a 40-hex commit")
+    path = _branch_pin_path(storage_root, repository, branch)
+    _write_json(
+        path,
+        {"format": _FORMAT, "repository": repository, "branch": branch, "revision": revision},
+    )
+    return path
+
+
+def load_branch_pin(storage_root: Path, repository: str, branch: str | None) -> str | None:
+    """The commit ``repository@branch`` last resolved to here, or None."""
+    path = _branch_pin_path(storage_root, repository, branch)
+    try:
+        if path.stat().st_size > 4096:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        return None
+    revision = data.get("revision")
+    if data.get("repository") != repository or data.get("branch") != branch:
+        return None
+    return revision if isinstance(revision, str) and is_commit(revision) else None
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -35,7 +35,7 @@ from comfy_llm_profiles._identity import (
     estimated_vram_gb,
     identity_of,
 )
-from comfy_llm_profiles._reference import is_commit
+from comfy_llm_profiles._reference import is_commit, is_content_pin
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import ProfileValidationError
 
@@ -47,6 +47,7 @@ __all__ = [
     "QUANTIZATION_METHODS",
     "REASONING_PARSERS",
     "SCHEMA_VERSION",
+    "SOURCES",
     "BackendOptionValue",
     "ModelProfile",
     "ProfileLimits",
@@ -59,6 +60,10 @@ BACKENDS: Final = ("mlx_vlm", "transformers", "vllm")
 QUANTIZATION_METHODS: Final = ("none", "mlx", "fp8", "modelopt_fp4")
 MODALITIES: Final = ("text", "image", "video", "file")
 REASONING_PARSERS: Final = ("qwen3", "none")
+SOURCES: Final = ("hub", "local")
+"""Where a profile's files come from: a Hub commit, or a folder on this machine used in place."""
+LOCAL_REPOSITORY_OWNER: Final = "local"
+"""A local profile's ``repository`` is ``local/<folder name>`` (a label, never a Hub id)."""
 
 BackendOptionValue = str | int | float | bool
 """Backend option values are JSON scalars so profiles stay hashable and portable."""
@@ -166,6 +171,10 @@ class ModelProfile:
         advertised_context_tokens: ``max_position_embeddings`` of config.json,
             None when it declares none.
         runtime_requirements: Pinned engine requirements, e.g. ``mlx-vlm==0.7.10``.
+        source: ``hub`` (``revision`` is a 40-hex commit) or ``local`` (a folder
+            used in place: ``revision`` is its 64-hex content pin, ``repository``
+            ``local/<folder name>``).
+        local_path: The local folder (absolute), None for Hub profiles.
     """
 
     profile_id: str = ""
@@ -189,6 +198,13 @@ class ModelProfile:
     display_name: str = ""
     advertised_context_tokens: int | None = None
     runtime_requirements: tuple[str, ...] = ()
+    source: str = "hub"
+    local_path: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        """True for a local folder used in place (``source == "local"``)."""
+        return self.source == "local"
 
     def __post_init__(self) -> None:
         self._validate()
@@ -203,8 +219,7 @@ class ModelProfile:
             raise _fail("schema_version", self.schema_version, f"{SCHEMA_VERSION}")
         if not isinstance(self.repository, str) or self.repository.count("/") != 1:
             raise _fail("repository", self.repository, "'owner/model'")
-        if not is_commit(self.revision):
-            raise _fail("revision", self.revision, "a 40-character lowercase hex commit")
+        self._check_source()
         if not isinstance(self.execution_target, ExecutionTarget):
             try:
                 target = ExecutionTarget(self.execution_target)
@@ -248,6 +263,22 @@ class ModelProfile:
             raise _fail("runtime_requirements", requirements, "a list of non-empty strings")
         object.__setattr__(self, "runtime_requirements", tuple(requirements))
 
+    def _check_source(self) -> None:
+        self._check_choice("source", self.source, SOURCES)
+        if self.source == "hub":
+            if not is_commit(self.revision):
+                raise _fail("revision", self.revision, "a 40-character lowercase hex commit")
+            if self.local_path is not None:
+                raise _fail("local_path", self.local_path, "null for a Hub profile")
+            return
+        if not is_content_pin(self.revision):
+            raise _fail("revision", self.revision, "a local folder's 64-hex content pin")
+        if not self.repository.startswith(f"{LOCAL_REPOSITORY_OWNER}/"):
+            raise _fail("repository", self.repository, f"'{LOCAL_REPOSITORY_OWNER}/<folder name>'")
+        path = self.local_path
+        if not isinstance(path, str) or not (path.startswith("/") or path[1:3] in (":\\", ":/")):
+            raise _fail("local_path", path, "the absolute path of the local folder")
+
     @staticmethod
     def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
         if value not in choices:
@@ -287,6 +318,8 @@ class ModelProfile:
             "display_name": self.display_name,
             "advertised_context_tokens": self.advertised_context_tokens,
             "runtime_requirements": list(self.runtime_requirements),
+            "source": self.source,
+            "local_path": self.local_path,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -314,7 +347,7 @@ class ModelProfile:
         if data.get("schema_version") != SCHEMA_VERSION:
             raise _fail("schema_version", data.get("schema_version"), f"{SCHEMA_VERSION}")
         names = {f.name for f in dataclasses.fields(cls)}
-        required = names - {"requested_revision", "display_name"}
+        required = names - {"requested_revision", "display_name", "source", "local_path"}
         missing = sorted(required - set(data))
         unknown = sorted(set(data) - names)
         if missing or unknown:

@@ -1,11 +1,21 @@
-"""Parsing model references typed into a node or the CLI.
+r"""Parsing model references typed into a node or the CLI.
 
 A reference ends up in Hub URLs and on-disk paths, so it is checked strictly
-here, once, before anything touches the network: only ``owner/model``,
-``owner/model@revision`` and curated ids pass. The rules follow the Hub's own
-repository-name rules (letters, digits, ``-``, ``_``, ``.``; no ``--`` or
-``..``; at most 96 characters per part), which also rules out URLs, paths
-and whitespace.
+here, once, before anything touches the network or the disk. Four forms pass:
+
+* ``owner/model`` and ``owner/model@revision``: the Hub's own repository-name
+  rules (letters, digits, ``-``, ``_``, ``.``; no ``--`` or ``..``; at most 96
+  characters per part), which also rule out URLs and whitespace;
+* a curated id (lowercase, no ``/``), checked against the ids the caller
+  passes (``_curated.parse_reference`` passes the shipped list);
+* an absolute folder path (``/…``, ``~/…``, ``C:\…``): a local checkpoint;
+* ``models/<folder>/<name>``: a checkpoint folder under a registered model
+  folder (``models/LLM``, ``models/VLM``, ``models/modal_llm`` and what
+  ``extra_model_paths.yaml`` maps to them). It has two ``/`` at least, so it is
+  never a Hub id.
+
+Local forms are only parsed here (no ``..``, no control characters, bounded
+length); finding and checking the folder is ``_local``'s job.
 """
 
 from __future__ import annotations
@@ -16,7 +26,16 @@ from dataclasses import dataclass
 
 from comfy_llm_profiles.errors import InvalidModelReferenceError
 
-__all__ = ["MAX_NAME_PART", "MAX_REVISION", "ModelReference", "is_commit", "parse_reference"]
+__all__ = [
+    "LOCAL_NAME_PREFIX",
+    "MAX_NAME_PART",
+    "MAX_PATH_CHARACTERS",
+    "MAX_REVISION",
+    "ModelReference",
+    "is_commit",
+    "is_content_pin",
+    "parse_model_reference",
+]
 
 MAX_NAME_PART = 96
 """The Hub's limit on the owner and on the model name, each."""
@@ -27,6 +46,14 @@ _NAME_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?")
 _REVISION = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._/-]*[A-Za-z0-9_])?")
 _CURATED = re.compile(r"[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+_CONTENT_PIN = re.compile(r"[0-9a-f]{64}")
+_WINDOWS_ABSOLUTE = re.compile(r"(?:[A-Za-z]:[\\/]|\\\\)")
+_FOLDER_KIND = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+LOCAL_NAME_PREFIX = "models/"
+"""``models/<folder>/<name>`` names a checkpoint under a registered model folder."""
+MAX_PATH_CHARACTERS = 1024
+"""Longest accepted local path or folder name."""
 
 
 def is_commit(revision: str | None) -> bool:
@@ -34,19 +61,35 @@ def is_commit(revision: str | None) -> bool:
     return bool(revision) and _COMMIT.fullmatch(revision or "") is not None
 
 
+def is_content_pin(revision: str | None) -> bool:
+    """True when ``revision`` is a local folder's content pin (64 lowercase hex)."""
+    return bool(revision) and _CONTENT_PIN.fullmatch(revision or "") is not None
+
+
 @dataclass(frozen=True, slots=True)
 class ModelReference:
-    """A parsed model reference: either a Hub repository or a curated id.
+    """A parsed model reference: a Hub repository, a curated id or a local folder.
 
     Attributes:
-        repository: ``owner/model`` for Hub references, None for curated ids.
+        repository: ``owner/model`` for Hub references, None otherwise.
         revision: The branch, tag or commit after ``@``; None for the default branch.
-        curated_id: The curated id, None for Hub references.
+        curated_id: The curated id, None otherwise.
+        local_path: An absolute folder path as typed (``~`` not yet expanded).
+        model_folder: The registered folder of ``models/<folder>/<name>``.
+        local_name: ``<name>`` of ``models/<folder>/<name>`` (may hold ``/``).
     """
 
     repository: str | None
     revision: str | None = None
     curated_id: str | None = None
+    local_path: str | None = None
+    model_folder: str | None = None
+    local_name: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        """True for a folder on this machine (a path or a registered-folder name)."""
+        return self.local_path is not None or self.model_folder is not None
 
     @property
     def is_curated(self) -> bool:
@@ -59,6 +102,10 @@ class ModelReference:
         return is_commit(self.revision)
 
     def __str__(self) -> str:
+        if self.local_path is not None:
+            return self.local_path
+        if self.model_folder is not None:
+            return f"{LOCAL_NAME_PREFIX}{self.model_folder}/{self.local_name}"
         if self.curated_id is not None:
             return self.curated_id
         return f"{self.repository}@{self.revision}" if self.revision else str(self.repository)
@@ -112,29 +159,70 @@ def _check_shape(value: str) -> None:
     if ".." in value:
         raise _refuse(value, "it contains '..'")
     if value.startswith(("/", "~", ".", "\\")) or "\\" in value or ":" in value:
-        raise _refuse(value, "file paths are not accepted; give a Hub repository id")
+        raise _refuse(
+            value,
+            "a relative path is not accepted; give an absolute folder path or "
+            f"{LOCAL_NAME_PREFIX}<folder>/<name>",
+        )
     if value.count("@") > 1:
         raise _refuse(value, "it contains more than one '@'")
 
 
-def parse_reference(text: str, *, curated_ids: Iterable[str] | None = None) -> ModelReference:
-    """Parse ``owner/model``, ``owner/model@revision`` or a curated id.
+def _check_local_text(value: str) -> None:
+    if len(value) > MAX_PATH_CHARACTERS:
+        raise _refuse(
+            value[:80] + "…",
+            f"it has {len(value)} characters, over the limit of {MAX_PATH_CHARACTERS}",
+        )
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise _refuse(value, "it contains a control character (a line break, a tab, NUL)")
+    parts = re.split(r"[\\/]", value)
+    if ".." in parts:
+        raise _refuse(value, "it contains a '..' folder; give the folder's own path")
+
+
+def _parse_local(text: str) -> ModelReference | None:
+    """The local forms, or None when ``text`` is not one of them."""
+    if text.startswith(("/", "~")) or _WINDOWS_ABSOLUTE.match(text):
+        _check_local_text(text)
+        if text.startswith("~") and not text.startswith(("~/", "~\\")) and text != "~":
+            raise _refuse(text, "only '~/' (your home folder) may start a path, not '~user'")
+        return ModelReference(repository=None, local_path=text)
+    if text.startswith(LOCAL_NAME_PREFIX) and text.count("/") >= 2:
+        _check_local_text(text)
+        kind, _, name = text.removeprefix(LOCAL_NAME_PREFIX).partition("/")
+        if _FOLDER_KIND.fullmatch(kind) is None:
+            raise _refuse(text, f"model folder {kind!r} is not a folder name such as LLM or VLM")
+        parts = name.split("/")
+        if "\\" in name or any(not p or p == "." or p != p.strip() for p in parts):
+            raise _refuse(
+                text, "the folder name after models/<folder>/ has an empty, '.' or padded part"
+            )
+        return ModelReference(repository=None, model_folder=kind, local_name=name)
+    return None
+
+
+def parse_model_reference(text: str, *, curated_ids: Iterable[str]) -> ModelReference:
+    """Parse a Hub reference, a curated id (one of ``curated_ids``) or a local folder.
 
     Args:
         text: What the user typed.
-        curated_ids: The ids that count as curated; None reads the curated
-            registry shipped with this package.
+        curated_ids: The ids that count as curated.
 
     Returns:
         The parsed reference.
 
     Raises:
         InvalidModelReferenceError: ``text`` is not one of the accepted forms
-            (URL, path, ``..``, whitespace, empty part, over-long part, bad
-            character, unknown curated id, revision on a curated id).
+            (URL, relative path, ``..``, whitespace in a Hub id, empty part,
+            over-long part, bad character, unknown curated id, revision on a
+            curated id, a control character in a path).
     """
     if not isinstance(text, str):
         raise _refuse(repr(text), f"it is a {type(text).__name__}, not text")
+    local = _parse_local(text)
+    if local is not None:
+        return local
     _check_shape(text)
     name, _, revision = text.partition("@")
     if "@" in text:
@@ -143,19 +231,19 @@ def parse_reference(text: str, *, curated_ids: Iterable[str] | None = None) -> M
         return _parse_curated(text, name, revision if "@" in text else None, curated_ids)
     owner, _, model = name.partition("/")
     if "/" in model:
-        raise _refuse(text, "it has more than one '/' before the revision (use owner/model)")
+        raise _refuse(
+            text,
+            "it has more than one '/' before the revision (use owner/model, or "
+            f"{LOCAL_NAME_PREFIX}<folder>/<name> for a folder under ComfyUI's models)",
+        )
     _check_name_part(text, owner, "owner")
     _check_name_part(text, model, "model name")
     return ModelReference(repository=name, revision=revision if "@" in text else None)
 
 
 def _parse_curated(
-    text: str, name: str, revision: str | None, curated_ids: Iterable[str] | None
+    text: str, name: str, revision: str | None, curated_ids: Iterable[str]
 ) -> ModelReference:
-    if curated_ids is None:
-        from comfy_llm_profiles._curated import load_curated_registry
-
-        curated_ids = load_curated_registry().ids
     known = sorted(curated_ids)
     listing = ", ".join(known) if known else "none are installed"
     if _CURATED.fullmatch(name) is None or name not in known:

@@ -1,35 +1,65 @@
 """Resolution: from what the user typed to a pinned profile and its manifest.
 
 The one entry point the node, the CLI and the Modal stager share. It never
-downloads a weight byte: Hub references cost one model-info request and
-config.json; a curated id is an alias of its pinned commit, inspected the
-same way the first time and decided from the stored facts (``_pins``)
-offline afterwards.
+downloads a weight byte. Where the facts of a commit (config.json and the
+safetensors total) come from, first found first::
+
+    stored facts  <storage_root>/profiles/pinned/<owner>/<model>/<commit>.json
+    the Hugging Face cache: a complete snapshot of that commit (no request)
+    the Hub: model info + config.json, stored for next time
+
+A branch (``owner/model``, ``@main``) needs the Hub to say which commit it is
+now; offline (``HF_HUB_OFFLINE=1``) or when the Hub cannot be reached, the
+commit it last resolved to here (``_pins``), else the Hugging Face cache's
+``refs/<branch>``, is used and the result says ``resolved_offline``. A local
+folder is checked and hashed on disk (``_local``) and never touches the Hub.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from comfy_llm_profiles._curated import CuratedEntry, load_curated_registry
+from comfy_llm_profiles._curated import load_curated_registry, parse_reference
 from comfy_llm_profiles._decide import decide
+from comfy_llm_profiles._hf_cache import (
+    OFFLINE_ENV,
+    hf_cache_ref,
+    hf_cache_repository_dir,
+    hf_cache_snapshot,
+    hub_offline,
+    snapshot_problem,
+)
 from comfy_llm_profiles._inspect import inspect_repository
+from comfy_llm_profiles._local import content_pin, find_local_folder, hash_files, scan_folder
 from comfy_llm_profiles._manifest import write_manifest
-from comfy_llm_profiles._pins import PinnedFacts, load_pinned_facts, save_pinned_facts
-from comfy_llm_profiles._profile import ModelProfile
+from comfy_llm_profiles._pins import (
+    PinnedFacts,
+    load_branch_pin,
+    load_pinned_facts,
+    save_branch_pin,
+    save_pinned_facts,
+)
+from comfy_llm_profiles._profile import LOCAL_REPOSITORY_OWNER, ModelProfile
 from comfy_llm_profiles._progress import (
     ProgressCallback,
     ProgressEvent,
     ProgressStage,
     ignore_progress,
 )
-from comfy_llm_profiles._reference import parse_reference
+from comfy_llm_profiles._reference import ModelReference, is_commit
 from comfy_llm_profiles._settings import ProfileSettings, read_settings
 from comfy_llm_profiles._targets import ExecutionTarget
-from comfy_llm_profiles.errors import DownloadTooLargeError, HubUnavailableError
+from comfy_llm_profiles.errors import (
+    DownloadTooLargeError,
+    HubUnavailableError,
+    LocalFolderError,
+    OfflineResolutionError,
+)
 
 __all__ = ["ResolvedProfile", "resolve_profile"]
 
@@ -44,11 +74,14 @@ class ResolvedProfile:
         created: True when this call wrote the manifest, False when an
             identical-identity one existed (the Modal stager commits its
             Volume only when something was created).
+        resolved_offline: True when a branch reference took the commit it last
+            resolved to, because the Hub was off or unreachable.
     """
 
     profile: ModelProfile
     manifest_path: Path
     created: bool
+    resolved_offline: bool = False
 
 
 def resolve_profile(
@@ -61,6 +94,7 @@ def resolve_profile(
     progress: ProgressCallback = ignore_progress,
     cache_dir: Path | None = None,
     backends: Collection[str] | None = None,
+    model_folders: Mapping[str, Sequence[Path]] | None = None,
 ) -> ResolvedProfile:
     """Parse, inspect (metadata only), decide, pin and record a profile.
 
@@ -75,6 +109,8 @@ def resolve_profile(
         cache_dir: Where config.json is cached; None uses a temporary folder.
         backends: Backends usable by the target here; None asks the
             installation (only ``local_cuda`` depends on it: vLLM is optional).
+        model_folders: Registered model folders by name (``LLM`` → folders),
+            for ``models/<folder>/<name>`` references.
 
     Returns:
         The profile, its manifest path, and whether the manifest was created.
@@ -86,7 +122,9 @@ def resolve_profile(
         InvalidSettingError: A malformed environment variable (comfy_llm_core).
         HubAccessError: Gated, missing repository or revision, or Hub unreachable
             (subclasses: GatedModelError, ModelNotFoundError,
-            ModelRevisionNotFoundError, HubUnavailableError).
+            ModelRevisionNotFoundError, HubUnavailableError;
+            OfflineResolutionError: offline and never resolved here).
+        LocalFolderError: A local folder is missing or fails the gate.
         ModelRejectedError: A refusal before download (subclasses:
             MissingConfigError, UnsafeWeightsError, DownloadTooLargeError,
             SecurityScanError, RemoteCodeError, InvalidConfigError,
@@ -109,73 +147,200 @@ def resolve_profile(
     curated = load_curated_registry()
     ref = parse_reference(reference, curated_ids=curated.ids)
     usable = frozenset(backends) if backends is not None else None
-    if ref.curated_id is not None:
+    root = Path(storage_root)
+    settings = read_settings(token=token, endpoint=endpoint)
+    offline = False
+    if ref.is_local:
+        report(f"Checking local folder {ref}")
+        profile = _local_profile(
+            ref, target, root, settings, model_folders=model_folders or {}, usable=usable
+        )
+    elif ref.curated_id is not None:
         entry = curated.get(ref.curated_id)
         entry.check_target(target)
-        settings = read_settings(token=token, endpoint=endpoint)
         report(f"Using curated profile {entry.id} ({entry.reference})")
-        facts = _pinned_facts(entry, target, Path(storage_root), settings, cache_dir)
+        facts = _commit_facts(
+            entry.repository, entry.revision, target, root, settings, cache_dir=cache_dir
+        )
         profile = entry.profile(
             target, facts.config, weight_bytes=facts.weight_bytes, backends=usable
         )
     else:
-        settings = read_settings(token=token, endpoint=endpoint)
         repository = str(ref.repository)
         report(f"Inspecting {ref} (metadata only)")
-        inspection = inspect_repository(
-            repository, revision=ref.revision, target=target, settings=settings, cache_dir=cache_dir
-        )
-        report(f"Checking {repository}@{inspection.revision[:12]} for {target.value}")
+        commit, offline = _pin_commit(ref, target, root, settings, cache_dir)
+        facts = _commit_facts(repository, commit, target, root, settings, cache_dir=cache_dir)
+        report(f"Checking {repository}@{commit[:12]} for {target.value}")
         decision = decide(
             target,
-            inspection.config,
-            weight_bytes=inspection.weight_bytes,
+            facts.config,
+            weight_bytes=facts.weight_bytes,
             repository=repository,
-            revision=inspection.revision,
+            revision=commit,
             backends=usable,
         )
-        profile = decision.to_profile(
-            repository, inspection.revision, requested_revision=ref.revision
-        )
-    path, created = write_manifest(Path(storage_root), profile)
+        profile = decision.to_profile(repository, commit, requested_revision=ref.revision)
+    path, created = write_manifest(root, profile)
     report(f"Profile {profile.profile_id} ({profile.backend}, {profile.quantization_method})")
-    return ResolvedProfile(profile=profile, manifest_path=path, created=created)
+    return ResolvedProfile(
+        profile=profile, manifest_path=path, created=created, resolved_offline=offline
+    )
 
 
-def _pinned_facts(
-    entry: CuratedEntry,
+_LABEL_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _local_profile(
+    ref: ModelReference,
+    target: ExecutionTarget,
+    storage_root: Path,
+    settings: ProfileSettings,
+    *,
+    model_folders: Mapping[str, Sequence[Path]],
+    usable: frozenset[str] | None,
+) -> ModelProfile:
+    """Gate, hash and decide a local folder; the profile names it and its content pin."""
+    if target is ExecutionTarget.MODAL:
+        raise LocalFolderError(
+            str(ref),
+            "a folder on this machine is not on the Modal worker",
+            "Run it locally (turn run_on_modal off), or give its Hub id owner/model@revision.",
+        )
+    folder = find_local_folder(ref, model_folders)
+    scan = scan_folder(folder, max_weight_bytes=settings.max_download_bytes, target=target.value)
+    pin = content_pin(scan, hash_files(scan, storage_root))
+    decision = decide(
+        target,
+        scan.config,
+        weight_bytes=scan.weight_bytes,
+        repository=str(folder),
+        revision=None,
+        backends=usable,
+    )
+    label = _LABEL_CHARACTERS.sub("-", folder.name).strip("-._")[:96] or "folder"
+    return decision.to_profile(
+        f"{LOCAL_REPOSITORY_OWNER}/{label}",
+        pin,
+        display_name=folder.name,
+        local_path=str(folder),
+    )
+
+
+def _pin_commit(
+    ref: ModelReference,
     target: ExecutionTarget,
     storage_root: Path,
     settings: ProfileSettings,
     cache_dir: Path | None,
-) -> PinnedFacts:
-    """The pinned commit's facts: from disk when stored, else inspected once and stored."""
-    facts = load_pinned_facts(storage_root, entry.repository, entry.revision)
-    if facts is None:
-        inspection = inspect_repository(
-            entry.repository,
-            revision=entry.revision,
-            target=target,
-            settings=settings,
-            cache_dir=cache_dir,
-        )
-        if inspection.revision != entry.revision:
-            raise HubUnavailableError(
-                entry.repository,
-                entry.revision,
-                settings.endpoint,
-                f"the Hub answered commit {inspection.revision} for pinned {entry.revision}",
+) -> tuple[str, bool]:
+    """The commit a Hub reference means now, and whether it was taken offline."""
+    repository, revision = str(ref.repository), ref.revision
+    if revision is not None and is_commit(revision):
+        return revision, False
+    if not hub_offline():
+        try:
+            inspection = inspect_repository(
+                repository, revision=revision, target=target, settings=settings, cache_dir=cache_dir
             )
-        facts = PinnedFacts(
-            entry.repository, entry.revision, inspection.weight_bytes, inspection.config
+        except HubUnavailableError:
+            known = _last_pin(storage_root, repository, revision)
+            if known is None:
+                raise
+            return known, True
+        save_pinned_facts(
+            storage_root,
+            PinnedFacts(
+                repository, inspection.revision, inspection.weight_bytes, inspection.config
+            ),
         )
+        save_branch_pin(storage_root, repository, revision, inspection.revision)
+        return inspection.revision, False
+    known = _last_pin(storage_root, repository, revision)
+    if known is None:
+        raise OfflineResolutionError(
+            repository, revision, f"{OFFLINE_ENV}=1 forbids asking the Hub"
+        )
+    return known, True
+
+
+def _last_pin(storage_root: Path, repository: str, branch: str | None) -> str | None:
+    return load_branch_pin(storage_root, repository, branch) or hf_cache_ref(repository, branch)
+
+
+def _commit_facts(
+    repository: str,
+    revision: str,
+    target: ExecutionTarget,
+    storage_root: Path,
+    settings: ProfileSettings,
+    *,
+    cache_dir: Path | None,
+) -> PinnedFacts:
+    """A commit's facts: stored, else from a complete HF-cache snapshot, else from the Hub."""
+    facts = load_pinned_facts(storage_root, repository, revision)
+    if facts is None:
+        facts = _hf_cache_facts(repository, revision, target, settings)
+        if facts is None and hub_offline():
+            raise OfflineResolutionError(
+                repository, revision, f"{OFFLINE_ENV}=1 forbids asking the Hub"
+            )
+        if facts is None:
+            facts = _hub_facts(repository, revision, target, settings, cache_dir)
         save_pinned_facts(storage_root, facts)
     elif facts.weight_bytes > settings.max_download_bytes:
         raise DownloadTooLargeError(
-            entry.repository,
-            entry.revision,
-            target.value,
-            facts.weight_bytes,
-            settings.max_download_bytes,
+            repository, revision, target.value, facts.weight_bytes, settings.max_download_bytes
         )
     return facts
+
+
+def _hf_cache_facts(
+    repository: str, revision: str, target: ExecutionTarget, settings: ProfileSettings
+) -> PinnedFacts | None:
+    """config.json and the safetensors total of a complete cached snapshot.
+
+    No hashing here: staging verifies every blob before a backend may load it.
+    """
+    folder = hf_cache_snapshot(repository, revision)
+    if folder is None:
+        return None
+    try:
+        scan = scan_folder(
+            folder,
+            max_weight_bytes=settings.max_download_bytes,
+            target=target.value,
+            link_root=hf_cache_repository_dir(repository) / "blobs",
+        )
+    except LocalFolderError:
+        return None  # not usable in place (e.g. holds .py); the Hub decides
+    by_path = {f.path: f for f in scan.files}
+
+    def read_index() -> object:
+        try:
+            return json.loads(by_path["model.safetensors.index.json"].target.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+
+    if snapshot_problem(by_path, read_index) is not None:
+        return None  # a partial snapshot is never trusted
+    return PinnedFacts(repository, revision, scan.weight_bytes, scan.config)
+
+
+def _hub_facts(
+    repository: str,
+    revision: str,
+    target: ExecutionTarget,
+    settings: ProfileSettings,
+    cache_dir: Path | None,
+) -> PinnedFacts:
+    inspection = inspect_repository(
+        repository, revision=revision, target=target, settings=settings, cache_dir=cache_dir
+    )
+    if inspection.revision != revision:
+        raise HubUnavailableError(
+            repository,
+            revision,
+            settings.endpoint,
+            f"the Hub answered commit {inspection.revision} for pinned {revision}",
+        )
+    return PinnedFacts(repository, revision, inspection.weight_bytes, inspection.config)

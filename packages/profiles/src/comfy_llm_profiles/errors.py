@@ -27,8 +27,10 @@ __all__ = [
     "HubStatusError",
     "HubTimeoutError",
     "HubUnavailableError",
+    "OfflineResolutionError",
     "InvalidConfigError",
     "InvalidModelReferenceError",
+    "LocalFolderError",
     "ManifestConflictError",
     "ManifestError",
     "MissingConfigError",
@@ -48,7 +50,8 @@ __all__ = [
 ACCEPTED_REFERENCE_FORMS = (
     "owner/model (e.g. HuggingFaceTB/SmolVLM-256M-Instruct), "
     "owner/model@revision (a branch, tag or 40-character commit, e.g. owner/model@main), "
-    "or a curated id (e.g. smolvlm-256m-instruct)"
+    "a curated id (e.g. smolvlm-256m-instruct), an absolute path to a checkpoint folder, "
+    "or models/<folder>/<name> for one under ComfyUI's models (e.g. models/LLM/Qwen3-VL-2B)"
 )
 """The reference forms every parsing error shows."""
 
@@ -302,6 +305,27 @@ class HubTimeoutError(HubUnavailableError, TimeoutError):
             f"on a slow link raise {variable}.",
         )
         self.endpoint = endpoint
+
+
+class OfflineResolutionError(HubAccessError, ConnectionError):
+    """A reference needs the Hub, and the Hub is off (HF_HUB_OFFLINE) or unreachable.
+
+    Attributes:
+        reason: ``HF_HUB_OFFLINE=1`` or what made the Hub unreachable.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, repository: str, revision: str | None, reason: str) -> None:
+        self.reason = reason
+        shown = f"{repository}@{revision}" if revision else repository
+        super().__init__(
+            repository,
+            revision,
+            f"{shown} was never resolved on this machine and {reason}, so its files cannot be "
+            "found: unset HF_HUB_OFFLINE (or reconnect) once to resolve it, or pick a model "
+            "already staged or a local folder.",
+        )
 
 
 class HubStatusError(HubAccessError):
@@ -642,4 +666,22 @@ class UnsupportedQuantizationError(ModelRejectedError):
             target,
             f"Quantization {quantization!r} of {repository!r} at {revision} is not allowed on "
             f"target {target!r} (allowed: {', '.join(self.allowed)}). {advice}",
+        )
+
+
+class LocalFolderError(ModelRejectedError):
+    """A local checkpoint folder is missing or fails the gate a Hub repository passes.
+
+    Attributes:
+        path: The folder (or the reference as typed when no folder was found).
+        problem: What is wrong.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, path: str, problem: str, fix: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(
+            path, None, "", f"Local model folder {path!r} is refused: {problem}. {fix}"
         )
