@@ -287,6 +287,8 @@ def run_captions(
         backend=profile.backend,
         execution_target=target.value,
         snapshot_downloaded=snapshot.downloaded,
+        model_source=profile.source,
+        resolved_offline=resolved.resolved_offline,
     )
     if prompt_id:
         metadata["prompt_id"] = prompt_id

@@ -32,10 +32,10 @@ from comfy_llm_residency import (
     TokenCallback,
     get_manager,
 )
-from comfy_llm_staging import stage_snapshot
+from comfy_llm_staging import stage_local_folder, stage_snapshot
 
 from comfy_llm._backends import create_backend
-from comfy_llm._storage import storage_root
+from comfy_llm._storage import model_folders, storage_root
 from comfy_llm._targets import detect_target
 from comfy_llm.errors import TargetUnavailableError
 
@@ -53,7 +53,8 @@ class LLMRequest:
     """Everything one request needs, as the node or the CLI received it.
 
     Attributes:
-        model: ``owner/model[@revision]`` or a curated profile id.
+        model: ``owner/model[@revision]``, a curated profile id, an absolute
+            checkpoint folder or ``models/<folder>/<name>``.
         prompt: The user prompt.
         system_prompt: Optional system prompt ("" counts as none).
         images: ComfyUI IMAGE tensor/array, or image file paths (CLI).
@@ -104,10 +105,17 @@ def _resolve_cached(
     from comfy_llm_profiles import ProfileError, load_curated_registry, parse_reference
 
     key = (reference, target.value, str(root))
+    folders = model_folders()
     try:
         parsed = parse_reference(reference, curated_ids=load_curated_registry().ids)
     except ProfileError:  # resolve_profile below raises the user-facing error
-        return resolve_profile(reference, target, storage_root=root, progress=progress)
+        return resolve_profile(
+            reference, target, storage_root=root, progress=progress, model_folders=folders
+        )
+    if parsed.is_local:  # re-checked every time: a stat per file while nothing changed
+        return resolve_profile(
+            reference, target, storage_root=root, progress=progress, model_folders=folders
+        )
     immutable = parsed.is_curated or parsed.is_pinned
     now = time.monotonic()
     with _RESOLVED_LOCK:
@@ -115,7 +123,9 @@ def _resolve_cached(
     fresh = cached is not None and (immutable or now - cached[0] < BRANCH_RESOLUTION_TTL_SECONDS)
     if cached is not None and fresh and cached[1].manifest_path.is_file():
         return cached[1]
-    resolved = resolve_profile(reference, target, storage_root=root, progress=progress)
+    resolved = resolve_profile(
+        reference, target, storage_root=root, progress=progress, model_folders=folders
+    )
     with _RESOLVED_LOCK:
         _RESOLVED[key] = (now, resolved)
     return resolved
@@ -187,6 +197,16 @@ def resolve_and_stage(
     """
     resolved = _resolve_cached(reference, target, root, progress)
     profile = resolved.profile
+    if profile.is_local:
+        snapshot = stage_local_folder(
+            Path(str(profile.local_path)),
+            repository=profile.repository,
+            content_pin=profile.revision,
+            storage_root=root,
+            profile_id=profile.profile_id,
+            progress=progress,
+        )
+        return resolved, snapshot
     snapshot = stage_snapshot(
         profile.repository,
         profile.revision,
@@ -237,6 +257,8 @@ def run_request(
     if request.run_on_modal:
         from comfy_llm._remote import run_on_modal
 
+        _refuse_local_folder_on_modal(request.model)
+
         def prepare_remote(profile: ModelProfile) -> Any:
             if on_profile is not None:
                 on_profile(profile)
@@ -279,8 +301,30 @@ def run_request(
         prompt_id=prompt_id,
     )
     metadata = dict(result.metadata)
-    metadata.update(snapshot_downloaded=snapshot.downloaded, manifest_created=resolved.created)
+    metadata.update(
+        snapshot_downloaded=snapshot.downloaded,
+        manifest_created=resolved.created,
+        model_source=profile.source,
+        snapshot_path=str(snapshot.path),
+        resolved_offline=resolved.resolved_offline,
+    )
     return _with_host_facts(dataclasses.replace(result, metadata=metadata), comfy_models, prompt_id)
+
+
+def _refuse_local_folder_on_modal(model: str) -> None:
+    """A folder on this machine is not on the Modal worker: say so before any Modal call."""
+    from comfy_llm_profiles import LocalFolderError, ProfileError, parse_reference
+
+    try:
+        parsed = parse_reference(model)
+    except ProfileError:
+        return  # the Modal path reports the refusal as it always did
+    if parsed.is_local:
+        raise LocalFolderError(
+            str(parsed),
+            "a folder on this machine is not on the Modal worker",
+            "Turn run_on_modal off to run it here, or give its Hub id owner/model@revision.",
+        )
 
 
 def _with_host_facts(

@@ -13,8 +13,10 @@ from pathlib import Path
 from comfy_llm_staging import default_storage_root
 
 __all__ = [
+    "CHECKPOINT_FOLDER_NAMES",
     "MODEL_FOLDER_NAME",
     "comfy_models_dir",
+    "model_folders",
     "installation_dir",
     "register_model_folder",
     "storage_root",
@@ -28,6 +30,37 @@ ComfyUI lists (and its asset scanner hashes) every file of a folder registered
 with an empty extension set, so in-progress downloads (``<revision>.partial/``)
 would show up as models, and finished multi-GB weights would be hashed for
 nothing. The folder stays registered (``extra_model_paths.yaml`` can move it)."""
+
+
+CHECKPOINT_FOLDER_NAMES = ("LLM", "VLM", MODEL_FOLDER_NAME)
+"""Model folders whose subfolders may be Hugging Face checkpoints: ``models/LLM`` and
+``models/VLM`` (where other LLM node packs keep them) and our own."""
+
+
+def model_folders() -> dict[str, list[Path]]:
+    """The folders ``models/<folder>/<name>`` references look in, by folder name.
+
+    Inside ComfyUI: ``<models>/<name>`` plus whatever ``folder_paths`` has
+    registered for that name (``extra_model_paths.yaml`` entries, other
+    packs). Outside ComfyUI: empty (give an absolute path instead).
+    """
+    try:
+        import folder_paths
+    except ImportError:
+        return {}
+    base = comfy_models_dir()
+    found: dict[str, list[Path]] = {}
+    for name in CHECKPOINT_FOLDER_NAMES:
+        paths: list[Path] = [base / name] if base is not None else []
+        registry = getattr(folder_paths, "folder_names_and_paths", {})
+        for key in registry if isinstance(registry, dict) else ():
+            if isinstance(key, str) and key.lower() == name.lower():
+                entry = registry[key]
+                if isinstance(entry, tuple) and entry:
+                    paths.extend(Path(p) for p in entry[0] if isinstance(p, str))
+        unique = list(dict.fromkeys(p.expanduser() for p in paths))
+        found[name] = unique
+    return found
 
 
 def comfy_models_dir() -> Path | None:

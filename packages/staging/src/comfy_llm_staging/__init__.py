@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+from ._in_place import stage_local_folder
 from ._layout import (
     ALLOW_PATTERNS,
     IGNORE_PATTERNS,
@@ -27,18 +28,22 @@ from ._marker import (
     LEGACY_MARKER_FILENAME,
     MARKER_FILENAME,
     find_completed_snapshot,
+    list_staged_snapshots,
     require_completed_snapshot,
 )
 from ._settings import LEASE_TIMEOUT_ENV, STORAGE_ROOT_ENV
-from ._stage import StagedSnapshot, stage_snapshot
+from ._snapshot import StagedSnapshot
+from ._stage import stage_snapshot
 from .errors import (
     IncompleteSnapshotError,
     InsufficientDiskSpaceError,
     InvalidRepositoryError,
     InvalidRevisionError,
+    LocalFolderChangedError,
     SnapshotAccessError,
     SnapshotContentError,
     SnapshotDownloadError,
+    SnapshotOfflineError,
     SnapshotRevisionNotFoundError,
     SnapshotTimeoutError,
     SnapshotVerificationError,
@@ -52,9 +57,11 @@ __all__ = [
     # staging
     "StagedSnapshot",
     "stage_snapshot",
+    "stage_local_folder",
     # layout and markers
     "snapshot_path",
     "find_completed_snapshot",
+    "list_staged_snapshots",
     "require_completed_snapshot",
     "default_storage_root",
     "ALLOW_PATTERNS",
@@ -78,4 +85,6 @@ __all__ = [
     "IncompleteSnapshotError",
     "StagingLeaseTimeoutError",
     "StagingLeaseLostError",
+    "LocalFolderChangedError",
+    "SnapshotOfflineError",
 ]

@@ -35,7 +35,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from . import _layout, _legacy
+from . import _in_place, _layout, _legacy
 from .errors import IncompleteSnapshotError
 
 MARKER_FILENAME = ".comfy_llm_snapshot.json"
@@ -291,5 +291,35 @@ def require_completed_snapshot(
         raise IncompleteSnapshotError(str(directory), "it is not a directory")
     marker, reason = _check_marker(directory, repository, revision)
     if marker is None:
+        # Local folders and Hugging Face cache snapshots carry no marker: they were
+        # proven in place by this process (``_in_place``) and must be unchanged since.
+        if _in_place.is_verified_in_place(directory, repository, revision) is None:
+            return directory
         raise IncompleteSnapshotError(str(directory), reason)
     return directory
+
+
+def list_staged_snapshots(storage_root: Path) -> list[tuple[str, str, Path]]:
+    """``(repository, revision, folder)`` of every completed snapshot under the storage root.
+
+    Canonical and seed-era layouts alike (``llm_models/<folder>/<revision>/``
+    with a valid marker); no network, one listing per repository folder.
+    """
+    models = Path(storage_root) / _layout.MODELS_DIRNAME
+    found: dict[tuple[str, str], Path] = {}
+    try:
+        parents = sorted(p for p in models.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    for parent in parents:
+        try:
+            children = sorted(parent.iterdir())
+        except OSError:
+            continue
+        for child in children:
+            if child.is_symlink() or not child.is_dir() or "." in child.name:
+                continue
+            marker = read_valid_marker(child)
+            if marker is not None:
+                found.setdefault((marker.repository, marker.revision), child)
+    return [(repo, rev, path) for (repo, rev), path in sorted(found.items())]

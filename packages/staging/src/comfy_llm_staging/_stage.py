@@ -5,6 +5,10 @@ The order of one staging::
     validate repository + 40-hex revision          (no network)
     completed canonical or legacy snapshot?  ──yes──► return, downloaded=False,
                                                        no Hub request at all
+    complete, verifying Hugging Face cache snapshot of that commit?
+                                             ──yes──► used in place (read-only,
+                                                       nothing copied), no request
+    HF_HUB_OFFLINE set?  ──yes──► SnapshotOfflineError
     acquire the lease (wait for another stager; re-check the marker each time)
     .partial/ already marked (a stager killed before its rename)? ──► promote it
     model info at the commit → THE file list (names proven safe, sizes, digests)
@@ -33,41 +37,22 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_profiles import (
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    hub_offline,
+    ignore_progress,
+)
 
-from . import _hub, _layout, _lease, _marker, _settings, _verify
+from . import _hub, _in_place, _layout, _lease, _marker, _settings, _verify
 from ._progress import DownloadProgress
-from .errors import InsufficientDiskSpaceError, StagingLeaseLostError
+from ._snapshot import StagedSnapshot, in_place_snapshot
+from .errors import InsufficientDiskSpaceError, SnapshotOfflineError, StagingLeaseLostError
 
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
 
 _VERIFY_EVENT_INTERVAL_SECONDS = 0.25
-
-
-@dataclasses.dataclass(frozen=True)
-class StagedSnapshot:
-    """A completed snapshot on local disk: the only thing a backend may load from.
-
-    Attributes:
-        profile_id: The profile it was staged for, if the caller named one.
-        repository: ``owner/name``.
-        revision: The 40-hex commit.
-        path: The snapshot directory (canonical, or a reused legacy directory).
-        downloaded: True when this call changed the storage (fetched files
-            and/or completed the snapshot); a Modal Volume needs a commit then.
-        seconds: Wall time of this call.
-        bytes_downloaded: Bytes received over the network by this call.
-        files: The snapshot's files, as sorted POSIX paths relative to ``path``.
-    """
-
-    profile_id: str | None
-    repository: str
-    revision: str
-    path: Path
-    downloaded: bool
-    seconds: float
-    bytes_downloaded: int
-    files: tuple[str, ...]
 
 
 def stage_snapshot(
@@ -145,6 +130,20 @@ def stage_snapshot(
             started=started,
             progress=progress,
         )
+    cached = _in_place.find_hf_cache_snapshot(repository, revision, storage_root)
+    if cached is not None:
+        return in_place_snapshot(
+            cached[0],
+            cached[1],
+            repository=repository,
+            revision=revision,
+            profile_id=profile_id,
+            started=started,
+            progress=progress,
+            message="Using the Hugging Face cache's copy in place",
+        )
+    if hub_offline():
+        raise SnapshotOfflineError(repository, revision)
 
     with _disk_full_as_error(canonical.parent, None):
         lease = _lease.acquire_lease(

@@ -12,42 +12,16 @@ staging fetches it afresh.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from comfy_llm_profiles import hash_file
+
 from . import _layout, _settings
 from ._hub import RemoteFile
 from .errors import InsufficientDiskSpaceError, SnapshotVerificationError
-
-_CHUNK_BYTES = 8 * 1024 * 1024
-
-
-def hash_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> tuple[str, str]:
-    """Return (sha256, git blob sha1) of a file, in one pass.
-
-    Args:
-        path: The file.
-        on_bytes: Called with the size of every chunk read.
-
-    Returns:
-        Both digests as lower-case hex.
-
-    Raises:
-        OSError: The file cannot be read.
-    """
-    sha256 = hashlib.sha256()
-    git_sha1 = hashlib.sha1(usedforsecurity=False)
-    git_sha1.update(f"blob {path.stat().st_size}\0".encode())
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK_BYTES):
-            sha256.update(chunk)
-            git_sha1.update(chunk)
-            if on_bytes is not None:
-                on_bytes(len(chunk))
-    return sha256.hexdigest(), git_sha1.hexdigest()
 
 
 class Checker:

@@ -30,6 +30,8 @@ __all__ = [
     "IncompleteSnapshotError",
     "StagingLeaseTimeoutError",
     "StagingLeaseLostError",
+    "LocalFolderChangedError",
+    "SnapshotOfflineError",
 ]
 
 _GIB = 1024**3
@@ -394,4 +396,49 @@ class StagingLeaseLostError(StagingError):
         super().__init__(
             f"Lost the staging lease {lease_path} to another stager (this one stopped "
             "heartbeating for too long). Stage again: the other stager's result is reused."
+        )
+
+
+class LocalFolderChangedError(StagingError):
+    """A local folder no longer holds what its profile pinned (it is used in place).
+
+    Attributes:
+        path: The folder.
+        expected: The content pin the profile recorded.
+        found: The content pin now (None when the folder fails the gate now).
+        problem: Why it fails the gate now, if it does.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, path: str, expected: str, found: str | None, problem: str | None) -> None:
+        self.path = path
+        self.expected = expected
+        self.found = found
+        self.problem = problem
+        now = f"it now hashes to {found[:12]}…" if found else f"now: {problem}"
+        super().__init__(
+            f"Local model folder {path!r} changed since it was resolved (content pin "
+            f"{expected[:12]}…, {now}). Re-resolve it: queue the workflow again, or run "
+            f"comfy-llm resolve {path!r}; never edit a folder while a model from it runs."
+        )
+
+
+class SnapshotOfflineError(StagingError, OSError):
+    """The snapshot is not on disk and the Hub may not be asked (HF_HUB_OFFLINE).
+
+    Attributes:
+        repository: ``owner/name``.
+        revision: The 40-hex commit.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, repository: str, revision: str) -> None:
+        self.repository = repository
+        self.revision = revision
+        super().__init__(
+            f"{repository}@{revision} is not staged here nor complete in the Hugging Face "
+            "cache, and HF_HUB_OFFLINE=1 forbids downloading it: unset HF_HUB_OFFLINE once "
+            "to stage it, or pick a model already on disk."
         )
