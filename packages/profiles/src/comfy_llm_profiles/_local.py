@@ -26,11 +26,12 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from comfy_llm_core import write_atomically
 
 from comfy_llm_profiles._hub import CONFIG_MAX_BYTES
 from comfy_llm_profiles._inspect import PICKLE_SUFFIXES
@@ -382,13 +383,6 @@ def content_pin(scan: FolderScan, digests: Mapping[str, tuple[str, str]]) -> str
 def _write_atomically(path: Path, data: Mapping[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle, sort_keys=True)
-            os.replace(tmp_name, path)
-        finally:
-            if os.path.exists(tmp_name):
-                os.unlink(tmp_name)
+        write_atomically(path, json.dumps(data, sort_keys=True))
     except OSError:
         pass  # only a cache: the next resolution hashes again

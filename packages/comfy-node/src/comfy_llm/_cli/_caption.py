@@ -17,7 +17,9 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
     """Register the ``caption`` subcommand on the CLI's subparsers."""
     caption = sub.add_parser("caption", help="caption every image in a folder (LoRA datasets)")
     caption.add_argument("folder", help="a folder of images (png, jpg, webp, ...)")
-    caption.add_argument("--model", help="owner/model[@revision] or a curated id")
+    caption.add_argument(
+        "--model", help="owner/model[@revision], a curated id or a checkpoint folder path"
+    )
     caption.add_argument(
         "--prompt",
         default="Describe this image in one detailed sentence, as a caption for training.",

@@ -1,6 +1,7 @@
 """The ``comfy-llm`` command line.
 
-Subcommands share the node's code path: ``resolve`` inspects and pins a model
+Subcommands share the node's code path: ``models`` lists what is available
+here, ``resolve`` inspects and pins a model
 without downloading weights, ``stage`` downloads its snapshot, ``run`` answers
 a prompt, ``comfyui-link`` makes ComfyUI load the installed node,
 ``modal-bench`` runs the Modal cold-cycle benchmark (modal-remote's harness). ``--json``
@@ -46,6 +47,10 @@ EXIT_CODES_HELP = (
 _DEBUG_FLAG = "--debug"
 _DEBUG_HELP = "show library logging and a traceback on failure (tokens scrubbed)"
 
+_MODEL_HELP = (
+    "owner/model[@revision], a curated profile id, or a checkpoint folder (an absolute "
+    "path, or models/<folder>/<name> inside ComfyUI)"
+)
 _TARGET_HELP = "local_apple, local_cuda, local_cpu or modal (default: detected for this machine)"
 
 
@@ -77,11 +82,11 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     resolve = sub.add_parser("resolve", help="inspect and pin a model without downloading weights")
-    resolve.add_argument("model", help="owner/model[@revision] or a curated profile id")
+    resolve.add_argument("model", help=_MODEL_HELP)
     _add_common(resolve)
 
     stage = sub.add_parser("stage", help="resolve, then download the model snapshot")
-    stage.add_argument("model", help="owner/model[@revision] or a curated profile id")
+    stage.add_argument("model", help=_MODEL_HELP)
     _add_common(stage)
 
     link = sub.add_parser("comfyui-link", help="make a ComfyUI folder load this installed node")
@@ -97,8 +102,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     from comfy_llm._cli._bench import add_modal_bench_parser
     from comfy_llm._cli._caption import add_caption_parser
+    from comfy_llm._cli._models import add_models_parser
     from comfy_llm._cli._run import add_run_parser
 
+    add_models_parser(sub, _add_common)
     add_run_parser(sub, _add_common)
     add_caption_parser(sub, _add_common)
     add_modal_bench_parser(sub)
@@ -224,8 +231,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     from comfy_llm._cli._bench import cmd_modal_bench, print_bench_summary
     from comfy_llm._cli._caption import cmd_caption
+    from comfy_llm._cli._models import cmd_models, print_models
     from comfy_llm._cli._run import cmd_run
 
+    commands["models"] = cmd_models
     commands["run"] = cmd_run
     commands["caption"] = cmd_caption
     commands["modal-bench"] = cmd_modal_bench
@@ -242,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(result["response"])
     elif args.command == "modal-bench":
         print_bench_summary(result)
+    elif args.command == "models":
+        print_models(result)
     elif args.command == "caption":
         for record, caption in zip(
             result["metadata"]["per_image"], result["captions"], strict=True

@@ -22,9 +22,9 @@ def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], Non
     run = sub.add_parser("run", help="answer a prompt with a model (the node's path)")
     run.add_argument(
         "--model",
-        help="owner/model[@revision] or a curated id (default: the curated list's model for the "
-        "target: qwen3.5-2b-mlx-4bit on Apple Silicon, smolvlm2-2.2b-instruct on Modal, "
-        "smolvlm-256m-instruct elsewhere)",
+        help="owner/model[@revision], a curated id or a checkpoint folder path (default: the "
+        "curated list's model for the target: qwen3.5-2b-mlx-4bit on Apple Silicon, "
+        "smolvlm2-2.2b-instruct on Modal, smolvlm-256m-instruct elsewhere)",
     )
     run.add_argument("--prompt", required=True, help="the user prompt")
     run.add_argument("--system", help="a system prompt")
