@@ -150,8 +150,9 @@ def test_caption_node_runs_on_modal_workers_with_its_new_inputs_last(
     from comfy_llm._comfyui._caption_node import CaptionImagesNode
 
     names = [i.id for i in CaptionImagesNode.define_schema().inputs]
-    assert names[-3:] == ["run_on_modal", "modal_gpu", "modal_workers"]
-    assert names[:-3][-1] == "batch_size"  # saved workflows keep their positions
+    modal = names.index("run_on_modal")
+    assert names[modal : modal + 3] == ["run_on_modal", "modal_gpu", "modal_workers"]
+    assert names[modal - 1] == "batch_size"  # saved workflows keep their positions
 
     monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
     CaptionImagesNode.hidden = io.HiddenHolder(unique_id="9")

@@ -18,7 +18,7 @@ TARGETS = ["local_cpu", "local_apple"]
 
 def _execute(**kwargs: Any) -> tuple[str, dict[str, Any], str]:
     from comfy_api.latest import io
-    from comfy_llm._node import ModalLLMNode
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
 
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="5")
     kwargs.setdefault("temperature", 0.0)

@@ -9,7 +9,11 @@ declaring ``control_after_generate``), and the upload button after a combo
 with ``image_upload``/``video_upload``/``audio_upload``. A linked input is
 sent as ``[origin node id, origin slot]``; muted (mode 2) and bypassed
 (mode 4) nodes are left out, and so are nodes the server does not know that
-only annotate (notes).
+only annotate (notes). A workflow saved before a node gained inputs (appended
+last) has fewer ``widgets_values`` than slots: the frontend's
+``LGraphNode.configure`` assigns the saved values by index and the widgets
+past them keep their defaults, and so does :func:`to_api_prompt` (the
+declared ``default``, else a combo's first option).
 
 :func:`widget_slots` lists the slots a node's ``widgets_values`` must have,
 so a test can check a saved workflow against the live schema.
@@ -69,6 +73,19 @@ def widget_slots(info: dict[str, Any]) -> list[str]:
     return slots
 
 
+def _defaults(info: dict[str, Any]) -> dict[str, Any]:
+    """Each widget input's default as the frontend builds the widget."""
+    found = {}
+    for name, kind, options in _ordered_inputs(info):
+        if "default" in options:
+            found[name] = options["default"]
+        elif isinstance(kind, list) and kind:
+            found[name] = kind[0]
+        elif options.get("options"):
+            found[name] = options["options"][0]
+    return found
+
+
 def _links(workflow: dict[str, Any]) -> dict[int, tuple[int, int]]:
     links = {}
     for link in workflow.get("links", []):
@@ -112,15 +129,15 @@ def to_api_prompt(
         }
         values = list(node.get("widgets_values") or [])
         slots = widget_slots(info)
-        if len(values) < len(slots):
-            raise WorkflowError(
-                f"node {node_id} ({node['type']}): widgets_values has {len(values)} entries, "
-                f"the schema needs {len(slots)}: {slots}"
-            )
+        defaults = _defaults(info)
         inputs: dict[str, Any] = {}
-        for slot, value in zip(slots, values, strict=False):
-            if ":" not in slot:
-                inputs[slot] = value
+        for index, slot in enumerate(slots):
+            if ":" in slot:
+                continue
+            if index < len(values):
+                inputs[slot] = values[index]
+            elif slot in defaults:  # a widget newer than the saved workflow
+                inputs[slot] = defaults[slot]
         for name, (origin, slot_index) in linked.items():
             if origin in skipped:
                 raise WorkflowError(f"node {node_id}: input {name} comes from a skipped node")

@@ -17,6 +17,7 @@ from comfy_llm_core import defaults
 
 from comfy_llm._comfyui._inputs import (
     SEARCH_ALIASES,
+    custom_model_input,
     enable_reasoning_input,
     keep_model_loaded_input,
     max_new_tokens_input,
@@ -32,6 +33,7 @@ from comfy_llm._comfyui._inputs import (
     temperature_input,
     top_p_input,
 )
+from comfy_llm._picker import chosen_model, validate_model_inputs
 
 __all__ = ["CAPTION_NODE_ID", "CaptionImagesNode"]
 
@@ -113,6 +115,7 @@ def _inputs() -> list[Any]:
         run_on_modal_input(),
         modal_gpu_input(),
         modal_workers_input(),
+        custom_model_input(),
     ]
 
 
@@ -153,6 +156,11 @@ class CaptionImagesNode(io.ComfyNode):
         )
 
     @classmethod
+    def validate_inputs(cls, model_profile: str, custom_model: str = "") -> bool | str:
+        """Refuse at queue time a model reference that cannot parse (see ``_picker``)."""
+        return validate_model_inputs(model_profile, custom_model)
+
+    @classmethod
     def execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
         """Caption the batch; returns the captions (a list) and metadata_json.
 
@@ -161,8 +169,9 @@ class CaptionImagesNode(io.ComfyNode):
         """
         from comfy_llm._comfyui._run import scrubbed
 
+        model = chosen_model(model_profile, optional.pop("custom_model", None))
         try:
-            return cls._execute(model_profile, prompt, **optional)
+            return cls._execute(model, prompt, **optional)
         except Exception as error:
             replacement = scrubbed(error)
             if replacement is error:

@@ -22,6 +22,7 @@ __all__ = [
     "SEARCH_ALIASES",
     "enable_reasoning_input",
     "keep_model_loaded_input",
+    "custom_model_input",
     "max_new_tokens_input",
     "modal_gpu_input",
     "modal_workers_input",
@@ -78,13 +79,39 @@ def prompt_input(*, default: str, tooltip: str, placeholder: str) -> Any:
 
 
 def model_input() -> Any:
-    """``model_profile``: a curated id or a Hub id, defaulting to :data:`DEFAULT_MODEL`."""
-    return io.String.Input(
+    """``model_profile``: the model picker (``comfy_llm._picker`` says why a COMBO).
+
+    Its list (curated ids, staged snapshots, checkpoint folders under
+    models/LLM, models/VLM, models/modal_llm) is read again for every
+    ``/object_info``; a saved value not in it still loads and runs, because
+    the nodes' ``validate_inputs`` takes ``model_profile`` over from ComfyUI's
+    list check.
+    """
+    from comfy_llm._picker import model_options
+
+    return io.Combo.Input(
         "model_profile",
+        options=model_options(DEFAULT_MODEL),
         default=DEFAULT_MODEL,
         tooltip=(
-            "A curated profile id or a Hugging Face id owner/model[@revision]; the first "
-            "run downloads it into models/modal_llm and pins the revision."
+            "Pick a curated model, one already downloaded, or a checkpoint folder from "
+            "models/LLM or models/VLM (used in place, never copied). Hub models are "
+            "downloaded into models/modal_llm on the first run and pinned; to use one not "
+            "listed, type it into custom_model."
+        ),
+    )
+
+
+def custom_model_input() -> Any:
+    """``custom_model``: a typed reference that wins over the picker (appended last)."""
+    return io.String.Input(
+        "custom_model",
+        default="",
+        optional=True,
+        tooltip=(
+            "Type a model not in model_profile's list: a Hugging Face id "
+            "owner/model[@revision], a curated id, an absolute checkpoint folder path, or "
+            "models/<folder>/<name>. Empty uses model_profile. Checked when you queue."
         ),
     )
 

@@ -16,6 +16,7 @@ from comfy_llm_core import defaults
 
 from comfy_llm._comfyui._inputs import (
     SEARCH_ALIASES,
+    custom_model_input,
     enable_reasoning_input,
     max_new_tokens_input,
     modal_gpu_input,
@@ -29,6 +30,7 @@ from comfy_llm._comfyui._inputs import (
     temperature_input,
     top_p_input,
 )
+from comfy_llm._picker import chosen_model, validate_model_inputs
 
 __all__ = ["NODE_ID", "ModalLLMNode"]
 
@@ -118,6 +120,7 @@ def _inputs() -> list[Any]:
                 "it and validated (one retry). Empty = free text."
             )
         ),
+        custom_model_input(),
     ]
 
 
@@ -169,12 +172,22 @@ class ModalLLMNode(io.ComfyNode):
         )
 
     @classmethod
+    def validate_inputs(cls, model_profile: str, custom_model: str = "") -> bool | str:
+        """Refuse at queue time a model reference that cannot parse (any other passes).
+
+        Naming ``model_profile`` here takes it off ComfyUI's list check, so saved
+        workflows with a model not in the list run (``comfy_llm._picker``).
+        """
+        return validate_model_inputs(model_profile, custom_model)
+
+    @classmethod
     def execute(cls, prompt: str, model_profile: str, **optional: Any) -> io.NodeOutput:
         """Run one request; returns response, metadata_json and reasoning."""
         from comfy_llm._comfyui._run import run_node
 
         node_id = getattr(cls.hidden, "unique_id", None) if cls.hidden is not None else None
+        model = chosen_model(model_profile, optional.pop("custom_model", None))
         response, metadata_json, reasoning = run_node(
-            prompt=prompt, model_profile=model_profile, node_id=node_id, **optional
+            prompt=prompt, model_profile=model, node_id=node_id, **optional
         )
         return io.NodeOutput(response, metadata_json, reasoning)
