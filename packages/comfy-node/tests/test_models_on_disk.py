@@ -99,3 +99,24 @@ def test_offline_a_never_seen_model_fails_with_one_line(
     assert "\n" not in message
     assert model_hub.requests == []
     assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_a_local_folder_is_refused_with_run_on_modal_before_modal(
+    storage: Path, comfyui: Path, tmp_path: Path
+) -> None:
+    import numpy as np
+    from comfy_api.latest import io
+    from comfy_llm._comfyui._caption_node import CaptionImagesNode
+    from comfy_llm_profiles import LocalFolderError
+
+    folder = write_checkpoint("smolvlm", tmp_path / "SmolVLM")
+    with pytest.raises(LocalFolderError, match="not on the Modal worker"):
+        _execute(model_profile=str(folder), run_on_modal=True)
+    CaptionImagesNode.hidden = io.HiddenHolder(unique_id="6")
+    with pytest.raises(LocalFolderError, match="not on the Modal worker"):
+        CaptionImagesNode.execute(
+            model_profile=str(folder),
+            prompt="Caption.",
+            images=np.zeros((1, 8, 8, 3), dtype=np.float32),
+            run_on_modal=True,
+        )

@@ -29,6 +29,7 @@ from comfy_llm._caption import (
     _Pending,
     _summary,
 )
+from comfy_llm._pipeline import refuse_local_folder_on_modal
 from comfy_llm._remote import modal_remote
 from comfy_llm._storage import installation_dir, storage_root
 from comfy_llm.errors import CaptionFolderError
@@ -64,6 +65,7 @@ def run_captions_on_modal(
 
     Raises:
         CaptionFolderError: No items.
+        LocalFolderError: The model is a folder on this machine (not on the worker).
         InvalidSettingError: ``workers`` or ``chunk_images`` out of range
             (before Modal is reached).
         TargetUnavailableError: The ``modal`` extra is not installed.
@@ -72,6 +74,7 @@ def run_captions_on_modal(
     """
     if not items:
         raise CaptionFolderError("(no input)", "has no images: connect images or give a folder")
+    refuse_local_folder_on_modal(job.model)
     remote = modal_remote()
     started = time.monotonic()
     fan_job = remote.FanOutJob(

@@ -43,6 +43,7 @@ __all__ = [
     "LLMRequest",
     "forget_resolved_profiles",
     "prepare_request_inputs",
+    "refuse_local_folder_on_modal",
     "resolve_and_stage",
     "run_request",
 ]
@@ -257,7 +258,7 @@ def run_request(
     if request.run_on_modal:
         from comfy_llm._remote import run_on_modal
 
-        _refuse_local_folder_on_modal(request.model)
+        refuse_local_folder_on_modal(request.model)
 
         def prepare_remote(profile: ModelProfile) -> Any:
             if on_profile is not None:
@@ -311,7 +312,7 @@ def run_request(
     return _with_host_facts(dataclasses.replace(result, metadata=metadata), comfy_models, prompt_id)
 
 
-def _refuse_local_folder_on_modal(model: str) -> None:
+def refuse_local_folder_on_modal(model: str) -> None:
     """A folder on this machine is not on the Modal worker: say so before any Modal call."""
     from comfy_llm_profiles import LocalFolderError, ProfileError, parse_reference
 
