@@ -104,3 +104,19 @@ def test_custom_model_wins_over_the_picker(
     response, metadata_json, _ = output.args
     assert response == "answer"
     assert json.loads(metadata_json)["repository"] == "tiny/qwen35-scripted"
+
+
+def test_extra_model_paths_for_llm_are_searched_and_listed(
+    storage: Path, comfyui: Path, tmp_path: Path
+) -> None:
+    # extra_model_paths.yaml entries reach folder_paths as add_model_folder_path(name, path)
+    import folder_paths
+    from comfy_llm._catalogue import picker_values
+
+    elsewhere = tmp_path / "shared-models" / "llm"
+    write_checkpoint("smolvlm", elsewhere / "SmolVLM-elsewhere")
+    folder_paths.add_model_folder_path("llm", str(elsewhere))
+    assert "models/LLM/SmolVLM-elsewhere" in picker_values(storage)
+    for node in _nodes():
+        verdict = node.validate_inputs(model_profile="models/LLM/SmolVLM-elsewhere")
+        assert verdict is True, verdict
