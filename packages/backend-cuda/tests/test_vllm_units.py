@@ -226,7 +226,7 @@ class _ClientError(Exception):
 def test_vllms_length_refusal_becomes_prompt_too_long(
     message: str, parameter: str | None, prompt_tokens: int, limit: int
 ) -> None:
-    from comfy_llm_backend_cuda._vllm_backend import _translate
+    from comfy_llm_backend_cuda._vllm_requests import translate_error as _translate
 
     value = prompt_tokens if parameter == "input_tokens" else None
     error = _translate(_ClientError(message, parameter, value))
@@ -236,7 +236,7 @@ def test_vllms_length_refusal_becomes_prompt_too_long(
 
 
 def test_other_engine_errors_pass_through_unchanged() -> None:
-    from comfy_llm_backend_cuda._vllm_backend import _translate
+    from comfy_llm_backend_cuda._vllm_requests import translate_error as _translate
 
     for error in (
         _ClientError("The decoder prompt cannot be empty"),

@@ -304,11 +304,43 @@ def test_mixed_image_video_only_for_qwen(make_config: ConfigFactory) -> None:
 
 def test_memory_estimate_formula_gpu(make_config: ConfigFactory) -> None:
     policy = registry_for(MODAL).policy
-    decision = _decide(MODAL, make_config(), weight_bytes=10**9)
-    # One full-attention layer of four (hybrid), 2 KV heads of 16, bf16 KV, 32768 tokens.
-    kv = 2 * 1 * 2 * 16 * 2 * 32768
+    decision = _decide(MODAL, make_config("qwen3_vl"), weight_bytes=10**9)
+    assert decision.backend == "transformers"
+    # 2 layers, 2 KV heads of 16, bf16 KV, 32768 tokens.
+    kv = 2 * 2 * 2 * 16 * 2 * 32768
     expected = math.ceil(10**9 * policy.weight_overhead) + kv + policy.activation_bytes
     assert decision.estimated_memory_bytes == expected
+
+
+def test_vllm_estimate_is_the_sum_of_the_engine_terms(make_config: ConfigFactory) -> None:
+    config = make_config()
+    config["text_config"] |= {
+        "intermediate_size": 128,
+        "linear_num_value_heads": 2,
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "linear_conv_kernel_dim": 4,
+    }
+    decision = _decide(MODAL, config, weight_bytes=10**9)
+    assert decision.backend == "vllm"
+    options = dict(decision.backend_options)
+    # One full-attention layer of four (hybrid), 2 KV heads of 16, bf16 KV, 32768 tokens,
+    # plus three linear layers' state (recurrent 2x8x8, conv (2x2x8 + 2x8) x 3) x 32 sequences.
+    kv = 2 * 1 * 2 * 16 * 2 * 32768 + 3 * (2 * 8 * 8 + (2 * 2 * 8 + 2 * 8) * 3) * 2 * 32
+    # 2048 tokens x (4 x 64 + 2 x 128) x 2 bytes + 32 x 300 float32 logits + vision tower
+    activation = 2048 * (4 * 64 + 2 * 128) * 2 + 32 * 300 * 4 + 512 * 1024**2
+    terms = {
+        "weights": 10**9,
+        "kv": kv,
+        "activation": activation,
+        "cudagraph": 1024**3,
+        "context": 768 * 1024**2,
+    }
+    assert {t: options[f"memory_{t}_bytes"] for t in terms} == terms
+    assert decision.estimated_memory_bytes == sum(terms.values())
+    assert options["max_num_batched_tokens"] == 2048
+    assert options["max_num_seqs"] == 32
 
 
 def test_memory_estimate_formula_cpu_runs_float32(make_config: ConfigFactory) -> None:
@@ -325,9 +357,8 @@ def test_memory_estimate_uses_full_attention_interval(make_config: ConfigFactory
     config = make_config()
     del config["text_config"]["layer_types"]
     config["text_config"]["num_hidden_layers"] = 8
-    with_interval = _decide(MODAL, config, weight_bytes=0).estimated_memory_bytes
-    policy = registry_for(MODAL).policy
-    assert with_interval == 2 * 2 * 2 * 16 * 2 * 32768 + policy.activation_bytes
+    options = dict(_decide(MODAL, config, weight_bytes=0).backend_options)
+    assert options["memory_kv_bytes"] == 2 * 2 * 2 * 16 * 2 * 32768
 
 
 def test_memory_estimate_without_sizes_is_weights_plus_allowance(

@@ -353,6 +353,7 @@ class Fake:
     InterruptProcessingException = InterruptProcessingException
     make_inputs = staticmethod(make_inputs)
     FakeProbe = FakeProbe
+    FakeBackend = FakeBackend
     FakeClock = FakeClock
     make_profile = staticmethod(make_profile)
     make_snapshot = staticmethod(make_snapshot)

@@ -25,6 +25,7 @@ from ._vllm_modes import EXECUTION_MODE_ENV, ExecutionModes, execution_modes
 from .errors import (
     BackendUnloadedError,
     CudaBackendError,
+    EngineDiedError,
     EngineNotInstalledError,
     InvalidExecutionStateError,
     ModelLoadError,
@@ -43,6 +44,7 @@ __all__ = [
     "BackendUnloadedError",
     "CacheStack",
     "CudaBackendError",
+    "EngineDiedError",
     "EngineNotInstalledError",
     "ExecutionModes",
     "InvalidExecutionStateError",

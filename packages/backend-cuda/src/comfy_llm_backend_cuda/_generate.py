@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from comfy_llm_core import SEED_BITS_UINT64, fold_seed
 from comfy_llm_residency import GenerationSettings
 from comfy_llm_structured import JsonConstraint
 
@@ -145,7 +146,8 @@ def run_generate(
         prompt_tokens = int(inputs["input_ids"].shape[-1])
         extra["logits_processor"] = constrained_processors(torch, constraint, prompt_tokens, config)
     if settings.seed is not None:
-        torch.manual_seed(settings.seed)  # seeds every CUDA device too
+        # uint64: every ComfyUI seed is its own stream (comfy_llm_core.fold_seed)
+        torch.manual_seed(fold_seed(settings.seed, SEED_BITS_UINT64))  # every CUDA device too
     streamer = TokenStreamer(decode, on_token, started=started, tokenizer=tokenizer)
     with torch.inference_mode():
         model.generate(**inputs, generation_config=config, streamer=streamer, **extra)

@@ -17,10 +17,8 @@ reasoning field.
 from __future__ import annotations
 
 import gc
-import itertools
 import logging
 import queue
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +33,7 @@ from comfy_llm_residency import (
     BatchTokenCallback,
     GenerationSettings,
     TokenCallback,
+    admitted_memory,
 )
 from comfy_llm_staging import require_completed_snapshot
 
@@ -42,10 +41,13 @@ from ._backend import VLLM_ENGINE_NAME, load_processor, load_reporter
 from ._messages import build_messages, ordered_images, prompt_opens_reasoning
 from ._stream import stream_decoder
 from ._vllm_cache import CompileCache, apply_compile_cache, current_stack
+from ._vllm_drain import EngineGone, dead_reason, hand_over, take_drain
 from ._vllm_engine import LoopThread, check_quantization, engine_kwargs, import_vllm, vllm_version
+from ._vllm_memory import memory_terms, nvml_memory
 from ._vllm_modes import execution_modes
 from ._vllm_reasoning import native_reasoning
-from .errors import BackendUnloadedError, ModelLoadError, PromptTooLongError
+from ._vllm_requests import decode_rate, next_request_id, sampling_params, translate_error
+from .errors import BackendUnloadedError, EngineDiedError, ModelLoadError
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
@@ -54,7 +56,6 @@ __all__ = ["VllmBackend"]
 
 logger = logging.getLogger(__name__)
 _ABORT_TIMEOUT_SECONDS = 60.0
-_request_numbers = itertools.count(1)
 
 
 class VllmBackend:
@@ -82,6 +83,10 @@ class VllmBackend:
         self.compile_cache: CompileCache | None = None
         self.load_seconds = 0.0
         self.on_cpu = True
+        #: Why the engine core died, once it did (then ``loaded`` is False).
+        self.dead_reason: str | None = None
+        #: ``kv_cache_memory_bytes`` / ``gpu_memory_utilization`` the engine was given.
+        self.engine_memory: dict[str, int | float] = {}
         #: (request id, finish reason the engine reported) of the last aborted request.
         self.last_abort: tuple[str, str | None] | None = None
         #: The same for every request of the last aborted batch.
@@ -118,9 +123,19 @@ class VllmBackend:
         self._tokenizer = getattr(self._processor, "tokenizer", self._processor)
         self._vocabulary = TokenVocabulary.from_tokenizer(self._tokenizer)
         report(f"Starting vLLM engine ({self.mode} mode)")
+        admitted = None if self.on_cpu else (admitted_memory() or nvml_memory())
         kwargs = engine_kwargs(
-            self.profile, self.snapshot_path, eager=self.mode == "eager", on_cpu=self.on_cpu
+            self.profile,
+            self.snapshot_path,
+            eager=self.mode == "eager",
+            on_cpu=self.on_cpu,
+            admitted=admitted,
         )
+        self.engine_memory = {
+            key: kwargs[key]
+            for key in ("kv_cache_memory_bytes", "gpu_memory_utilization")
+            if key in kwargs
+        }
         from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
@@ -154,8 +169,18 @@ class VllmBackend:
 
     @property
     def loaded(self) -> bool:
-        """Whether the engine is running."""
-        return self._engine is not None
+        """Whether the engine is running (False once its engine core died: the manager evicts)."""
+        if self._engine is None:
+            return False
+        if self.dead_reason is None:
+            self.dead_reason = dead_reason(self._engine)
+        return self.dead_reason is None
+
+    def _died(self, reason: str) -> EngineDiedError:
+        """Note the engine's death (``loaded`` turns False) and the error the request ends with."""
+        self.dead_reason = reason
+        logger.error("The vLLM engine of %s died: %s", self.profile.profile_id, reason)
+        return EngineDiedError(self.profile.profile_id, reason)
 
     @property
     def enforce_eager(self) -> bool | None:
@@ -197,30 +222,6 @@ class VllmBackend:
         )
         return (rendered if isinstance(rendered, str) else str(rendered[0])), images
 
-    def _sampling(self, settings: GenerationSettings) -> Any:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        greedy = settings.temperature == 0
-        extra: dict[str, Any] = {}
-        schema = settings.schema
-        if schema is not None:  # vLLM's own constrained decoding (the guided_* fields are gone)
-            from vllm.sampling_params import StructuredOutputsParams
-
-            extra["structured_outputs"] = StructuredOutputsParams(
-                json=schema.schema, disable_any_whitespace=True
-            )
-        return SamplingParams(
-            max_tokens=settings.max_new_tokens,
-            temperature=0.0 if greedy else float(settings.temperature),
-            top_p=1.0 if greedy else float(settings.top_p),
-            seed=settings.seed,
-            output_kind=RequestOutputKind.DELTA,
-            detokenize=False,
-            skip_special_tokens=False,
-            **extra,
-        )
-
     def generate(
         self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
     ) -> BackendResult:
@@ -234,18 +235,20 @@ class VllmBackend:
         """
         if self._engine is None or self._loop is None:
             raise BackendUnloadedError(self.profile.profile_id)
+        if self.dead_reason is not None:
+            raise EngineDiedError(self.profile.profile_id, self.dead_reason)
         started = time.perf_counter()
         rendered, images = self._render(inputs, settings)
         prompt: dict[str, Any] = {"prompt": rendered}
         if images:
             prompt["multi_modal_data"] = {"image": images}
-        request_id = f"comfy-llm-{next(_request_numbers)}"
+        request_id = next_request_id()
         steps: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         engine = self._engine
 
         async def pump() -> None:
             try:
-                async for output in engine.generate(prompt, self._sampling(settings), request_id):
+                async for output in engine.generate(prompt, sampling_params(settings), request_id):
                     steps.put(("step", output))
             except BaseException as error:
                 steps.put(("error", error))
@@ -258,27 +261,36 @@ class VllmBackend:
         finish = "stop"
         prompt_tokens: int | None = None
         failure: BaseException | None = None
+        step = getattr(on_token, "step", None)
+        wait = getattr(on_token, "wait", None)
+        ended = False
         try:
-            while True:
-                kind, item = steps.get()
-                if kind == "end":
-                    break
-                if kind == "error":
-                    failure = item
-                    break
-                if item.prompt_token_ids is not None:
-                    prompt_tokens = len(item.prompt_token_ids)
-                completion = item.outputs[0]
-                for token_id in completion.token_ids:
-                    times.append(time.perf_counter())
-                    on_token(int(token_id), decoder.push(int(token_id)))
-                if completion.finish_reason is not None:
-                    finish = str(completion.finish_reason)
+            while not ended and failure is None:
+                drained: list[int] = []
+                for kind, item in take_drain(steps, engine=engine, wait=wait):
+                    if kind == "end":
+                        ended = True
+                    elif kind == "error":
+                        failure = item
+                    else:
+                        if item.prompt_token_ids is not None:
+                            prompt_tokens = len(item.prompt_token_ids)
+                        completion = item.outputs[0]
+                        drained.extend(int(t) for t in completion.token_ids)
+                        if completion.finish_reason is not None:
+                            finish = str(completion.finish_reason)
+                if drained:
+                    hand_over(drained, decoder, times, on_token, step)
+        except EngineGone as gone:
+            raise self._died(gone.reason) from None
         except BaseException:
             self._abort(request_id, running, steps)
             raise
         if failure is not None:
-            raise _translate(failure) from failure
+            reason = dead_reason(engine, failure)
+            if reason is not None:
+                raise self._died(reason) from failure
+            raise translate_error(failure) from failure
         running.result(_ABORT_TIMEOUT_SECONDS)
         ids = tuple(decoder.ids)
         text = self._decode(ids)
@@ -292,7 +304,7 @@ class VllmBackend:
             timings=BackendTimings(
                 time_to_first_token_seconds=times[0] - started if times else None,
                 generation_seconds=time.perf_counter() - started,
-                tokens_per_second=_rate(times),
+                tokens_per_second=decode_rate(times),
                 prompt_tokens=prompt_tokens,
             ),
             prompt_opened_reasoning=prompt_opens_reasoning(rendered),
@@ -365,48 +377,13 @@ class VllmBackend:
             "device": "cpu" if self.on_cpu else "cuda:0",
             "device_name": "cpu" if self.on_cpu else str(torch.cuda.get_device_name(0)),
             "load_seconds": round(self.load_seconds, 4),
-            "loaded": self._engine is not None,
+            "loaded": self.loaded,
             "vllm_enforce_eager": self.enforce_eager,
             **execution_modes().metadata(),
         }
         metadata["vllm_execution_mode"] = self.mode
+        metadata["vllm_memory_terms"] = memory_terms(self.profile)
+        metadata["vllm_engine_memory"] = dict(self.engine_memory)
         if self.compile_cache is not None:
             metadata.update(self.compile_cache.metadata())
         return metadata
-
-
-def _rate(times: list[float]) -> float | None:
-    if len(times) < 2 or times[-1] <= times[0]:
-        return None
-    return (len(times) - 1) / (times[-1] - times[0])
-
-
-_LIMIT = re.compile(r"maximum (?:model|context) length (?:of|is) (\d+)")
-_PROMPT_LENGTH = re.compile(r"\(length (\d+)\)|contains (?:at least )?(\d+) input tokens")
-
-
-def _translate(error: BaseException) -> BaseException:
-    """Turn vLLM's prompt-length refusal into :class:`PromptTooLongError`; pass the rest.
-
-    vLLM 0.32 raises ``VLLMValidationError`` (not a ``ValueError``) from two
-    places with different words: its renderer ("This model's maximum context
-    length is M tokens. However, your prompt contains [at least] N input
-    tokens ...", ``parameter="input_tokens"``, or an upper bound on
-    characters, ``parameter="input_text"``) and its input processor ("The
-    decoder prompt (length N) is longer than the maximum model length of M").
-    """
-    message = str(error)
-    limit = _LIMIT.search(message)
-    if limit is None or "prompt" not in message:
-        return error
-    context = int(limit.group(1))
-    length = _PROMPT_LENGTH.search(message)
-    if getattr(error, "parameter", None) == "input_tokens" and isinstance(
-        getattr(error, "value", None), int
-    ):
-        prompt_tokens = int(error.value)  # type: ignore[attr-defined]
-    elif length is not None:
-        prompt_tokens = int(length.group(1) or length.group(2))
-    else:  # only a character count is known: the prompt is over the limit
-        prompt_tokens = context + 1
-    return PromptTooLongError(prompt_tokens, context)

@@ -13,6 +13,7 @@ serves the next request.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import queue
 import time
@@ -23,9 +24,16 @@ from comfy_llm_residency import BackendResult, BackendTimings, BatchItem, BatchT
 
 from ._messages import prompt_opens_reasoning
 from ._stream import IncrementalDecoder, NativeStreamDecoder, stream_decoder
-from ._vllm_backend import _rate, _request_numbers, _translate
+from ._vllm_drain import EngineGone, dead_reason, hand_over, take_drain
 from ._vllm_reasoning import native_reasoning
-from .errors import BackendUnloadedError
+from ._vllm_requests import (
+    CAPTION_STREAM_INTERVAL,
+    decode_rate,
+    next_request_id,
+    sampling_params,
+    translate_error,
+)
+from .errors import BackendUnloadedError, EngineDiedError
 
 if TYPE_CHECKING:
     from ._vllm_backend import VllmBackend
@@ -63,15 +71,17 @@ def generate_batch(
     engine, loop = backend._engine, backend._loop
     if engine is None or loop is None:
         raise BackendUnloadedError(backend.profile.profile_id)
+    if backend.dead_reason is not None:
+        raise EngineDiedError(backend.profile.profile_id, backend.dead_reason)
     started = time.perf_counter()
-    number = next(_request_numbers)
+    number = next_request_id()
     streams: list[_Stream] = []
     for index, item in enumerate(items):
         rendered, images = backend._render(item.inputs, item.settings)
         prompt: dict[str, Any] = {"prompt": rendered}
         if images:
             prompt["multi_modal_data"] = {"image": images}
-        request_id = f"comfy-llm-{number}-{index}"
+        request_id = f"{number}-{index}"
         decoder = stream_decoder(backend._tokenizer, backend._decode)
         streams.append(_Stream(request_id, rendered, prompt, decoder))
     steps: queue.SimpleQueue[tuple[int, str, Any]] = queue.SimpleQueue()
@@ -86,27 +96,48 @@ def generate_batch(
         steps.put((index, "end", None))
 
     running = [
-        loop.submit(pump(index, stream, backend._sampling(item.settings)))
+        loop.submit(
+            pump(
+                index,
+                stream,
+                sampling_params(item.settings, stream_interval=CAPTION_STREAM_INTERVAL),
+            )
+        )
         for index, (stream, item) in enumerate(zip(streams, items, strict=True))
     ]
     failure: BaseException | None = None
     remaining = len(streams)
+    step = getattr(on_token, "step", None)
+    wait = getattr(on_token, "wait", None)
     try:
-        while remaining:
-            index, kind, output = steps.get()
-            if kind == "end":
-                remaining -= 1
-            elif kind == "error":
-                failure = output
-                break
-            else:
-                _take(streams[index], index, output, on_token)
+        while remaining and failure is None:
+            drained: dict[int, list[int]] = {}
+            for index, kind, output in take_drain(steps, engine=engine, wait=wait):
+                if kind == "end":
+                    remaining -= 1
+                elif kind == "error":
+                    failure = output
+                else:
+                    drained.setdefault(index, []).extend(_take(streams[index], output))
+            for index, ids in drained.items():
+                hand_over(
+                    ids,
+                    streams[index].decoder,
+                    streams[index].times,
+                    functools.partial(on_token, index),
+                    functools.partial(step, index) if step is not None else None,
+                )
+    except EngineGone as gone:
+        raise backend._died(gone.reason) from None
     except BaseException:
         _abort_all(backend, streams, running, steps)
         raise
     if failure is not None:
+        reason = dead_reason(engine, failure)
+        if reason is not None:
+            raise backend._died(reason) from failure
         _abort_all(backend, streams, running, steps)
-        raise _translate(failure) from failure
+        raise translate_error(failure) from failure
     for future in running:
         future.result(_WAIT_SECONDS)
     return [
@@ -115,15 +146,14 @@ def generate_batch(
     ]
 
 
-def _take(stream: _Stream, index: int, output: Any, on_token: BatchTokenCallback) -> None:
+def _take(stream: _Stream, output: Any) -> list[int]:
+    """One output's new ids (and its prompt length and finish reason, once known)."""
     if output.prompt_token_ids is not None:
         stream.prompt_tokens = len(output.prompt_token_ids)
     completion = output.outputs[0]
-    for token_id in completion.token_ids:
-        stream.times.append(time.perf_counter())
-        on_token(index, int(token_id), stream.decoder.push(int(token_id)))
     if completion.finish_reason is not None:
         stream.finish = str(completion.finish_reason)
+    return [int(token_id) for token_id in completion.token_ids]
 
 
 def _abort_all(
@@ -171,7 +201,7 @@ def _result(
         timings=BackendTimings(
             time_to_first_token_seconds=times[0] - started if times else None,
             generation_seconds=(times[-1] if times else time.perf_counter()) - started,
-            tokens_per_second=_rate(times),
+            tokens_per_second=decode_rate(times),
             prompt_tokens=stream.prompt_tokens,
         ),
         prompt_opened_reasoning=prompt_opens_reasoning(stream.rendered),

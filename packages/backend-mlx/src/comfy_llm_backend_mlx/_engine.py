@@ -18,6 +18,7 @@ from typing import Any
 
 import mlx.core as mx
 import mlx_vlm
+from comfy_llm_core import SEED_BITS_UINT64, fold_seed
 from comfy_llm_reasoning import TokenVocabulary
 from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings, TokenCallback
 from mlx.utils import tree_flatten
@@ -240,8 +241,10 @@ def generate(
     budget = _budget(loaded, settings, opened) if cap_thinking else None
     forced = _ForcedToken()
     text_so_far = _TextSoFar(loaded)
-    if settings.seed is not None:
-        mx.random.seed(settings.seed)
+    # mx.random.seed stores a uint64: every ComfyUI seed is its own stream (comfy_llm_core)
+    seed = fold_seed(settings.seed, SEED_BITS_UINT64)
+    if seed is not None:
+        mx.random.seed(seed)
     reset_peak = getattr(mx, "reset_peak_memory", None)
     if reset_peak is not None:
         reset_peak()
@@ -260,7 +263,7 @@ def generate(
             max_tokens=settings.max_new_tokens,
             temperature=float(settings.temperature),
             top_p=float(settings.top_p),
-            seed=settings.seed,
+            seed=seed,
             thinking_budget_criteria=forced,
             logits_processors=[schema_mask] if schema_mask is not None else None,
             **extra,

@@ -6,6 +6,7 @@
 * :func:`hub_path_problem`, :func:`quote_untrusted`: Hub file names checked one way.
 * :func:`render_error`, :func:`redact`, :func:`check_token`: tokens never reach output.
 * :func:`write_atomically`: files replaced whole (temp + rename), mode 0644 minus umask.
+* :func:`fold_seed`: a ComfyUI seed folded into an engine's seed width.
 * :func:`configure_library_logging`: library chatter off stderr unless debugging.
 * :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
 """
@@ -31,9 +32,12 @@ from comfy_llm_core._secrets import (
     redact,
     render_error,
 )
+from comfy_llm_core._seeds import SEED_BITS_INT64, SEED_BITS_UINT64, fold_seed
 
 __all__ = [
     "REDACTED",
+    "SEED_BITS_INT64",
+    "SEED_BITS_UINT64",
     "TOKEN_ENVS",
     "ComfyLLMError",
     "ErrorAction",
@@ -48,6 +52,7 @@ __all__ = [
     "env_int",
     "env_set",
     "env_str",
+    "fold_seed",
     "hub_path_problem",
     "quote_untrusted",
     "rebuild_error",

@@ -18,7 +18,10 @@ loads by it::
     estimate = ceil(runtime_weights x weight_overhead) + kv_cache + activation_bytes
 
 with weight_overhead, kv_element_bytes and activation_bytes from the
-target's :class:`TargetPolicy`.
+target's :class:`TargetPolicy`. A vLLM profile's estimate is instead the sum
+of the engine's own terms (weights, KV, activation peak, CUDA-graph pool,
+CUDA context; :mod:`._vllm_memory`), each kept in its backend options as
+``memory_<term>_bytes``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ from comfy_llm_profiles._registry import (
     registry_for,
 )
 from comfy_llm_profiles._targets import ExecutionTarget
+from comfy_llm_profiles._vllm_memory import (
+    MAX_NUM_BATCHED_TOKENS,
+    MAX_NUM_SEQS,
+    vllm_memory_terms,
+)
 from comfy_llm_profiles.errors import (
     InvalidConfigError,
     RemoteCodeError,
@@ -239,12 +247,38 @@ def estimate_memory_bytes(
         The estimate in bytes.
     """
     policy = registry.policy
-    factor = 2 if policy.runtime_dtype == "float32" and dtype in _SIXTEEN_BIT else 1
-    weights = math.ceil(weight_bytes * factor * policy.weight_overhead)
+    weights = math.ceil(_runtime_weights(weight_bytes, registry, dtype) * policy.weight_overhead)
     return (
         weights
         + _kv_cache_bytes(config, context_tokens, policy.kv_element_bytes)
         + policy.activation_bytes
+    )
+
+
+def _runtime_weights(weight_bytes: int, registry: CompatibilityRegistry, dtype: str) -> int:
+    policy = registry.policy
+    factor = 2 if policy.runtime_dtype == "float32" and dtype in _SIXTEEN_BIT else 1
+    return weight_bytes * factor
+
+
+def _vllm_terms(
+    config: Mapping[str, Any],
+    weight_bytes: int,
+    limits: ProfileLimits,
+    registry: CompatibilityRegistry,
+    *,
+    dtype: str,
+    options: Mapping[str, str | int | float | bool],
+) -> dict[str, int]:
+    """The vLLM engine's memory terms for this checkpoint (see :mod:`._vllm_memory`)."""
+    element = registry.policy.kv_element_bytes
+    return vllm_memory_terms(
+        config,
+        runtime_weight_bytes=_runtime_weights(weight_bytes, registry, dtype),
+        attention_kv_bytes=_kv_cache_bytes(config, limits.context_tokens, element),
+        kv_element_bytes=element,
+        max_num_seqs=int(options["max_num_seqs"]),
+        max_num_batched_tokens=int(options["max_num_batched_tokens"]),
     )
 
 
@@ -292,6 +326,8 @@ def _options(
             "dtype": "auto",
             "max_model_len": limits.context_tokens,
             "limit_images": limits.max_images,
+            "max_num_seqs": MAX_NUM_SEQS,
+            "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
         }
         if quantization.method != "none":
             options["quantization"] = quantization.method
@@ -381,6 +417,12 @@ def decide(
         )
     dtype = _dtype(config)
     limits = _limits(config, registry, rule, limit_overrides)
+    options = dict(_options(choice.backend, registry, rule, limits, quantization))
+    estimate = estimate_memory_bytes(config, weight_bytes, limits.context_tokens, registry, dtype)
+    if choice.backend == "vllm":
+        terms = _vllm_terms(config, weight_bytes, limits, registry, dtype=dtype, options=options)
+        options |= {f"memory_{term}_bytes": value for term, value in terms.items()}
+        estimate = sum(terms.values())
     return CompatibilityDecision(
         target=target,
         registry_version=registry.version,
@@ -392,10 +434,8 @@ def decide(
         modalities=rule.modalities,
         limits=limits,
         reasoning_parser=rule.reasoning_parser,
-        backend_options=_options(choice.backend, registry, rule, limits, quantization),
-        estimated_memory_bytes=estimate_memory_bytes(
-            config, weight_bytes, limits.context_tokens, registry, dtype
-        ),
+        backend_options=tuple(sorted(options.items())),
+        estimated_memory_bytes=estimate,
         weight_bytes=weight_bytes,
         family=rule.family,
         advertised_context_tokens=_positive_int(config, "max_position_embeddings"),

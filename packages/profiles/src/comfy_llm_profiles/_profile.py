@@ -47,6 +47,7 @@ __all__ = [
     "QUANTIZATION_METHODS",
     "REASONING_PARSERS",
     "SCHEMA_VERSION",
+    "OUT_OF_PROCESS_BACKENDS",
     "SOURCES",
     "BackendOptionValue",
     "ModelProfile",
@@ -57,6 +58,9 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 2
 BACKENDS: Final = ("mlx_vlm", "transformers", "vllm")
+#: Backends whose engine allocates device memory in a process of its own (vLLM's
+#: EngineCore): this process's cached-but-unused memory is no room for them.
+OUT_OF_PROCESS_BACKENDS: Final = frozenset({"vllm"})
 QUANTIZATION_METHODS: Final = ("none", "mlx", "fp8", "modelopt_fp4")
 MODALITIES: Final = ("text", "image", "video", "file")
 REASONING_PARSERS: Final = ("qwen3", "none")

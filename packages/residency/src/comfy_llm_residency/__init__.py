@@ -9,6 +9,7 @@ JSON-ready metadata. Backends plug in through :data:`BackendFactory`.
 """
 
 from ._host import HostListener, ResidentInfo
+from ._loading import admitted_memory
 from ._manager import ResidentModelManager
 from ._memory import (
     CudaMemoryProbe,
@@ -51,6 +52,7 @@ from .errors import (
 )
 
 __all__ = [
+    "admitted_memory",
     "Backend",
     "BackendFactory",
     "BackendResult",

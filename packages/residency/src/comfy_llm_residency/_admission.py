@@ -37,6 +37,9 @@ class AdmissionRequest:
         reserve_bytes: Memory to keep free after the load.
         reserve_name: The input that sets the reserve (for the fix in messages).
         over_limit: How many resident models must go to respect the count limit.
+        other_process: The engine allocates in a process of its own: memory is
+            read with the probe's ``snapshot_for_other_process`` where it has one
+            (this process's cached-but-unused memory is no room for it).
     """
 
     profile_id: str
@@ -45,6 +48,7 @@ class AdmissionRequest:
     reserve_bytes: int
     reserve_name: str
     over_limit: int = 0
+    other_process: bool = False
 
     @property
     def required_bytes(self) -> int:
@@ -111,6 +115,14 @@ class Admission:
             self.free_host_memory(request.required_bytes)
             self._freed = True
 
+    def _measure(self, request: AdmissionRequest) -> MemorySnapshot:
+        if request.other_process:
+            reader = getattr(self.probe, "snapshot_for_other_process", None)
+            if callable(reader):
+                snapshot: MemorySnapshot = reader()
+                return snapshot
+        return self.probe.snapshot()
+
     def _evict(self) -> bool:
         evicted = self.evict_one()
         if evicted is None:
@@ -156,25 +168,25 @@ class Admission:
             f"Checking memory: model {format_gib(request.needed_bytes)} + reserve "
             f"{format_gib(request.reserve_bytes)}"
         )
-        snapshot = self.probe.snapshot()
+        snapshot = self._measure(request)
         if required > snapshot.total_bytes:
             raise self._refuse(request, snapshot, 0.0, timed_out=False)
         for _ in range(request.over_limit):
             if not self._evict():
                 break
         if self._evicted:
-            snapshot = self.probe.snapshot()
+            snapshot = self._measure(request)
 
         if snapshot.available_bytes < required:
             self._free_host(request)
-            snapshot = self.probe.snapshot()
+            snapshot = self._measure(request)
         while snapshot.available_bytes < required and self._evict():
             self._free_host(request)
-            snapshot = self.probe.snapshot()
+            snapshot = self._measure(request)
 
         waited = 0.0
         if snapshot.available_bytes < required and self._evicted:
-            snapshot, waited = self._wait_for_memory(required, snapshot)
+            snapshot, waited = self._wait_for_memory(request, snapshot)
         if snapshot.available_bytes < required:
             raise self._refuse(request, snapshot, waited, timed_out=bool(self._evicted))
         return AdmissionOutcome(
@@ -185,8 +197,9 @@ class Admission:
         )
 
     def _wait_for_memory(
-        self, required: int, snapshot: MemorySnapshot
+        self, request: AdmissionRequest, snapshot: MemorySnapshot
     ) -> tuple[MemorySnapshot, float]:
+        required = request.required_bytes
         start = self.clock()
         deadline = start + self.timeout_seconds
         while snapshot.available_bytes < required:
@@ -200,5 +213,5 @@ class Admission:
                 elapsed=now - start,
             )
             self.sleep(min(self.poll_interval_seconds, remaining))
-            snapshot = self.probe.snapshot()
+            snapshot = self._measure(request)
         return snapshot, max(0.0, self.clock() - start)

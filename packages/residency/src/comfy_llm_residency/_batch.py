@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 
 from ._answer import Answer, answer_items
-from ._generation import TokenRelay
+from ._generation import STEP_EVENT_SECONDS, TokenRelay, prefill_event
 from ._metadata import RequestFacts, build_metadata
 from ._types import (
     Backend,
@@ -56,6 +56,7 @@ class BatchRelay:
     clock: Callable[[], float]
     count: int = 0
     budget: int = 0
+    last_event_at: float | None = None
 
     @classmethod
     def for_items(
@@ -98,6 +99,40 @@ class BatchRelay:
         if self.on_token is not None:
             self.on_token(index, token_id, text)
 
+    def step(self, index: int, token_ids: Sequence[int], text: str) -> None:
+        """Item ``index``'s tokens of one drain at once (see :meth:`TokenRelay.step`).
+
+        The batch's GENERATE event comes at most once per ``STEP_EVENT_SECONDS``
+        (the first token's always); the caller's callback once per token.
+        """
+        if not token_ids:
+            return
+        self.relays[index].step(token_ids, text)
+        self.count += len(token_ids)
+        now = self.clock()
+        last = self.last_event_at
+        if last is None or now - last >= STEP_EVENT_SECONDS:
+            self.last_event_at = now
+            budget = self.budget
+            self.progress(
+                ProgressEvent(
+                    stage=ProgressStage.GENERATE,
+                    message=f"Generating {len(self.relays)} answers: {self.count}/{budget} tokens",
+                    value=float(min(self.count, budget)),
+                    maximum=float(budget),
+                    unit="tokens",
+                    elapsed_seconds=max(0.0, now - self.started),
+                    token_id=int(token_ids[-1]),
+                )
+            )
+        if self.on_token is not None:
+            for token_id in token_ids:
+                self.on_token(index, token_id, text)
+
+    def wait(self) -> None:
+        """No token of any item yet: an indeterminate GENERATE event (the host's Cancel check)."""
+        self.progress(prefill_event(self.started, self.clock()))
+
     def item(self, index: int) -> TokenCallback:
         """The plain token callback of one item (the one-at-a-time path)."""
 
@@ -105,6 +140,23 @@ class BatchRelay:
             self(index, token_id, text)
 
         return on_token
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Positioned:
+    """The batch relay as one chunk's backend sees it: chunk index -> batch position."""
+
+    relay: BatchRelay
+    positions: Sequence[int]
+
+    def __call__(self, index: int, token_id: int, text: str) -> None:
+        self.relay(self.positions[index], token_id, text)
+
+    def step(self, index: int, token_ids: Sequence[int], text: str) -> None:
+        self.relay.step(self.positions[index], token_ids, text)
+
+    def wait(self) -> None:
+        self.relay.wait()
 
 
 def generate_batch_answers(
@@ -116,11 +168,7 @@ def generate_batch_answers(
         positions = list(indices)
         batcher = backend if isinstance(backend, BatchBackend) else None
         if batcher is not None and len(chunk) > 1 and batcher.can_batch(chunk):
-
-            def on_token(index: int, token_id: int, text: str) -> None:
-                relay(positions[index], token_id, text)
-
-            results = list(batcher.generate_batch(chunk, on_token))
+            results = list(batcher.generate_batch(chunk, _Positioned(relay, positions)))
             if len(results) != len(chunk):
                 raise RuntimeError(
                     f"{type(backend).__name__}.generate_batch returned {len(results)} results "

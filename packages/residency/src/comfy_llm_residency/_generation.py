@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
 from comfy_llm_reasoning import parser_for_profile
@@ -14,6 +14,20 @@ from ._types import Backend, BackendResult, GenerationSettings, TokenCallback
 if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile
     from comfy_llm_reasoning import ReasoningResult
+
+
+#: Shortest time between two GENERATE events of a step-wise backend (at most 20 per second).
+STEP_EVENT_SECONDS: Final = 0.05
+
+
+def prefill_event(started: float, now: float) -> ProgressEvent:
+    """The indeterminate GENERATE event while the engine reads the prompt (no token yet)."""
+    return ProgressEvent(
+        stage=ProgressStage.GENERATE,
+        message="Reading the prompt",
+        indeterminate=True,
+        elapsed_seconds=max(0.0, now - started),
+    )
 
 
 @dataclasses.dataclass(slots=True)
@@ -44,6 +58,7 @@ class TokenRelay:
     count: int = 0
     first_token_at: float | None = None
     last_token_at: float | None = None
+    last_event_at: float | None = None
 
     def start(self) -> None:
         """Mark the start of generation."""
@@ -76,22 +91,50 @@ class TokenRelay:
         if self.first_token_at is None:
             self.first_token_at = now
         self.last_token_at = now
-        self.progress(
-            ProgressEvent(
-                stage=ProgressStage.GENERATE,
-                message=f"Generating: {self.count}/{self.max_new_tokens} tokens",
-                value=float(min(self.count, self.max_new_tokens)),
-                maximum=float(self.max_new_tokens),
-                unit="tokens",
-                elapsed_seconds=max(0.0, now - self.started),
-                time_to_first_token_seconds=self.time_to_first_token_seconds,
-                tokens_per_second=self.tokens_per_second,
-                text=text,
-                token_id=int(token_id),
-            )
-        )
+        self.progress(self._event(now, token_id, text))
         if self.on_token is not None:
             self.on_token(token_id, text)
+
+    def _event(self, now: float, token_id: int, text: str) -> ProgressEvent:
+        return ProgressEvent(
+            stage=ProgressStage.GENERATE,
+            message=f"Generating: {self.count}/{self.max_new_tokens} tokens",
+            value=float(min(self.count, self.max_new_tokens)),
+            maximum=float(self.max_new_tokens),
+            unit="tokens",
+            elapsed_seconds=max(0.0, now - self.started),
+            time_to_first_token_seconds=self.time_to_first_token_seconds,
+            tokens_per_second=self.tokens_per_second,
+            text=text,
+            token_id=int(token_id),
+        )
+
+    def step(self, token_ids: Sequence[int], text: str) -> None:
+        """Record every token an engine produced since the caller last woke, at once.
+
+        For step-wise engines (vLLM): one GENERATE event for the whole drain
+        (the host's Cancel check), at most one per :data:`STEP_EVENT_SECONDS`
+        except the first token's, then the caller's callback once per token
+        (its contract), each with the drain's text.
+        """
+        if not token_ids:
+            return
+        now = self.clock()
+        self.count += len(token_ids)
+        if self.first_token_at is None:
+            self.first_token_at = now
+        self.last_token_at = now
+        last = self.last_event_at
+        if last is None or now - last >= STEP_EVENT_SECONDS:
+            self.last_event_at = now
+            self.progress(self._event(now, token_ids[-1], text))
+        if self.on_token is not None:
+            for token_id in token_ids:
+                self.on_token(token_id, text)
+
+    def wait(self) -> None:
+        """No token yet: an indeterminate GENERATE event, so the host can cancel a long prefill."""
+        self.progress(prefill_event(self.started, self.clock()))
 
 
 def done_event(

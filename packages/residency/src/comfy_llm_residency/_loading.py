@@ -7,6 +7,7 @@ readings that must never lose a finished answer live here.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from ._admission import AdmissionOutcome
 
 __all__ = [
+    "admitted_memory",
     "allocated_now",
     "grow_allocation",
     "load_entry",
@@ -34,6 +36,21 @@ __all__ = [
 ]
 
 logger = logging.getLogger("comfy_llm_residency")
+
+_ADMITTED: contextvars.ContextVar[MemorySnapshot | None] = contextvars.ContextVar(
+    "comfy_llm_admitted_memory", default=None
+)
+
+
+def admitted_memory() -> MemorySnapshot | None:
+    """The reading that admitted the cold load in progress, for the backend factory.
+
+    Set while the manager calls the factory (same thread), None elsewhere. An
+    engine with a start-up memory check of its own (vLLM's
+    ``gpu_memory_utilization``) derives it from this reading, so its check
+    passes exactly when admission admitted the load.
+    """
+    return _ADMITTED.get()
 
 
 def report_load(progress: ProgressCallback, message: str, seconds: float | None = None) -> None:
@@ -103,6 +120,7 @@ def load_entry(
     report_load(progress, f"Loading {profile.repository}")
     started = clock()
     before = allocated_now(probe)
+    token = _ADMITTED.set(outcome.snapshot)
     try:
         backend = factory(profile, path, progress)
     except BaseException:
@@ -111,6 +129,8 @@ def load_entry(
         except Exception:
             logger.exception("Clearing the memory cache after a failed load failed")
         raise
+    finally:
+        _ADMITTED.reset(token)
     load_seconds = max(0.0, clock() - started)
     after = probe.snapshot()
     allocated = max(0, outcome.snapshot.available_bytes - after.available_bytes)

@@ -413,6 +413,8 @@ class ResidentModelManager:
         finally:
             if not keep_loaded and profile.profile_id in self._residents:
                 self._residents.unload(profile.profile_id)
+            elif not self._residents.usable(profile.profile_id):
+                self._residents.unload(profile.profile_id)  # a dead engine: the next run reloads
             elif cold is not None and profile.profile_id in self._residents:
                 self._residents.announce(cold)
 

@@ -118,7 +118,9 @@ class CudaMemoryProbe:
 
     Available memory is the driver's free memory plus what torch's caching
     allocator holds reserved but unused in this process (the same view
-    ComfyUI takes), since a load in this process can reuse it.
+    ComfyUI takes), since a load in this process can reuse it; for an engine
+    in another process :meth:`snapshot_for_other_process` counts the
+    driver's free memory only.
     """
 
     def __init__(self, device_index: int | None = None) -> None:
@@ -160,6 +162,25 @@ class CudaMemoryProbe:
         available = min(int(total), int(free) + max(0, int(reusable)))
         return MemorySnapshot(
             available_bytes=available, total_bytes=int(total), device=f"cuda:{index}"
+        )
+
+    def snapshot_for_other_process(self) -> MemorySnapshot:
+        """What an engine in another process (vLLM's EngineCore) could allocate now.
+
+        Only the driver's free memory counts: this process's cached-but-unused
+        blocks are no room for another process, so they are returned to the
+        driver first (``empty_cache``) and the reading leaves them out.
+
+        Raises:
+            MemoryProbeError: When torch is missing or no CUDA device exists.
+        """
+        torch = self._torch()
+        gc.collect()
+        torch.cuda.empty_cache()
+        index = torch.cuda.current_device() if self.device_index is None else self.device_index
+        free, total = torch.cuda.mem_get_info(index)
+        return MemorySnapshot(
+            available_bytes=int(free), total_bytes=int(total), device=f"cuda:{index}"
         )
 
     def clear_cache(self) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from comfy_llm_profiles import ExecutionTarget, ProgressCallback
+from comfy_llm_profiles import OUT_OF_PROCESS_BACKENDS, ExecutionTarget, ProgressCallback
 from comfy_llm_staging import require_completed_snapshot
 
 from . import _settings
@@ -107,6 +107,11 @@ class ResidentSet:
             logger.exception("Clearing the memory cache after unloading %s failed", profile_id)
         notify_unloaded(self._host_listener, profile_id, by_host=by_host)
 
+    def usable(self, profile_id: str) -> bool:
+        """False only for a resident whose backend reports ``loaded`` False (its engine died)."""
+        entry = self.entries.get(profile_id)
+        return entry is None or getattr(entry.backend, "loaded", True) is not False
+
     def evict_oldest(self) -> str | None:
         """Unload the least recently used resident; its profile id, or None when empty."""
         if not self.entries:
@@ -130,6 +135,8 @@ class ResidentSet:
             InsufficientMemoryError: Estimate + reserve does not fit (after evicting).
         """
         profile_id = profile.profile_id
+        if not self.usable(profile_id):
+            self.unload(profile_id)  # its engine died since: load a fresh one
         entry = self.entries.get(profile_id)
         # The id is the digest of the profile's identity: same id, same model
         # (display name and requested revision are not part of it).
@@ -149,6 +156,8 @@ class ResidentSet:
             reserve_bytes=reserve_bytes,
             reserve_name=_settings.reserve_input_name(self.target),
             over_limit=max(0, len(self.entries) + 1 - max_resident),
+            other_process=str(getattr(profile.backend, "value", profile.backend))
+            in OUT_OF_PROCESS_BACKENDS,
         )
         try:
             outcome = self._admission(progress).run(request)

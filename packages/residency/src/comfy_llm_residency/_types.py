@@ -28,7 +28,11 @@ TokenCallback = Callable[[int, str], None]
 """Called once per generated token with (token id, decoded text so far).
 
 It may raise to cancel generation (ComfyUI's interrupt exception); the
-backend must let that exception propagate unchanged.
+backend must let that exception propagate unchanged. The manager's callback
+also has ``step(token_ids, text)`` (every token of one engine step at once:
+one progress event, at most 20 per second) and ``wait()`` (no token yet: a
+progress event, so the host can cancel a long prefill); step-wise engines
+(vLLM) use them where present (``getattr``), others call it per token.
 """
 
 

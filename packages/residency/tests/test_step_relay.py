@@ -1,0 +1,92 @@
+"""Step-wise engines: whole drains per progress event, Cancel before the first token, dead engines."""
+
+from __future__ import annotations
+
+import pytest
+from comfy_llm_profiles import ProgressStage
+from comfy_llm_residency import GenerationSettings
+
+SETTINGS = GenerationSettings(max_new_tokens=64)
+
+
+class Cancelled(Exception):
+    """Stands in for ComfyUI's interrupt."""
+
+
+def _generate_events(world):
+    return [e for e in world.events if e.stage is ProgressStage.GENERATE]
+
+
+def test_a_drain_is_one_event_at_most_twenty_per_second(world, fake, monkeypatch):
+    def generate(self, inputs, settings, on_token):
+        for _ in range(10):  # ten drains of three tokens, 20 ms apart
+            on_token.step([1, 2, 3], "abc")
+            world.clock.sleep(0.02)
+        return original(self, inputs, settings, lambda *_: None)
+
+    original = fake.FakeBackend.generate
+    monkeypatch.setattr(fake.FakeBackend, "generate", generate)
+    seen: list[int] = []
+    manager = world.manager()
+    profile = fake.make_profile()
+    manager.run(
+        profile,
+        world.snapshot(profile),
+        fake.make_inputs(),
+        SETTINGS,
+        progress=world.record,
+        on_token=lambda token_id, text: seen.append(token_id),
+    )
+    events = _generate_events(world)
+    # 200 ms of drains: the first token's event, then none closer than 50 ms to the last
+    assert [e.value for e in events] == [3.0, 12.0, 21.0, 30.0]
+    assert len(seen) == 30  # the caller's callback still sees every token
+
+
+def test_waiting_for_the_first_token_lets_the_host_cancel(world, fake, monkeypatch):
+    polls: list[int] = []
+
+    def generate(self, inputs, settings, on_token):
+        while True:  # a prefill that never ends unless the host cancels
+            polls.append(1)
+            on_token.wait()
+            world.clock.sleep(0.1)
+
+    monkeypatch.setattr(fake.FakeBackend, "generate", generate)
+
+    def progress(event):
+        if event.stage is ProgressStage.GENERATE and len(polls) == 3:
+            raise Cancelled
+        world.record(event)
+
+    manager = world.manager()
+    profile = fake.make_profile()
+    with pytest.raises(Cancelled):
+        manager.run(
+            profile, world.snapshot(profile), fake.make_inputs(), SETTINGS, progress=progress
+        )
+    assert [e.message for e in _generate_events(world)] == ["Reading the prompt"] * 2
+    assert _generate_events(world)[0].indeterminate
+    assert profile.profile_id in manager.state().resident_profiles  # the model stays
+
+
+def test_a_backend_that_died_is_evicted_and_the_next_run_loads_a_fresh_one(world, fake, monkeypatch):
+    monkeypatch.setattr(fake.FakeBackend, "loaded", True, raising=False)
+    manager = world.manager()
+    profile = fake.make_profile()
+    world.generate_error = RuntimeError("engine core died")
+
+    def die(self, inputs, settings, on_token):
+        self.loaded = False
+        raise world.generate_error
+
+    original = fake.FakeBackend.generate
+    monkeypatch.setattr(fake.FakeBackend, "generate", die)
+    with pytest.raises(RuntimeError, match="engine core died"):
+        manager.run(profile, world.snapshot(profile), fake.make_inputs(), SETTINGS)
+    assert profile.profile_id not in manager.state().resident_profiles
+    world.generate_error = None
+    monkeypatch.setattr(fake.FakeBackend, "generate", original)
+    manager.run(profile, world.snapshot(profile), fake.make_inputs(), SETTINGS)
+    assert world.log.events.count(f"load:{profile.repository}") == 2
+    assert world.log.events.count(f"unload:{profile.repository}") == 1
