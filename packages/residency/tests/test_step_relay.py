@@ -1,4 +1,4 @@
-"""Step-wise engines: whole drains per progress event, Cancel before the first token, dead engines."""
+"""Step-wise engines: one event per drain, Cancel before the first token, dead engines."""
 
 from __future__ import annotations
 
@@ -70,7 +70,9 @@ def test_waiting_for_the_first_token_lets_the_host_cancel(world, fake, monkeypat
     assert profile.profile_id in manager.state().resident_profiles  # the model stays
 
 
-def test_a_backend_that_died_is_evicted_and_the_next_run_loads_a_fresh_one(world, fake, monkeypatch):
+def test_a_backend_that_died_is_evicted_and_the_next_run_loads_a_fresh_one(
+    world, fake, monkeypatch
+):
     monkeypatch.setattr(fake.FakeBackend, "loaded", True, raising=False)
     manager = world.manager()
     profile = fake.make_profile()
