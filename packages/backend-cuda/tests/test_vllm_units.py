@@ -134,18 +134,60 @@ def test_the_namespace_is_stable_and_readable() -> None:
     assert "/" not in STACK.namespace
 
 
-def test_cache_variables_point_into_the_namespace(
+def test_cache_variables_point_into_the_namespace_for_the_engine_only(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(COMPILE_CACHE_ROOT_ENV, str(tmp_path / "volume"))
-    for variable, _ in CACHE_ENV_DIRS:
-        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/own")
+    monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)
+    before = dict(os.environ)
     applied = apply_compile_cache(STACK)
     assert applied.root == tmp_path / "volume"
     assert applied.metadata() == {"vllm_compile_cache_namespace": STACK.namespace}
+    directories = dict(applied.directories)
     for variable, folder in CACHE_ENV_DIRS:
         path = tmp_path / "volume" / STACK.namespace / folder
-        assert os.environ[variable] == str(path) and path.is_dir()
+        assert directories[variable] == str(path) and path.is_dir()
+    assert dict(os.environ) == before  # ComfyUI's environment is untouched
+
+
+def test_the_engine_scope_sets_the_child_environment_and_restores_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from comfy_llm_backend_cuda._vllm_process import engine_process_scope
+
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync")
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/own")
+    main = sys.modules["__main__"]
+    spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
+    before = dict(os.environ)
+    with engine_process_scope({"TRITON_CACHE_DIR": "/ns/triton", "VLLM_CACHE_ROOT": "/ns/vllm"}):
+        assert os.environ["TRITON_CACHE_DIR"] == "/ns/triton"
+        assert os.environ["VLLM_CACHE_ROOT"] == "/ns/vllm"
+        assert "PYTORCH_CUDA_ALLOC_CONF" not in os.environ  # cudaMallocAsync stays out
+        assert main.__spec__ is None and not hasattr(main, "__file__")  # spawn skips __main__
+    assert dict(os.environ) == before
+    assert getattr(main, "__spec__", None) is spec and getattr(main, "__file__", None) == path
+
+
+def test_the_gpu_name_comes_from_vllms_platform_without_a_cuda_context() -> None:
+    import torch
+    from comfy_llm_backend_cuda._vllm_cache import current_stack
+
+    class NvmlPlatform:  # vLLM's NvmlCudaPlatform answers both from NVML (platforms/cuda.py)
+        @staticmethod
+        def is_cuda_alike() -> bool:
+            return True
+
+        @staticmethod
+        def get_device_name(device_id: int = 0) -> str:
+            return "NVIDIA H200"
+
+    stack = current_stack(torch, "0.32.0", NvmlPlatform())
+    assert stack.gpu_type == "NVIDIA H200"
+    assert not torch.cuda.is_initialized()
 
 
 def test_a_missing_vllm_names_the_extra(staged, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,13 +13,9 @@ torch, transformers and vllm are imported only when a model is loaded, so
 importing this package works without them.
 """
 
-from ._backend import (
-    ATTENTION_IMPLEMENTATION,
-    ENGINE_NAME,
-    VLLM_ENGINE_NAME,
-    TransformersBackend,
-    create_backend,
-)
+from ._backend import ATTENTION_IMPLEMENTATION, TransformersBackend
+from ._factory import create_backend
+from ._processor import ENGINE_NAME, VLLM_ENGINE_NAME
 from ._vllm_cache import COMPILE_CACHE_ROOT_ENV, CacheStack
 from ._vllm_modes import EXECUTION_MODE_ENV, ExecutionModes, execution_modes
 from .errors import (

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_profiles import ModelProfile, ProgressCallback
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs, reasoning_end_id
 from comfy_llm_residency import (
     BackendResult,
@@ -26,6 +26,7 @@ from ._batch import batchable, generate_groups
 from ._engine import DevicePlan, import_engine, plan_device
 from ._generate import eos_ids, run_generate
 from ._messages import encode_prompt
+from ._processor import ENGINE_NAME, load_processor, load_reporter
 from .errors import (
     BackendUnloadedError,
     ModelLoadError,
@@ -36,70 +37,9 @@ from .errors import (
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
 
-    from ._vllm_backend import VllmBackend
+__all__ = ["ATTENTION_IMPLEMENTATION", "TransformersBackend"]
 
-VLLM_ENGINE_NAME = "vllm"
-
-
-def create_vllm_backend(
-    profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback
-) -> VllmBackend:
-    """Start a resident vLLM engine for a ``vllm`` profile (imports vLLM lazily).
-
-    Raises:
-        IncompleteSnapshotError: The snapshot is not complete (from staging).
-        VllmNotInstalledError: vllm cannot be imported (names the extra).
-        UnsupportedQuantizationError: vLLM says the GPU cannot run the format.
-        ModelLoadError: vLLM or the processor could not load the files.
-    """
-    from ._vllm_backend import VllmBackend
-
-    return VllmBackend.load(profile, snapshot_path, progress)
-
-
-__all__ = [
-    "ATTENTION_IMPLEMENTATION",
-    "ENGINE_NAME",
-    "VLLM_ENGINE_NAME",
-    "TransformersBackend",
-    "create_backend",
-    "create_vllm_backend",
-]
-
-ENGINE_NAME = "transformers"
 ATTENTION_IMPLEMENTATION = "sdpa"
-
-
-def create_backend(
-    profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback
-) -> TransformersBackend | VllmBackend:
-    """Load a profile's model with the engine it names (a residency ``BackendFactory``).
-
-    ``transformers`` profiles load with Transformers; ``vllm`` profiles start a
-    resident vLLM engine (see :func:`create_vllm_backend`).
-
-    Args:
-        profile: A profile whose backend is ``transformers`` or ``vllm``.
-        snapshot_path: The completed snapshot directory staging returned.
-        progress: Receives indeterminate LOAD events ("Loading processor",
-            "Loading model"); may raise to cancel.
-
-    Returns:
-        The loaded backend.
-
-    Raises:
-        UnsupportedBackendError: The profile names another backend.
-        VllmNotInstalledError: A ``vllm`` profile, and vllm cannot be imported.
-        IncompleteSnapshotError: ``snapshot_path`` has no valid completion
-            marker for the profile's repository and revision (from
-            ``comfy_llm_staging``).
-        EngineNotInstalledError: torch or transformers is missing (an
-            ``ImportError`` naming ``comfy-llm[cuda]``).
-        ModelLoadError: The engine could not load the processor or model.
-    """
-    if profile.backend == VLLM_ENGINE_NAME:
-        return create_vllm_backend(profile, snapshot_path, progress)
-    return TransformersBackend.load(profile, snapshot_path, progress)
 
 
 class TransformersBackend:
@@ -374,49 +314,3 @@ def _attention(model: Any) -> str | None:
         return None
     value = getattr(getattr(model, "config", None), "_attn_implementation", None)
     return str(value) if value is not None else ATTENTION_IMPLEMENTATION
-
-
-def load_reporter(progress: ProgressCallback, started: float) -> Callable[[str], None]:
-    """An indeterminate LOAD reporter timed from ``started`` (both engines' loads use it)."""
-
-    def report(message: str) -> None:
-        progress(
-            ProgressEvent(
-                stage=ProgressStage.LOAD,
-                message=message,
-                indeterminate=True,
-                elapsed_seconds=time.perf_counter() - started,
-            )
-        )
-
-    return report
-
-
-def load_processor(transformers: Any, profile: ModelProfile, path: Path) -> Any:
-    """Transformers' processor for a snapshot, local files only and no remote code.
-
-    Raises:
-        ModelLoadError: Transformers could not read the processor files.
-    """
-    try:
-        return _processor_class(transformers, profile.model_type).from_pretrained(
-            str(path), local_files_only=True, trust_remote_code=False
-        )
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ModelLoadError(profile.profile_id, str(path), "processor", str(error)) from error
-
-
-def _processor_class(transformers: Any, model_type: str) -> Any:
-    """Transformers' own processor class for ``model_type``.
-
-    Looked up in Transformers' mapping rather than through
-    ``AutoProcessor.from_pretrained``: MLX-VLM replaces that classmethod
-    process-wide when it loads some models (it then returns MLX processors),
-    and a process may hold both engines.
-    """
-    from transformers.models.auto import processing_auto
-
-    name = processing_auto.PROCESSOR_MAPPING_NAMES.get(model_type)
-    if isinstance(name, str) and hasattr(transformers, name):
-        return getattr(transformers, name)
-    return transformers.AutoProcessor

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from comfy_llm_residency import BackendResult, BatchItem, BatchTokenCallback, GenerationSettings
 
@@ -25,9 +25,31 @@ from ._generate import GenerationRun, build_generation_config, eos_ids
 from ._stream import IncrementalDecoder
 
 if TYPE_CHECKING:
-    from ._backend import TransformersBackend
+    from comfy_llm_inputs import PreparedInputs
 
-__all__ = ["RowStreamer", "batchable", "generate_groups", "group_key", "run_generate_rows"]
+__all__ = [
+    "GroupedBackend",
+    "RowStreamer",
+    "batchable",
+    "generate_groups",
+    "group_key",
+    "run_generate_rows",
+]
+
+
+class GroupedBackend(Protocol):
+    """What :func:`generate_groups` uses of the Transformers backend (it imports this module)."""
+
+    _torch: Any
+    _model: Any
+
+    def _encode(self, inputs: PreparedInputs, settings: GenerationSettings) -> tuple[Any, int]: ...
+
+    def _decode(self, ids: Any) -> str: ...
+
+    def _result(
+        self, run: Any, encoded: Any, *, constrained: bool = False, together: int = 1
+    ) -> BackendResult: ...
 
 
 def batchable(items: Sequence[BatchItem]) -> bool:
@@ -139,7 +161,7 @@ def run_generate_rows(
 
 
 def generate_groups(
-    backend: TransformersBackend, items: Sequence[BatchItem], on_token: BatchTokenCallback
+    backend: GroupedBackend, items: Sequence[BatchItem], on_token: BatchTokenCallback
 ) -> list[BackendResult]:
     """Encode every item, group them (:func:`group_key`), one ``generate`` per group."""
     started = time.perf_counter()

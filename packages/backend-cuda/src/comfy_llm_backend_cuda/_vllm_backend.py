@@ -37,14 +37,23 @@ from comfy_llm_residency import (
 )
 from comfy_llm_staging import require_completed_snapshot
 
-from ._backend import VLLM_ENGINE_NAME, load_processor, load_reporter
 from ._messages import build_messages, ordered_images, prompt_opens_reasoning
+from ._processor import VLLM_ENGINE_NAME, load_processor, load_reporter
 from ._stream import stream_decoder
+from ._vllm_batch import generate_batch
 from ._vllm_cache import CompileCache, apply_compile_cache, current_stack
 from ._vllm_drain import EngineGone, dead_reason, hand_over, take_drain
-from ._vllm_engine import LoopThread, check_quantization, engine_kwargs, import_vllm, vllm_version
+from ._vllm_engine import (
+    LoopThread,
+    check_quantization,
+    engine_kwargs,
+    engine_variables,
+    import_vllm,
+    vllm_version,
+)
 from ._vllm_memory import memory_terms, nvml_memory
 from ._vllm_modes import execution_modes
+from ._vllm_process import engine_process_scope
 from ._vllm_reasoning import native_reasoning
 from ._vllm_requests import decode_rate, next_request_id, sampling_params, translate_error
 from .errors import BackendUnloadedError, EngineDiedError, ModelLoadError
@@ -83,6 +92,7 @@ class VllmBackend:
         self.compile_cache: CompileCache | None = None
         self.load_seconds = 0.0
         self.on_cpu = True
+        self.device_name = "cpu"
         #: Why the engine core died, once it did (then ``loaded`` is False).
         self.dead_reason: str | None = None
         #: ``kv_cache_memory_bytes`` / ``gpu_memory_utilization`` the engine was given.
@@ -114,6 +124,7 @@ class VllmBackend:
         self.mode = execution_modes().mode()
         self.on_cpu = not torch.cuda.is_available()
         self.compile_cache = apply_compile_cache(current_stack(torch, vllm_version()))
+        self.device_name = self.compile_cache.gpu_type
 
         report = load_reporter(progress, started)
         report("Loading processor")
@@ -146,8 +157,13 @@ class VllmBackend:
 
         loop = LoopThread(f"vllm-{self.profile.profile_id[:12]}")
 
+        variables = engine_variables(
+            self.profile, self.compile_cache.directories, on_cpu=self.on_cpu
+        )
+
         async def create() -> Any:
-            return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+            with engine_process_scope(variables):  # the child's environment, not ComfyUI's
+                return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
 
         try:
             self._engine = loop.call(create())
@@ -320,8 +336,6 @@ class VllmBackend:
         self, items: Sequence[BatchItem], on_token: BatchTokenCallback
     ) -> list[BackendResult]:
         """Submit every item to the engine at once (see ``_vllm_batch``)."""
-        from ._vllm_batch import generate_batch
-
         return generate_batch(self, items, on_token)
 
     def _abort(
@@ -375,7 +389,7 @@ class VllmBackend:
             "engine_version": vllm_version(),
             "torch_version": str(torch.__version__),
             "device": "cpu" if self.on_cpu else "cuda:0",
-            "device_name": "cpu" if self.on_cpu else str(torch.cuda.get_device_name(0)),
+            "device_name": self.device_name,  # NVML's (no CUDA context in this process)
             "load_seconds": round(self.load_seconds, 4),
             "loaded": self.loaded,
             "vllm_enforce_eager": self.enforce_eager,

@@ -18,7 +18,7 @@ import logging
 import queue
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from comfy_llm_residency import BackendResult, BackendTimings, BatchItem, BatchTokenCallback
 
@@ -36,9 +36,33 @@ from ._vllm_requests import (
 from .errors import BackendUnloadedError, EngineDiedError
 
 if TYPE_CHECKING:
-    from ._vllm_backend import VllmBackend
+    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_profiles import ModelProfile
+    from comfy_llm_residency import GenerationSettings
 
-__all__ = ["generate_batch"]
+    from ._vllm_engine import LoopThread
+
+
+class BatchEngine(Protocol):
+    """What a batch uses of the vLLM backend (which imports this module, not the reverse)."""
+
+    profile: ModelProfile
+    _engine: Any
+    _loop: LoopThread | None
+    _tokenizer: Any
+    dead_reason: str | None
+    last_batch_abort: tuple[tuple[str, str | None], ...]
+
+    def _render(
+        self, inputs: PreparedInputs, settings: GenerationSettings
+    ) -> tuple[str, list[Any]]: ...
+
+    def _decode(self, ids: Any) -> str: ...
+
+    def _died(self, reason: str) -> EngineDiedError: ...
+
+
+__all__ = ["BatchEngine", "generate_batch"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +83,7 @@ class _Stream:
 
 
 def generate_batch(
-    backend: VllmBackend, items: Sequence[BatchItem], on_token: BatchTokenCallback
+    backend: BatchEngine, items: Sequence[BatchItem], on_token: BatchTokenCallback
 ) -> list[BackendResult]:
     """Generate every item together; see the module docstring.
 
@@ -157,7 +181,7 @@ def _take(stream: _Stream, output: Any) -> list[int]:
 
 
 def _abort_all(
-    backend: VllmBackend,
+    backend: BatchEngine,
     streams: list[_Stream],
     running: list[Any],
     steps: queue.SimpleQueue[tuple[int, str, Any]],
@@ -185,7 +209,7 @@ def _abort_all(
 
 
 def _result(
-    backend: VllmBackend, stream: _Stream, item: BatchItem, started: float, size: int
+    backend: BatchEngine, stream: _Stream, item: BatchItem, started: float, size: int
 ) -> BackendResult:
     settings = item.settings
     ids = tuple(stream.decoder.ids)

