@@ -101,6 +101,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "OpenMP barriers whenever another process takes a core; 0 keeps torch's default)",
     )
     parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="Transformers' device: cpu (target local_cpu) or cuda (target local_cuda)",
+    )
+    parser.add_argument(
         "--no-reasoning",
         action="store_true",
         help="enable_reasoning=False (default True, the node's default)",
@@ -493,6 +499,8 @@ def bench_backend(
     from comfy_llm_staging import stage_snapshot
 
     target, module_name = BACKENDS[name]
+    if name == "transformers" and args.device == "cuda":
+        target = "local_cuda"  # the same checkpoint on the GPU (scripts/gpu-check.sh)
     os.environ["COMFY_LLM_EXECUTION_TARGET"] = target
     reset_managers()
     print(f"[{name}] cold request through the node (target {target}) ...", flush=True)

@@ -88,9 +88,11 @@ def test_cli_scripted_answer_with_native_reasoning(world: Path, capsys) -> None:
     assert metadata["vllm_enforce_eager"] is True
     namespace = metadata["vllm_compile_cache_namespace"]
     assert namespace.startswith("cpu-py3.")
-    assert os.environ["VLLM_CACHE_ROOT"].endswith(f"{namespace}/vllm")
-    # the engine saw only the files of the completed snapshot
+    # the engine process got the namespace's folders; this process's environment did not
     backend = _backend()
+    assert dict(backend.compile_cache.directories)["VLLM_CACHE_ROOT"].endswith(f"{namespace}/vllm")
+    assert "VLLM_CACHE_ROOT" not in os.environ and "TRITON_CACHE_DIR" not in os.environ
+    # the engine saw only the files of the completed snapshot
     assert backend._engine.vllm_config.model_config.model == str(backend.snapshot_path)
     assert backend._engine.vllm_config.model_config.trust_remote_code is False
 

@@ -113,13 +113,14 @@ def test_cancel_50_ms_into_a_long_prefill_ends_before_the_first_token(world: Pat
 
 
 def _engine_cores() -> list[psutil.Process]:
+    """vLLM's EngineCore processes (children; never multiprocessing's resource tracker)."""
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
             text = " ".join([child.name(), *child.cmdline()])
         except psutil.Error:
             continue
-        if "EngineCore" in text or "multiprocessing" in text:
+        if "EngineCore" in text and "resource_tracker" not in text:
             found.append(child)
     return found
 
