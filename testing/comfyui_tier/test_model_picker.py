@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,6 +13,14 @@ from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.checkpoints import SCRIPTED_ANSWER, write_checkpoint
 from comfy_llm_testworld.frontend_workflow import to_api_prompt, widget_slots
 from comfy_llm_testworld.real_comfyui import ComfyUIClient, ComfyUIServer
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _unload_afterwards(client: ComfyUIClient) -> Iterator[None]:
+    """Leave no resident model behind: other modules expect their first run cold."""
+    yield
+    client.free(unload_models=True)
+
 
 CURATED = {"smolvlm-256m-instruct", "smolvlm2-2.2b-instruct", "qwen3.5-2b-mlx-4bit"}
 
@@ -120,7 +129,7 @@ def test_a_seed_era_workflow_with_a_model_off_the_list_loads_and_runs(
     assert llm["custom_model"] == "" and llm["response_schema"] == ""  # newer widgets: defaults
     run = client.run(prompt, workflow=workflow)
     assert run.status == "execution_success", run.error()
-    assert run.text_of("21") == SCRIPTED_ANSWER
+    assert run.text_of("21").endswith(SCRIPTED_ANSWER)  # SmolVLM has no reasoning parser
 
 
 @pytest.mark.parametrize(
