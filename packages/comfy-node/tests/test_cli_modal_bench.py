@@ -124,9 +124,11 @@ def test_modal_bench_caption_plans_cold_passes_per_worker_count_and_reports_the_
     standin: list[StandinTransport],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from comfy_llm._cli import main
 
+    monkeypatch.setenv("COMFY_MODAL_LLM_VLLM_EXECUTION_MODE", "auto")  # the bench sets it
     output = tmp_path / "caption-bench.json"
     argv = ["modal-bench", "--caption", "--workers", "1,2", "--model", SCRIPTED, "--gpu", "H100"]
     argv += ["--images", "6", "--chunk-images", "2", "--image-size", "64"]
