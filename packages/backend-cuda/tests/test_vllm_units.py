@@ -154,22 +154,16 @@ def test_cache_variables_point_into_the_namespace_for_the_engine_only(
 def test_the_engine_scope_sets_the_child_environment_and_restores_the_host(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import sys
-
     from comfy_llm_backend_cuda._vllm_process import engine_process_scope
 
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync")
     monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/own")
-    main = sys.modules["__main__"]
-    spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
     before = dict(os.environ)
     with engine_process_scope({"TRITON_CACHE_DIR": "/ns/triton", "VLLM_CACHE_ROOT": "/ns/vllm"}):
         assert os.environ["TRITON_CACHE_DIR"] == "/ns/triton"
         assert os.environ["VLLM_CACHE_ROOT"] == "/ns/vllm"
         assert "PYTORCH_CUDA_ALLOC_CONF" not in os.environ  # cudaMallocAsync stays out
-        assert main.__spec__ is None and not hasattr(main, "__file__")  # spawn skips __main__
     assert dict(os.environ) == before
-    assert getattr(main, "__spec__", None) is spec and getattr(main, "__file__", None) == path
 
 
 def test_the_gpu_name_comes_from_vllms_platform_without_a_cuda_context() -> None:
@@ -285,3 +279,22 @@ def test_other_engine_errors_pass_through_unchanged() -> None:
         _ClientError("max_output_tokens=9000 cannot be greater than max_total_tokens=4096."),
     ):
         assert _translate(error) is error
+
+
+@pytest.mark.parametrize(
+    ("method", "capability", "kernel"),
+    [
+        ("fp8", 80, "marlin"),  # A100: vLLM runs FP8 as Marlin W8A16
+        ("fp8", 89, "native"),  # L40S / RTX 4090
+        ("fp8", 90, "native"),  # H100 / H200
+        ("modelopt_fp4", 90, "marlin"),  # H100 / H200: NVFP4 as Marlin W4A16
+        ("modelopt_fp4", 100, "native"),  # B200
+        ("modelopt_fp4", 120, "native"),  # RTX PRO 6000
+        ("none", 90, None),
+        ("fp8", None, None),  # not on CUDA
+    ],
+)
+def test_the_quantization_kernel_path_is_reported(method, capability, kernel) -> None:
+    from comfy_llm_backend_cuda._vllm_engine import quantization_kernel
+
+    assert quantization_kernel(method, capability) == kernel

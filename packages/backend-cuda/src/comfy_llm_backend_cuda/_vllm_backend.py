@@ -46,9 +46,11 @@ from ._vllm_drain import EngineGone, dead_reason, hand_over, take_drain
 from ._vllm_engine import (
     LoopThread,
     check_quantization,
+    cuda_capability,
     engine_kwargs,
     engine_variables,
     import_vllm,
+    quantization_kernel,
     vllm_version,
 )
 from ._vllm_memory import memory_terms, nvml_memory
@@ -93,6 +95,8 @@ class VllmBackend:
         self.load_seconds = 0.0
         self.on_cpu = True
         self.device_name = "cpu"
+        #: ``native`` / ``marlin`` for a quantized profile on CUDA (vLLM's kernel path), else None.
+        self.quantization_kernel: str | None = None
         #: Why the engine core died, once it did (then ``loaded`` is False).
         self.dead_reason: str | None = None
         #: ``kv_cache_memory_bytes`` / ``gpu_memory_utilization`` the engine was given.
@@ -125,6 +129,11 @@ class VllmBackend:
         self.on_cpu = not torch.cuda.is_available()
         self.compile_cache = apply_compile_cache(current_stack(torch, vllm_version()))
         self.device_name = self.compile_cache.gpu_type
+        quantization = dict(self.profile.backend_options).get("quantization")
+        capability = None if self.on_cpu else cuda_capability()
+        self.quantization_kernel = quantization_kernel(
+            str(quantization) if quantization else None, capability
+        )
 
         report = load_reporter(progress, started)
         report("Loading processor")
@@ -397,6 +406,7 @@ class VllmBackend:
         }
         metadata["vllm_execution_mode"] = self.mode
         metadata["vllm_memory_terms"] = memory_terms(self.profile)
+        metadata["vllm_quantization_kernel"] = self.quantization_kernel
         metadata["vllm_engine_memory"] = dict(self.engine_memory)
         if self.compile_cache is not None:
             metadata.update(self.compile_cache.metadata())

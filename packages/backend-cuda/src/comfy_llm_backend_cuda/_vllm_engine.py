@@ -18,7 +18,7 @@ import threading
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from comfy_llm_core import env_str
 from comfy_llm_profiles import ModelProfile
@@ -30,9 +30,11 @@ from .errors import UnsupportedQuantizationError, VllmNotInstalledError
 __all__ = [
     "LoopThread",
     "check_quantization",
+    "cuda_capability",
     "engine_kwargs",
     "engine_variables",
     "import_vllm",
+    "quantization_kernel",
     "vllm_version",
 ]
 
@@ -194,6 +196,34 @@ def check_quantization(
             f"vLLM's {quantization} kernels need capability {minimum}, the GPU reports "
             f"{capability}",
         )
+
+
+#: Below these capabilities vLLM 0.32 runs the format as Marlin weight-only kernels
+#: (W8A16 / W4A16: quantization/fp8.py, modelopt.py), at its minimum of 75 for both.
+_NATIVE_FROM: Final = {"fp8": 89, "modelopt_fp4": 100}
+
+
+def quantization_kernel(quantization: str | None, capability: int | None) -> str | None:
+    """``native`` or ``marlin``: which kernels vLLM runs a quantized format with on this GPU.
+
+    FP8 needs sm89 (Ada, Hopper) and NVFP4 sm100 (Blackwell) for native
+    kernels; below, vLLM falls back to Marlin weight-only kernels, which are
+    slower. None when unquantized or not on CUDA.
+    """
+    native_from = _NATIVE_FROM.get(str(quantization))
+    if native_from is None or capability is None:
+        return None
+    return "native" if capability >= native_from else "marlin"
+
+
+def cuda_capability() -> int | None:
+    """The GPU's capability as vLLM's platform reports it (89 for 8.9); None off CUDA."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cuda_alike():
+        return None
+    device = current_platform.get_device_capability()
+    return None if device is None else int(device.to_int())
 
 
 class LoopThread:

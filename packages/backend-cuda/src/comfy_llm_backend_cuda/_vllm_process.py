@@ -1,14 +1,8 @@
-"""A clean engine process: its environment, and no re-run of the host's ``__main__``.
+"""A clean engine process: its environment is the engine's, the host's stays the host's.
 
 vLLM starts EngineCore as a child process (spawn once CUDA is initialized,
-utils/system_utils.py:122-161). Two things of the host must not reach it:
+utils/system_utils.py:122-161). Of the host's environment,
 
-* ``__main__``: spawn re-executes the parent's main module as ``__mp_main__``
-  in the child (multiprocessing/spawn.py, ``get_preparation_data``). Inside
-  ComfyUI that is ``main.py``: argument parsing, every custom node's
-  prestartup script, CUDA and ComfyUI's allocator. While the engine starts,
-  ``__main__`` shows neither ``__spec__`` nor ``__file__``, so the child
-  leaves it alone.
 * ComfyUI's allocator setting ``PYTORCH_CUDA_ALLOC_CONF`` (or
   ``PYTORCH_ALLOC_CONF``) ``backend:cudaMallocAsync``: vLLM's memory
   profiling and CUDA-graph capture assume torch's native caching allocator,
@@ -24,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Final
@@ -34,7 +27,6 @@ __all__ = ["ALLOCATOR_VARIABLES", "engine_process_scope", "scoped_environment"]
 #: torch's allocator settings (old and new name); a cudaMallocAsync backend stays out.
 ALLOCATOR_VARIABLES: Final = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 _LOCK = threading.Lock()
-_MISSING = object()
 
 
 @contextlib.contextmanager
@@ -72,21 +64,5 @@ def engine_process_scope(variables: Mapping[str, str]) -> Iterator[None]:
     Args:
         variables: What the child's environment must hold (set for the block only).
     """
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", _MISSING)
-    path = getattr(main, "__file__", _MISSING)
-    changes: dict[str, str | None] = {**_allocator_changes(), **variables}
-    with scoped_environment(changes):
-        try:
-            if main is not None:
-                if spec is not _MISSING:
-                    main.__spec__ = None
-                if path is not _MISSING:
-                    del main.__file__
-            yield
-        finally:
-            if main is not None:
-                if spec is not _MISSING:
-                    main.__spec__ = spec  # type: ignore[assignment]
-                if path is not _MISSING:
-                    main.__file__ = path  # type: ignore[assignment]
+    with scoped_environment({**_allocator_changes(), **variables}):
+        yield
