@@ -24,3 +24,18 @@ def test_env_set_writes_for_children_and_keeps_an_existing_value_on_request(
         check=True,
     )
     assert child.stdout.strip() == "c" == os.environ["COMFY_LLM_TEST_SET"]
+
+
+def test_env_scope_sets_for_the_block_and_restores_exactly(monkeypatch) -> None:
+    import os
+
+    from comfy_llm_core import env_scope
+
+    monkeypatch.setenv("COMFY_SCOPE_KEPT", "user")
+    monkeypatch.delenv("COMFY_SCOPE_NEW", raising=False)
+    before = dict(os.environ)
+    with env_scope({"COMFY_SCOPE_KEPT": "engine", "COMFY_SCOPE_NEW": "x", "HOME": None}):
+        assert os.environ["COMFY_SCOPE_KEPT"] == "engine"
+        assert os.environ["COMFY_SCOPE_NEW"] == "x"
+        assert "HOME" not in os.environ
+    assert dict(os.environ) == before

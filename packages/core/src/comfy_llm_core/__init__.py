@@ -17,6 +17,7 @@ from comfy_llm_core._env import (
     env_choice,
     env_float,
     env_int,
+    env_scope,
     env_set,
     env_str,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "env_choice",
     "env_float",
     "env_int",
+    "env_scope",
     "env_set",
     "env_str",
     "fold_seed",

@@ -8,13 +8,16 @@ expected; an empty or unset variable means "use the default".
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Collection
+import threading
+from collections.abc import Collection, Iterator, Mapping
 
 from comfy_llm_core._errors import ComfyLLMError, ErrorAction
 
 __all__ = [
+    "env_scope",
     "InvalidSettingError",
     "env_choice",
     "env_float",
@@ -58,6 +61,34 @@ def env_set(name: str, value: str, *, overwrite: bool = True) -> str:
         return current
     os.environ[name] = value
     return value
+
+
+_SCOPE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def env_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
+    """Set (``str``) or remove (``None``) variables for the block, then restore them exactly.
+
+    For a child process that must inherit values this process must not keep
+    (vLLM's engine core): after the block ``os.environ`` is what it was.
+    Scopes do not nest across threads (one lock).
+    """
+    with _SCOPE_LOCK:
+        saved = {name: os.environ.get(name) for name in changes}
+        try:
+            for name, value in changes.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            yield
+        finally:
+            for name, previous in saved.items():
+                if previous is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = previous
 
 
 def env_float(
