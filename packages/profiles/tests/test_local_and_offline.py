@@ -12,6 +12,7 @@ import pytest
 from comfy_llm_profiles import (
     LocalFolderError,
     OfflineResolutionError,
+    ProgressStage,
     RemoteCodeError,
     hf_cache_snapshot,
     load_manifest,
@@ -78,6 +79,18 @@ def test_a_local_folder_resolves_in_place_with_a_content_pin(
         "models/LLM/SmolVLM2 tiny", "local_cpu", storage_root=root, model_folders=folders
     )
     assert named.profile == profile and not named.created
+
+
+def test_hashing_a_folder_is_reported_once_then_reused(checkpoint: Path, tmp_path: Path) -> None:
+    events: list[Any] = []
+    resolve_profile(str(checkpoint), "local_cpu", storage_root=tmp_path, progress=events.append)
+    hashing = [e for e in events if e.unit == "bytes"]
+    total = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
+    assert hashing and hashing[-1].value == hashing[-1].maximum == total
+    assert all(e.stage == ProgressStage.INSPECT for e in hashing)
+    events.clear()  # unchanged folder: hashes come from the cache, nothing is read again
+    resolve_profile(str(checkpoint), "local_cpu", storage_root=tmp_path, progress=events.append)
+    assert [e for e in events if e.unit == "bytes"] == []
 
 
 def test_a_changed_folder_gets_a_new_pin(checkpoint: Path, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +35,13 @@ from comfy_llm_profiles._hf_cache import (
     snapshot_problem,
 )
 from comfy_llm_profiles._inspect import inspect_repository
-from comfy_llm_profiles._local import content_pin, find_local_folder, hash_files, scan_folder
+from comfy_llm_profiles._local import (
+    FolderScan,
+    content_pin,
+    find_local_folder,
+    hash_files,
+    scan_folder,
+)
 from comfy_llm_profiles._manifest import write_manifest
 from comfy_llm_profiles._pins import (
     PinnedFacts,
@@ -153,7 +159,13 @@ def resolve_profile(
     if ref.is_local:
         report(f"Checking local folder {ref}")
         profile = _local_profile(
-            ref, target, root, settings, model_folders=model_folders or {}, usable=usable
+            ref,
+            target,
+            root,
+            settings,
+            model_folders=model_folders or {},
+            usable=usable,
+            progress=progress,
         )
     elif ref.curated_id is not None:
         entry = curated.get(ref.curated_id)
@@ -198,8 +210,13 @@ def _local_profile(
     *,
     model_folders: Mapping[str, Sequence[Path]],
     usable: frozenset[str] | None,
+    progress: ProgressCallback,
 ) -> ModelProfile:
-    """Gate, hash and decide a local folder; the profile names it and its content pin."""
+    """Gate, hash and decide a local folder; the profile names it and its content pin.
+
+    The first resolution hashes every file (GBs: seconds to minutes), reported
+    as INSPECT bytes; later ones reuse the hashes while sizes and mtimes hold.
+    """
     if target is ExecutionTarget.MODAL:
         raise LocalFolderError(
             str(ref),
@@ -208,7 +225,7 @@ def _local_profile(
         )
     folder = find_local_folder(ref, model_folders)
     scan = scan_folder(folder, max_weight_bytes=settings.max_download_bytes, target=target.value)
-    pin = content_pin(scan, hash_files(scan, storage_root))
+    pin = content_pin(scan, hash_files(scan, storage_root, _hash_progress(scan, progress)))
     decision = decide(
         target,
         scan.config,
@@ -224,6 +241,31 @@ def _local_profile(
         display_name=folder.name,
         local_path=str(folder),
     )
+
+
+def _hash_progress(scan: FolderScan, progress: ProgressCallback) -> Callable[[int], None]:
+    """An ``on_bytes`` for hashing that reports INSPECT bytes at most four times a second."""
+    total = float(sum(f.size for f in scan.files))
+    started = time.monotonic()
+    state = {"done": 0.0, "last": 0.0}
+
+    def on_bytes(count: int) -> None:
+        state["done"] += count
+        now = time.monotonic()
+        if now - state["last"] >= 0.25 or state["done"] >= total:
+            state["last"] = now
+            progress(
+                ProgressEvent(
+                    stage=ProgressStage.INSPECT,
+                    message=f"Hashing {scan.path.name} (first use of this folder)",
+                    value=state["done"],
+                    maximum=total,
+                    unit="bytes",
+                    elapsed_seconds=now - started,
+                )
+            )
+
+    return on_bytes
 
 
 def _pin_commit(
