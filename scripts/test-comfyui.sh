@@ -18,4 +18,16 @@ if [ -z "$SOURCE" ]; then
   exit 0
 fi
 scripts/build-comfyui-env.sh "$SOURCE"
+# The whole tier, the browser tests included, with the frontend ComfyUI pins:
 COMFYUI_DIR="$SOURCE" uv run --frozen pytest -p no:cacheprovider testing/comfyui_tier "$@"
+# The browser tests again on the newest frontend, installed into the same venv, then
+# the pinned one put back (the venv is kept between runs).
+NEWEST_FRONTEND="${COMFY_LLM_NEWEST_FRONTEND:-1.58.1}"
+VENV="${COMFYUI_VENV:-.venv-comfyui}"
+uv pip install --quiet --python "$VENV/bin/python" "comfyui-frontend-package==$NEWEST_FRONTEND"
+status=0
+COMFYUI_DIR="$SOURCE" COMFY_LLM_FRONTEND="$NEWEST_FRONTEND" uv run --frozen pytest \
+  -p no:cacheprovider testing/comfyui_tier/test_browser.py "$@" || status=$?
+uv pip install --quiet --python "$VENV/bin/python" \
+  "$(grep '^comfyui-frontend-package==' "$SOURCE/requirements.txt")"
+exit "$status"

@@ -31,7 +31,31 @@ def _slots(schema: Any) -> list[str]:
 
 
 def test_there_are_two_examples_image_and_video_with_files() -> None:
-    assert [path.stem for path in EXAMPLES] == ["describe_image", "describe_video_with_notes"]
+    """The frontend shows a custom node's template by its file name (no title field is
+    read for them, frontend 1.49 and 1.58), so the file names are the display titles."""
+    assert [path.stem for path in EXAMPLES] == [
+        "Describe a video clip with notes",
+        "Describe an image",
+    ]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.stem)
+def test_example_media_ships_with_the_node(path: Path) -> None:
+    """Every file a loader names is one ComfyUI ships (input/example.png) or a sample
+    in example_workflows/media that the node copies into input/ at start-up."""
+    shipped = {"example.png"} | {p.name for p in (REPO_ROOT / "example_workflows/media").iterdir()}
+    for node in json.loads(path.read_text(encoding="utf-8"))["nodes"]:
+        if node["type"] in {"LoadImage", "LoadVideo", "OpenAIInputFiles"}:
+            assert node["widgets_values"][0] in shipped, (node["type"], node["widgets_values"])
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.stem)
+def test_example_node_sizes_are_what_the_canvas_needs(path: Path) -> None:
+    """Saved sizes close to the frontend's own minimum for the node (460 x 860 gave a
+    huge prompt box in the newer canvas)."""
+    for node in json.loads(path.read_text(encoding="utf-8"))["nodes"]:
+        width, height = node["size"]
+        assert width <= 420 and height <= 640, (node["type"], node["size"])
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.stem)

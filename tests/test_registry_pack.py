@@ -28,8 +28,6 @@ TOP_LEVEL = {
 # CLI-only helpers .comfyignore leaves out (a registry install has no `comfy-llm` command).
 CLI_ONLY = (
     "packages/comfy-node/src/comfy_llm/_cli/",
-    "packages/comfy-node/src/comfy_llm/_link.py",
-    "packages/comfy-node/src/comfy_llm/_cli_bench.py",
     "packages/modal-remote/src/comfy_llm_modal_remote/bench.py",
     "packages/modal-remote/src/comfy_llm_modal_remote/_bench.py",
 )

@@ -4,13 +4,13 @@ converted the frontend's way (widget slots included) and run green."""
 from __future__ import annotations
 
 import json
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from comfy_llm_testworld.frontend_workflow import to_api_prompt, widget_slots
-from comfy_llm_testworld.media import write_test_video
 from comfy_llm_testworld.real_comfyui import ComfyUIClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -19,20 +19,18 @@ FOLDER = "comfy-llm"  # the custom_nodes folder the README's way 1 clones into
 
 
 def _fetch(client: ComfyUIClient, path: str) -> tuple[str, bytes]:
-    with urllib.request.urlopen(f"{client.url}{path}", timeout=60) as reply:
+    with urllib.request.urlopen(f"{client.url}{urllib.parse.quote(path)}", timeout=60) as reply:
         return reply.headers.get("Content-Type", ""), reply.read()
 
 
-def _inputs_for(workflow: dict[str, Any], client: ComfyUIClient, tmp_path: Path) -> None:
-    """Upload the files the workflow's loaders name (what a user picks in the UI)."""
+def _media_is_listed(workflow: dict[str, Any], info: dict[str, Any]) -> None:
+    """Every file a loader names is already among its choices (nothing to upload): the
+    node copied its samples into input/ at start-up, or ComfyUI ships the file."""
     for node in workflow["nodes"]:
-        if node["type"] == "LoadVideo":
-            clip = write_test_video(tmp_path / node["widgets_values"][0], frames=30, fps=10)
-            client.upload(clip)
-        if node["type"] == "OpenAIInputFiles":
-            notes = tmp_path / node["widgets_values"][0]
-            notes.write_text("The red square is called Rudy.\n", encoding="utf-8")
-            client.upload(notes)
+        if node["type"] in {"LoadImage", "LoadVideo", "OpenAIInputFiles"}:
+            spec = next(iter(info[node["type"]]["input"]["required"].values()))
+            choices = spec[0] if isinstance(spec[0], list) else spec[1].get("options", [])
+            assert node["widgets_values"][0] in choices, (node["type"], node["widgets_values"])
 
 
 def test_the_server_lists_every_example_with_its_thumbnail(client: ComfyUIClient) -> None:
@@ -44,7 +42,7 @@ def test_the_server_lists_every_example_with_its_thumbnail(client: ComfyUIClient
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_example_loads_as_saved_and_runs(name: str, client: ComfyUIClient, tmp_path: Path) -> None:
+def test_example_loads_as_saved_and_runs(name: str, client: ComfyUIClient) -> None:
     _, body = _fetch(client, f"/api/workflow_templates/{FOLDER}/{name}.json")
     workflow = json.loads(body)
     types = {node["type"] for node in workflow["nodes"]}
@@ -59,7 +57,7 @@ def test_example_loads_as_saved_and_runs(name: str, client: ComfyUIClient, tmp_p
         llm["inputs"]["modal_gpu"]
         in info["ModalLLM"]["input"]["optional"]["modal_gpu"][1]["options"]
     )
-    _inputs_for(workflow, client, tmp_path)
+    _media_is_listed(workflow, info)
     run = client.run(prompt, workflow=workflow)
     assert run.status == "execution_success", run.error()
     texts = {prompt[node]["_meta"]["title"]: run.text_of(node) for node in run.outputs}

@@ -13,8 +13,10 @@ async def comfy_entrypoint() -> Any:
     ComfyUI imports ``comfy_api`` before custom nodes, so importing the node
     module here (not at package import) keeps the CLI free of ComfyUI.
     """
+    from comfy_llm._comfyui._example_media import install_example_media
     from comfy_llm._comfyui._extension import build_extension
     from comfy_llm._comfyui._host_memory import host_bridge_status
 
     host_bridge_status()  # checks ComfyUI's model manager once; logs a fallback
+    install_example_media()  # the video template's clip and notes, into input/
     return build_extension()

@@ -110,3 +110,13 @@ def installation_dir(root: Path) -> Path:
         return root
     get_user_directory = getattr(folder_paths, "get_user_directory", None)
     return Path(get_user_directory()) if get_user_directory is not None else root
+
+
+def comfy_input_dir() -> Path | None:
+    """ComfyUI's input folder (what Load Image / Load Video list), or None outside ComfyUI."""
+    try:
+        import folder_paths
+    except ImportError:
+        return None
+    get_input_directory = getattr(folder_paths, "get_input_directory", None)
+    return Path(get_input_directory()) if get_input_directory is not None else None

@@ -1,0 +1,197 @@
+"""ComfyUI's real frontend in a real browser: Debian's chromium driven by Playwright.
+
+Playwright's own browser download cannot work offline, so the browser is the
+system's (``/usr/bin/chromium``, Debian package ``chromium``; ``$CHROMIUM``
+overrides) launched headless with the flags below. :class:`Frontend` wraps a
+page on a ComfyUI server with the few gestures the browser tier makes: open
+a template from the Templates dialog, find a node's widget on the canvas,
+read the text widgets' DOM, click Run and Cancel. Graph state is read through
+``window.app`` (the frontend's own object) only to know *where* to click and
+what the canvas holds; every action is a real click, key press or file choice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+__all__ = ["CHROMIUM_FLAGS", "Frontend", "chromium_path", "launched_browser"]
+
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+_NODE_POINT = """([type, index, name]) => {
+  const node = app.graph._nodes.filter(n => n.type === type).at(index);
+  const widget = name ? node.widgets.find(w => w.name === name) : null;
+  const y = widget ? (widget.last_y ?? widget.y ?? 0) + 10 : -15;
+  const middle = [node.pos[0] + node.size[0] / 2, node.pos[1] + y];
+  const point = app.canvas.ds.convertOffsetToCanvas(middle);
+  const box = app.canvas.canvas.getBoundingClientRect();
+  return [box.left + point[0], box.top + point[1]];
+}"""
+_BELOW_GRAPH = """() => {
+  const nodes = app.graph._nodes;
+  const left = Math.min(...nodes.map(n => n.pos[0]));
+  const bottom = Math.max(...nodes.map(n => n.pos[1] + n.size[1]));
+  const point = app.canvas.ds.convertOffsetToCanvas([left + 40, bottom + 60]);
+  const box = app.canvas.canvas.getBoundingClientRect();
+  return [box.left + point[0], Math.min(box.top + point[1], box.bottom - 80)];
+}"""
+
+
+_CARD_PICTURE = """(title) => {
+  const label = [...document.querySelectorAll('*')].find(e =>
+      e.children.length === 0 && e.textContent.trim() === title);
+  for (let box = label; box; box = box.parentElement) {
+    const picture = box.querySelector('img');
+    if (picture) return picture.complete && picture.naturalWidth > 0;
+  }
+  return false;
+}"""
+
+
+def chromium_path() -> Path:
+    """The system chromium (``$CHROMIUM`` or ``/usr/bin/chromium``).
+
+    Raises:
+        FileNotFoundError: Not installed (``apt-get install -y chromium``).
+    """
+    path = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no chromium at {path}: install Debian's package (apt-get install -y chromium) "
+            "or point $CHROMIUM at a Chromium binary"
+        )
+    return path
+
+
+@contextmanager
+def launched_browser() -> Iterator[Any]:
+    """A headless chromium (Playwright sync API), closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(chromium_path()), args=list(CHROMIUM_FLAGS)
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Frontend:
+    """One browser page on a ComfyUI server."""
+
+    def __init__(self, page: Any, url: str) -> None:
+        self.page = page
+        self.url = url
+
+    def open(self, timeout: float = 120.0) -> str:
+        """Load the app; return the frontend's version as it reports itself."""
+        self.page.goto(self.url)
+        self.page.wait_for_function(
+            "() => window.app && window.app.graph && window.app.canvas", timeout=timeout * 1000
+        )
+        return str(self.page.evaluate("() => window.__COMFYUI_FRONTEND_VERSION__ ?? ''"))
+
+    def js(self, expression: str, argument: Any = None) -> Any:
+        """Evaluate ``expression`` (a JS function) in the page."""
+        return self.page.evaluate(expression, argument)
+
+    def nodes(self, node_type: str) -> list[dict[str, Any]]:
+        """``{id, title, widgets_values}`` of each node of ``node_type`` on the canvas."""
+        return list(
+            self.js(
+                """(type) => app.graph._nodes.filter(n => n.type === type).map(n => ({
+                    id: n.id, title: n.title,
+                    widgets_values: n.serialize().widgets_values ?? []}))""",
+                node_type,
+            )
+        )
+
+    def open_template(self, module: str, title: str) -> dict[str, Any]:
+        """Templates (sidebar) -> ``module`` -> the card titled ``title``.
+
+        Returns:
+            ``{"status": <HTTP status of the thumbnail request>, "shown": <the card's
+            picture decoded>}``.
+        """
+        answers: dict[str, int] = {}
+
+        def seen(response: Any) -> None:
+            if "/workflow_templates/" in response.url:
+                answers[unquote(response.url)] = response.status
+
+        self.page.on("response", seen)
+        category = self.page.get_by_text(module, exact=True).first
+        if not category.is_visible():  # a first start opens the dialog by itself
+            self.page.get_by_role("button", name="Templates").first.click()
+        category.click()
+        card = self.page.get_by_text(title, exact=True).first
+        card.wait_for()
+        shown = False
+        deadline = time.monotonic() + 10
+        while not shown and time.monotonic() < deadline:
+            time.sleep(0.2)
+            shown = bool(self.js(_CARD_PICTURE, title))
+        status = next(
+            (code for url, code in answers.items() if url.endswith(f"/{module}/{title}.jpg")), 0
+        )
+        self.page.remove_listener("response", seen)
+        card.click()
+        self.page.wait_for_function("() => app.graph._nodes.length > 0")
+        time.sleep(0.5)
+        return {"status": status, "shown": shown}
+
+    def point(
+        self, node_type: str, widget: str | None = None, index: int = 0
+    ) -> tuple[float, float]:
+        """The page coordinates of a node's widget (or its title bar)."""
+        x, y = self.js(_NODE_POINT, [node_type, index, widget])
+        return float(x), float(y)
+
+    def below_graph(self) -> tuple[float, float]:
+        """An empty spot of canvas under the graph's nodes."""
+        x, y = self.js(_BELOW_GRAPH)
+        return float(x), float(y)
+
+    def texts(self) -> list[str]:
+        """The values of every text box on the page (prompts and text previews)."""
+        return [box.input_value() for box in self.page.locator("textarea").all()]
+
+    def wait_text(self, predicate: str, timeout: float = 180.0) -> list[str]:
+        """Wait until some textarea's value satisfies the JS ``predicate(value)``."""
+        self.page.wait_for_function(
+            f"() => [...document.querySelectorAll('textarea')].some(t => ({predicate})(t.value))",
+            timeout=timeout * 1000,
+        )
+        return self.texts()
+
+    def run(self) -> None:
+        """Click Run (the queue button)."""
+        self.page.get_by_role("button", name=re.compile(r"^\s*(Run|Queue)\b")).first.click()
+
+    def queue(self) -> dict[str, Any]:
+        """The server's queue as the page sees it (``/api/queue``)."""
+        return dict(self.js("() => fetch('/api/queue').then(r => r.json())"))
+
+    def screenshot(self, target: Path) -> None:
+        """Save the page as it is now (best effort)."""
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.page.screenshot(path=str(target), full_page=True)
+        except Exception as error:  # the page may be gone; keep the test's own error
+            target.with_suffix(".txt").write_text(f"no screenshot: {error}\n")
