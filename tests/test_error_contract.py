@@ -189,7 +189,8 @@ def test_what_the_caller_should_do() -> None:
     assert _action(_build(HubUnavailableError)) is ErrorAction.RETRY
     assert _action(_build(SnapshotDownloadError)) is ErrorAction.RETRY
     assert _action(_build(StagingLeaseTimeoutError)) is ErrorAction.RETRY
-    assert _action(_build(InsufficientDiskSpaceError)) is ErrorAction.FIX_INPUT
+    # a full disk is not an input to fix: the same request works once there is room
+    assert _action(_build(InsufficientDiskSpaceError)) is ErrorAction.RETRY
     assert _action(_build(ManifestError)) is ErrorAction.FATAL
 
 

@@ -41,13 +41,30 @@ def _outputs(run: PromptRun) -> tuple[str, dict[str, Any], str]:
     return run.text_of("21"), json.loads(run.text_of("22")), run.text_of("23")
 
 
-def _assert_forward_to_full(run: PromptRun) -> list[tuple[float, float]]:
-    bar = run.progress(LLM)
-    values = [value for value, _ in bar]
-    assert values == sorted(set(values)), values  # only ever forward
+def _assert_forward_to_full(run: PromptRun, node: str = LLM) -> list[tuple[float, float]]:
+    """Each phase has its own bar (it may start again from empty); full once, at the end."""
+    bar = run.progress(node)
     assert bar[-1][0] == bar[-1][1], bar  # ends full ...
     assert sum(1 for value, top in bar if value >= top) == 1, bar  # ... exactly once
     return bar
+
+
+STAGE_KEYS = ("inspect:", "download:", "prepare_inputs:", "admission:", "load:", "generate:")
+
+
+def _timeline(client: ComfyUIClient, graph: dict[str, Any], node: str = LLM) -> Any:
+    """Run ``graph``; return the run and its bar moves and texts for ``node``, in order."""
+    events: list[tuple[str, Any]] = []
+
+    def record(run: PromptRun, kind: str, data: dict[str, Any]) -> None:
+        if str(data.get("node")) != node:
+            return
+        if kind == "progress":
+            events.append(("bar", float(data["value"]) / float(data["max"])))
+        elif kind == "progress_text":
+            events.append(("text", data["text"]))
+
+    return client.run(graph, on_message=record), events
 
 
 def test_object_info_lists_the_node_as_declared(client: ComfyUIClient) -> None:
@@ -71,7 +88,11 @@ def test_scripted_answer_reasoning_progress_and_warm_repeat(
     # the bar is seen between empty and full (ComfyUI sends at most one move per 100 ms)
     assert any(0 < value < top for value, top in bar), bar
     texts = [text for node, text in cold.texts if node == LLM]
-    assert any(text.startswith("download") for text in texts), texts
+    # plain words, not stage keys
+    assert texts[0] == "Starting", texts
+    assert any(text.startswith("Checking the model") for text in texts), texts
+    assert any(text.startswith("Downloading") for text in texts), texts
+    assert not [text for text in texts if text.startswith(STAGE_KEYS)], texts
     # the final live text: the answer first, then the reasoning
     assert texts[-1] == f"Answer:\n{SCRIPTED_ANSWER}\n\nReasoning:\n{SCRIPTED_REASONING}"
     measurements["progress_messages_cold"] = len(bar)
@@ -234,3 +255,140 @@ def test_a_response_schema_makes_random_weights_answer_valid_json(client: ComfyU
     assert value["color"] in ("red", "blue")
     assert isinstance(value["n"], int) and value["n"] <= 9
     assert metadata["schema_valid"] is True and metadata["constrained_decoding"] is True
+
+
+def test_generation_moves_the_bar_by_tokens_against_the_budget(client: ComfyUIClient) -> None:
+    run, events = _timeline(client, _with_previews({LLM: _llm(max_new_tokens=16)}))
+    _outputs(run)
+    first_live = next(
+        i for i, (kind, value) in enumerate(events) if kind == "text" and "Answer" in value
+    )
+    generating = [value for kind, value in events[first_live:] if kind == "bar"]
+    # 5 tokens of a 16-token budget: the bar stands at 5/16 or less until the end fills it
+    assert generating[-1] == 1.0, events
+    assert all(value <= 5 / 16 for value in generating[:-1]), events
+    assert [value for kind, value in events if kind == "bar"].count(1.0) == 1, events
+
+
+def test_the_status_of_the_last_run_is_replaced_at_once(client: ComfyUIClient) -> None:
+    failed = client.run(_with_previews({LLM: _llm(model_profile="acme/nope")}))
+    assert failed.status == "execution_error"
+    # the next run fails earlier, while checking its settings: it still replaces the text
+    again = client.run(_with_previews({LLM: _llm(response_schema="{not json")}))
+    assert again.status == "execution_error"
+    texts = [text for node, text in again.texts if node == LLM]
+    assert texts and texts[0] == "Starting", texts
+    assert texts[-1].startswith("Stopped:"), texts
+    assert not [text for text in texts if "acme/nope" in text], texts
+
+
+def test_long_live_text_keeps_to_its_last_lines(client: ComfyUIClient) -> None:
+    # the cut itself is exercised on the stand-in (test_glue); here: what reaches the node
+    from comfy_llm._comfyui._glue import LIVE_TEXT_MAX_CHARS, LIVE_TEXT_MAX_LINES
+
+    rambling = _llm(model_profile="tiny/qwen35", max_new_tokens=600, prompt="Ramble on.")
+    run = client.run(
+        _with_previews(
+            {LLM: {**rambling, "inputs": {**rambling["inputs"], "temperature": 1.0, "seed": 3}}}
+        )
+    )
+    _outputs(run)
+    texts = [text for node, text in run.texts if node == LLM]
+    assert len(texts) >= 3, texts
+    for text in texts:
+        assert len(text) <= LIVE_TEXT_MAX_CHARS + 400, len(text)
+        assert text.count("\n") <= 2 * LIVE_TEXT_MAX_LINES + 6, text
+
+
+def test_a_budget_spent_reasoning_is_explained_on_the_node(client: ComfyUIClient) -> None:
+    run = client.run(_with_previews({LLM: _llm(max_new_tokens=1)}))
+    response, metadata, _ = _outputs(run)
+    assert response == ""
+    expected = (
+        "The answer is empty: the model used all 1 token while reasoning; "
+        "raise max_new_tokens or turn enable_reasoning off."
+    )
+    assert metadata["empty_answer"]["message"] == expected
+    texts = [text for node, text in run.texts if node == LLM]
+    assert expected in texts[-1], texts[-1]
+
+
+def test_a_seed_era_workflow_keeps_the_local_reserve_on_a_local_run(client: ComfyUIClient) -> None:
+    seed_era = _llm(reserve_free_vram_gb=24.0, local_reserve_free_memory_gb=4.0)
+    _, metadata, _ = _outputs(client.run(_with_previews({LLM: seed_era})))
+    assert metadata["reserve_gb"] == 4.0  # 24 GiB is the Modal GPU's reserve
+
+
+def test_the_caption_node_shares_modal_llms_widgets(client: ComfyUIClient) -> None:
+    llm, caption = client.object_info("ModalLLM"), client.object_info("ComfyLLMCaption")
+    shared = [
+        "prompt",
+        "model_profile",
+        "system_prompt",
+        "max_new_tokens",
+        "enable_reasoning",
+        "temperature",
+        "top_p",
+        "seed",
+        "keep_model_loaded",
+        "response_schema",
+    ]
+
+    def order(info: dict[str, Any]) -> list[str]:
+        names = info["input_order"]["required"] + info["input_order"].get("optional", [])
+        return [name for name in names if name in shared]
+
+    assert order(caption) == order(llm)
+    specs = {**caption["input"]["required"], **caption["input"]["optional"]}
+    llm_specs = {**llm["input"]["required"], **llm["input"]["optional"]}
+    assert specs["model_profile"][1]["default"] == llm_specs["model_profile"][1]["default"]
+    for name in shared:
+        assert len(specs[name][1].get("tooltip", "")) > 20, name
+    assert specs["seed"][1]["control_after_generate"] == "fixed"
+    assert all(len(tip) > 20 for tip in caption["output_tooltips"]), caption["output_tooltips"]
+    assert "caption" in caption.get("search_aliases", [])
+    assert caption["output_node"] is True
+
+
+def test_the_caption_node_runs_alone_and_shows_what_it_wrote(
+    client: ComfyUIClient, tmp_path: Path
+) -> None:
+    import stat
+
+    from PIL import Image
+
+    folder = tmp_path / "alone"
+    folder.mkdir()
+    for index, color in enumerate(("red", "green", "blue")):
+        Image.new("RGB", (32, 32), color).save(folder / f"img_{index}.png")
+    caption = {
+        "class_type": "ComfyLLMCaption",
+        "inputs": {
+            "model_profile": "tiny/qwen35-scripted",
+            "prompt": "Caption this image.",
+            "folder": str(folder),
+            "write_caption_files": True,
+            "temperature": 0.0,
+            "max_new_tokens": 16,
+            "seed": 0,
+            "batch_size": 1,
+        },
+    }
+    run, events = _timeline(client, {"40": caption}, node="40")  # no preview node wired
+    assert run.status == "execution_success", run.error()
+    for index in range(3):
+        written = folder / f"img_{index}.txt"
+        assert written.read_text(encoding="utf-8") == f"{SCRIPTED_ANSWER}\n"
+        assert stat.S_IMODE(written.stat().st_mode) == 0o644  # as an editor writes it
+    summary = run.outputs["40"]["text"][0]
+    assert summary.startswith("Captioned 3 of 3 images; kept 0, failed 0, wrote 3 caption files.")
+    assert f"img_0.png: {SCRIPTED_ANSWER}" in summary
+    texts = [value for kind, value in events if kind == "text"]
+    assert texts[-1] == summary
+    # the status follows the batch: images done / total and the current file
+    assert any(text.startswith("Captioning 1/3: img_0.png") for text in texts), texts
+    assert not [text for text in texts if text.startswith(STAGE_KEYS)], texts
+    # the bar counts images once generation starts, and fills once at the end
+    first = next(i for i, (k, v) in enumerate(events) if k == "text" and v.startswith("Caption"))
+    generating = [value for kind, value in events[first:] if kind == "bar"]
+    assert generating[-1] == 1.0 and all(value < 1.0 for value in generating[:-1]), events

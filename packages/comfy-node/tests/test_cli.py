@@ -245,3 +245,23 @@ def test_run_with_a_missing_image_fails_before_loading_any_engine(tmp_path: Path
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "2 []", result.stdout  # 2: fix the input
     assert "missing.png" in result.stderr and "was not found" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_budget_spent_reasoning_is_explained_with_the_cli_flags(
+    model_hub: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--model", "tiny/qwen35-scripted", "--prompt", "hi", "--target", "local_cpu"]
+    code = main([*argv, "--temperature", "0", "--max-new-tokens", "1", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0  # the request worked; the answer is empty for a reason the user can fix
+    data = json.loads(captured.out)
+    assert data["response"] == ""
+    note = data["metadata"]["empty_answer"]
+    assert note["reason"] == "budget_in_reasoning"
+    expected = (
+        "The answer is empty: the model used all 1 token while reasoning; "
+        "raise --max-new-tokens or pass --no-reasoning."
+    )
+    assert note["message"] == expected
+    assert f"comfy-llm: note: {expected}" in captured.err

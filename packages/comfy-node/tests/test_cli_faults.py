@@ -159,6 +159,44 @@ def test_seed_out_of_range_is_refused_before_any_model_work(
     assert hf_env.requests == []
 
 
+def test_seed_minus_one_is_not_a_seed_and_says_the_range(
+    cli_env: dict[str, str], hf_env: FakeHub
+) -> None:
+    # decided: -1 is refused (no "random" sentinel); leaving --seed out is the unseeded run
+    done = _cli(cli_env, *COMMANDS["run"], "--seed", "-1")
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.splitlines()[-1]
+    assert line == (
+        "comfy-llm: error: --seed must be a whole number from 0 to 18446744073709551615, or "
+        "leave --seed out for an unseeded (random) run; got -1, and a negative number is not "
+        "a seed (-1 does not mean random here)."
+    )
+    assert hf_env.requests == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--max-new-tokens", "0"], "--max-new-tokens must be a whole number >= 1, got 0."),
+        (["--top-p", "0"], "--top-p must be greater than 0 and at most 1, got 0.0."),
+        (
+            ["--prompt", " "],
+            "give a non-empty --prompt or an input (--image, --video, --file)",
+        ),
+    ],
+    ids=["max-new-tokens", "top-p", "empty-prompt"],
+)
+def test_cli_errors_use_the_cli_flag_names(
+    cli_env: dict[str, str], argv: list[str], expected: str
+) -> None:
+    done = _cli(cli_env, *COMMANDS["run"], *argv)
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.splitlines()[-1]
+    assert expected in line, line
+    for widget in ("max_new_tokens", "top_p", "connect an input", "type a prompt"):
+        assert widget not in line, line
+
+
 PATH_CASES = [
     ("--file", "fifo"),
     ("--file", "directory"),

@@ -24,11 +24,11 @@ def _node_defaults(comfyui: Path) -> dict[str, object]:
 
 
 def _run_defaults() -> dict[str, object]:
-    from comfy_llm._comfyui._run import run_node
+    from comfy_llm._comfyui._run import _run
 
     return {
         name: parameter.default
-        for name, parameter in inspect.signature(run_node).parameters.items()
+        for name, parameter in inspect.signature(_run).parameters.items()
         if parameter.default is not inspect.Parameter.empty
     }
 
@@ -46,8 +46,9 @@ def test_node_reserves_what_the_manager_reserves(comfyui: Path) -> None:
     node = _node_defaults(comfyui)
     run = _run_defaults()
     assert node["reserve_free_vram_gb"] == run["reserve_free_vram_gb"]
-    assert node["reserve_free_vram_gb"] == default_reserve_gb("local_cuda")
+    assert node["reserve_free_vram_gb"] == default_reserve_gb("modal")
     assert node["local_reserve_free_memory_gb"] == run["local_reserve_free_memory_gb"]
+    assert node["local_reserve_free_memory_gb"] == default_reserve_gb("local_cuda")
     assert node["local_reserve_free_memory_gb"] == default_reserve_gb("local_apple")
     assert node["local_reserve_free_memory_gb"] == default_reserve_gb("local_cpu")
 
@@ -79,3 +80,31 @@ def test_modal_reserve_default_and_variable(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("COMFY_MODAL_LLM_RESERVE_FREE_GB", "30")
     assert default_reserve_gb("modal") == 30.0
     assert default_reserve_gb("local_cuda") == defaults.RESERVE_GB["local_cuda"]
+
+
+SEED_NODE = {
+    # input: (default, min, max) of the seed node (issue 20 item 20)
+    "temperature": (0.2, 0.0, 2.0),
+    "video_frames": (12, 1, 32),
+    "reserve_free_vram_gb": (24.0, 0.0, 256.0),
+    "local_reserve_free_memory_gb": (4.0, 0.0, 256.0),
+}
+
+
+def test_the_node_keeps_the_seed_nodes_defaults_and_ranges(comfyui: Path) -> None:
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
+
+    by_name = {item.id: item for item in ModalLLMNode.define_schema().inputs}
+    for name, (default, low, high) in SEED_NODE.items():
+        item = by_name[name]
+        found = (item.default, item.options["min"], item.options["max"])
+        assert found == (default, low, high), name
+
+
+def test_a_seed_era_reserve_means_the_modal_gpu_and_local_runs_take_the_local_reserve() -> None:
+    from comfy_llm._comfyui._run import reserve_for
+
+    seed_era = {"reserve_free_vram_gb": 24.0, "local_reserve_free_memory_gb": 4.0}
+    assert reserve_for(run_on_modal=True, **seed_era) == 24.0
+    # every local target, a local NVIDIA GPU included: the local reserve
+    assert reserve_for(run_on_modal=False, **seed_era) == 4.0

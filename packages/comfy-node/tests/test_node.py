@@ -70,8 +70,9 @@ def test_every_input_and_output_explains_itself(comfyui: Path) -> None:
         assert item.tooltip and len(item.tooltip) > 20, item.id
     by_name = {item.id: item for item in schema.inputs}
     # each reserve names the targets it applies to
-    assert "NVIDIA" in by_name["reserve_free_vram_gb"].tooltip
-    assert "Apple" in by_name["local_reserve_free_memory_gb"].tooltip
+    assert "Modal GPU" in by_name["reserve_free_vram_gb"].tooltip
+    for target in ("NVIDIA", "Apple", "CPU"):
+        assert target in by_name["local_reserve_free_memory_gb"].tooltip
     expert = {name for name, item in by_name.items() if item.options.get("advanced")}
     assert expert == {
         "system_prompt",
@@ -113,7 +114,7 @@ def test_scripted_answer_then_warm_hit(
     # ComfyUI saw progress on its bar and the live text, labelled.
     assert any(node_id == "7" for node_id, _, _ in comfy.utils.updates)
     texts = [text for node_id, text in PromptServer.instance.progress_texts if node_id == "7"]
-    assert any(text.startswith("load:") for text in texts)
+    assert any(text.startswith("Loading") for text in texts)
     assert texts[-1] == "Answer:\nanswer\n\nReasoning:\na b"  # the answer first
     # Second request: warm, no reload.
     response, metadata, _ = _execute(

@@ -100,7 +100,11 @@ def test_encrypted_pdf(encrypted_pdf_bytes) -> None:
 def test_pdf_without_text(pdf_bytes) -> None:
     _refused(
         [{"filename": "scan.pdf", "file_data": uri(pdf_bytes([None, None]), "application/pdf")}],
-        "'scan.pdf' is a PDF with no extractable text .* pass the pages as images",
+        r"'scan.pdf' is a PDF with no extractable text \(2 pages;.* pass the pages as images",
+    )
+    _refused(  # one page is "1 page"
+        [{"filename": "one.pdf", "file_data": uri(pdf_bytes([None]), "application/pdf")}],
+        r"'one.pdf' is a PDF with no extractable text \(1 page;",
     )
 
 
@@ -189,9 +193,13 @@ def test_total_bytes_and_characters() -> None:
         InputLimits(max_total_file_bytes=1000),
     )
     assert (error.value, error.limit) == (1200, 1000)
-    _refused(
-        items[:1], "'f0.txt' has more than 500 characters", InputLimits(max_file_characters=500)
+    error = _refused(
+        items[:1],
+        r"^File 'f0.txt' has at least 600 characters of text \(reading stopped there\); at most "
+        r"500 are allowed per file; ",
+        InputLimits(max_file_characters=500),
     )
+    assert "so far" not in str(error)
     error = _refused(
         items,
         "'f1.txt' brings .* more than 1,000 characters",
@@ -204,7 +212,7 @@ def test_pdf_character_limit_stops_extraction(pdf_bytes) -> None:
     data = pdf_bytes(["x" * 80 for _ in range(20)])
     _refused(
         [{"filename": "long.pdf", "file_data": uri(data, "application/pdf")}],
-        "'long.pdf' has more than 300 characters",
+        r"'long.pdf' has at least \d+ characters of text \(reading stopped there\); at most 300",
         InputLimits(max_file_characters=300),
     )
 

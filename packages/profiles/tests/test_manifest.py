@@ -147,3 +147,24 @@ def test_failed_write_leaves_no_file(
     with pytest.raises(OSError, match="disk full"):
         write_manifest(tmp_path, profile)
     assert os.listdir(tmp_path / "profiles") == []
+
+
+def test_a_full_disk_while_writing_the_manifest_is_one_clear_error(
+    tmp_path: Path, make_profile: MakeProfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from comfy_llm_core import DiskFullError, ErrorAction, _files
+
+    def no_room(*args: object, **kwargs: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_files.os, "open", no_room)  # the disk, not the code under test
+    with pytest.raises(DiskFullError) as caught:
+        write_manifest(tmp_path, make_profile())
+    text = str(caught.value)
+    assert "[Errno" not in text and "No space left" not in text
+    assert "The disk holding" in text and "writing the model manifest failed" in text
+    assert "COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT" in text
+    assert caught.value.action is ErrorAction.RETRY
+    assert list((tmp_path / "profiles").iterdir()) == []  # nothing half-written

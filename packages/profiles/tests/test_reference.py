@@ -132,3 +132,18 @@ def test_local_folders_are_references(
 def test_models_with_one_slash_is_still_a_hub_id() -> None:
     ref = parse_reference("models/LLM")
     assert ref.repository == "models/LLM" and not ref.is_local
+
+
+@pytest.mark.parametrize(
+    ("typed", "first"),
+    [
+        ("qwen 3.5", "qwen3.5-0.8b"),
+        ("Qwen3.5-2B", "qwen3.5-2b"),
+        ("smolvlm", "smolvlm-256m-instruct"),
+    ],
+)
+def test_a_mistyped_curated_id_is_offered_the_closest_ids(typed: str, first: str) -> None:
+    known = ["qwen3.5-0.8b", "qwen3.5-2b", "smolvlm-256m-instruct", "smolvlm2-2.2b-instruct"]
+    with pytest.raises(InvalidModelReferenceError) as caught:
+        parse_reference(typed, curated_ids=known)
+    assert f"closest curated ids: {first}" in str(caught.value)

@@ -46,12 +46,14 @@ def test_too_little_memory_refuses_with_the_numbers(world, fake):
     assert manager.state().busy is False
 
 
-def test_cuda_refusal_names_the_vram_reserve(world, fake):
+def test_local_cuda_refusal_names_the_local_reserve(world, fake):
+    # reserve_free_vram_gb keeps the seed's meaning (the Modal GPU's reserve):
+    # a local NVIDIA GPU's reserve is local_reserve_free_memory_gb
     world.probe.total = 8 * fake.GIB
     manager = world.manager("local_cuda")
     profile = fake.make_profile(target="local_cuda", estimated_gb=7)
 
-    with pytest.raises(InsufficientMemoryError, match="reserve_free_vram_gb"):
+    with pytest.raises(InsufficientMemoryError, match="local_reserve_free_memory_gb"):
         run(world, manager, profile, fake, reserve_gb=2)
 
 

@@ -242,7 +242,11 @@ def run_captions(
             )
         )
 
+    announce: list[ProgressEvent] = []  # the chunk's status, shown again at its first token
+
     def tokens(index: int, token_id: int, text: str) -> None:
+        if announce:  # the model is generating now: the status names the images again
+            progress(announce.pop())
         if on_token is not None:
             on_token(token_id, text)
 
@@ -260,6 +264,18 @@ def run_captions(
             records[index].update(status="kept_existing", seconds=0.0)
             counted(item.name)
     for number, chunk in enumerate(chunks):
+        names = ", ".join(items[index].name for index in chunk[:3])
+        more = f" and {len(chunk) - 3} more" if len(chunk) > 3 else ""
+        status = ProgressEvent(
+            stage=ProgressStage.GENERATE,
+            message=f"Captioning {done + 1}/{len(items)}: {names}{more}",
+            value=float(done),
+            maximum=float(len(items)),
+            unit="images",
+            elapsed_seconds=time.monotonic() - started,
+        )
+        progress(status)
+        announce[:] = [status]
         pending = _prepare(
             job, items, chunk, profile=profile, progress=inner, records=records, counted=counted
         )

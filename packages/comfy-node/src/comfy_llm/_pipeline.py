@@ -35,6 +35,7 @@ from comfy_llm_residency import (
 from comfy_llm_staging import stage_local_folder, stage_snapshot
 
 from comfy_llm._backends import create_backend
+from comfy_llm._notes import empty_answer
 from comfy_llm._storage import model_folders, storage_root
 from comfy_llm._targets import detect_target
 from comfy_llm.errors import TargetUnavailableError
@@ -335,6 +336,9 @@ def _with_host_facts(
 ) -> InferenceResult:
     metadata = dict(result.metadata)
     metadata["comfyui_managed_models"] = list(comfy_models()) if comfy_models else []
+    note = empty_answer(result.response, metadata)
+    if note is not None:
+        metadata["empty_answer"] = note
     if prompt_id:
         metadata["prompt_id"] = prompt_id
     return dataclasses.replace(result, metadata=metadata)

@@ -21,8 +21,8 @@ from comfy_llm_core._env import (
     env_set,
     env_str,
 )
-from comfy_llm_core._errors import ComfyLLMError, ErrorAction, rebuild_error
-from comfy_llm_core._files import write_atomically
+from comfy_llm_core._errors import ComfyLLMError, DiskFullError, ErrorAction, rebuild_error
+from comfy_llm_core._files import DISK_FULL_ERRNOS, write_atomically
 from comfy_llm_core._logs import RedactingFilter, configure_library_logging
 from comfy_llm_core._paths import hub_path_problem, quote_untrusted
 from comfy_llm_core._secrets import (
@@ -36,6 +36,8 @@ from comfy_llm_core._secrets import (
 from comfy_llm_core._seeds import SEED_BITS_INT64, SEED_BITS_UINT64, fold_seed
 
 __all__ = [
+    "DISK_FULL_ERRNOS",
+    "DiskFullError",
     "REDACTED",
     "SEED_BITS_INT64",
     "SEED_BITS_UINT64",

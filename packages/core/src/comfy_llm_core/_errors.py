@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-__all__ = ["ComfyLLMError", "ErrorAction", "rebuild_error"]
+__all__ = ["ComfyLLMError", "DiskFullError", "ErrorAction", "rebuild_error"]
 
 _HEAPTYPE = 1 << 9
 
@@ -91,3 +91,49 @@ class ComfyLLMError(Exception):
             else {}
         )
         return (_restore, (type(self), str(self), dict(self.__dict__), slots))
+
+
+_GIB = 1024**3
+
+
+class DiskFullError(ComfyLLMError, OSError):
+    """A write failed because the disk (or a quota) has no room: never a bare ``[Errno 28]``.
+
+    Not an input to fix: the same request works once there is room, so the
+    action is ``RETRY`` and the CLI exits with its own code for it (74,
+    EX_IOERR). Staging's :class:`InsufficientDiskSpaceError` is one too.
+
+    Attributes:
+        path: The file (or folder) being written.
+        available_bytes: Free bytes there when the write failed.
+        inodes_exhausted: The volume ran out of inodes, not bytes.
+    """
+
+    action = ErrorAction.RETRY
+
+    def __init__(
+        self,
+        path: str,
+        available_bytes: int,
+        *,
+        inodes_exhausted: bool = False,
+        what: str = "a file",
+        message: str | None = None,
+    ) -> None:
+        self.path = path
+        self.available_bytes = available_bytes
+        self.inodes_exhausted = inodes_exhausted
+        if message is None:
+            if inodes_exhausted:
+                problem = (
+                    "ran out of inodes (free file entries); free bytes "
+                    f"({available_bytes / _GIB:.2f} GiB) do not help while no inode is free"
+                )
+            else:
+                problem = f"is full ({available_bytes / _GIB:.2f} GiB free there now)"
+            message = (
+                f"The disk holding {path} {problem}: writing {what} failed and nothing was "
+                "changed. Free some space on that disk, or point "
+                "COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT at a volume with more room, then try again."
+            )
+        super().__init__(message)

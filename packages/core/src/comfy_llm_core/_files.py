@@ -19,12 +19,34 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import shutil
 from pathlib import Path
 
-__all__ = ["DEFAULT_FILE_MODE", "write_atomically"]
+from comfy_llm_core._errors import DiskFullError
+
+__all__ = ["DEFAULT_FILE_MODE", "DISK_FULL_ERRNOS", "disk_full", "write_atomically"]
 
 DEFAULT_FILE_MODE = 0o644
 """Before the umask: owner read/write, everyone else read."""
+
+_GIB = 1024**3
+DISK_FULL_ERRNOS = frozenset(
+    code for code in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if code is not None
+)
+"""OSError numbers that mean "no room": bytes, a quota, or (ENOSPC too) inodes."""
+
+
+def disk_full(path: Path, what: str) -> DiskFullError:
+    """The :class:`DiskFullError` for a write to ``path`` that found no room."""
+    folder = path.parent
+    try:
+        available = shutil.disk_usage(folder).free
+        stats = os.statvfs(folder) if hasattr(os, "statvfs") else None
+    except OSError:
+        available, stats = 0, None
+    inodes = stats is not None and stats.f_files > 0 and stats.f_favail == 0
+    return DiskFullError(str(path), available, inodes_exhausted=inodes, what=what)
+
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 
@@ -35,6 +57,7 @@ def write_atomically(
     *,
     mode: int = DEFAULT_FILE_MODE,
     keep_existing: bool = False,
+    what: str | None = None,
 ) -> bool:
     """Write ``data`` (text as UTF-8) to ``path`` atomically; return whether it was written.
 
@@ -44,8 +67,10 @@ def write_atomically(
         mode: Permission bits before the umask (default 0644).
         keep_existing: When the target exists by the time the data is on disk
             (another process won a race), leave it and return False.
+        what: What the file is, for a disk-full message ("the model manifest").
 
     Raises:
+        DiskFullError: No room (ENOSPC, EDQUOT, inodes); the target is unchanged.
         OSError: ``path`` is a symlink (``errno.ELOOP``: never written through), or
             the folder cannot be written (``errno`` tells why: ENOSPC, EDQUOT,
             EACCES, ...); the target is unchanged and no temporary stays.
@@ -55,6 +80,17 @@ def write_atomically(
         raise OSError(errno.ELOOP, "is a symlink; comfy-llm never writes through it", str(target))
     payload = data.encode("utf-8") if isinstance(data, str) else data
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        return _write(temporary, target, payload, mode=mode, keep_existing=keep_existing)
+    except OSError as error:
+        if isinstance(error, DiskFullError) or error.errno not in DISK_FULL_ERRNOS:
+            raise
+        raise disk_full(target, what or f"the file {target.name!r}") from None
+
+
+def _write(
+    temporary: Path, target: Path, payload: bytes, *, mode: int, keep_existing: bool
+) -> bool:
     fd = os.open(temporary, _FLAGS, mode)
     try:
         with os.fdopen(fd, "wb") as handle:

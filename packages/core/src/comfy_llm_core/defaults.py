@@ -19,7 +19,9 @@ __all__ = [
     "MAX_CAPTION_BATCH_SIZE",
     "MAX_MODAL_WORKERS",
     "MAX_NEW_TOKENS",
+    "MAX_RESERVE_GB",
     "MAX_RESIDENT_MODELS",
+    "MAX_VIDEO_FRAMES",
     "MEMORY_RECOVERY_TIMEOUT_SECONDS",
     "RESERVE_GB",
     "SEED_MAX",
@@ -31,14 +33,19 @@ __all__ = [
 MAX_NEW_TOKENS = 512
 """Generated tokens per request, reasoning included."""
 
-TEMPERATURE = 0.7
-"""Sampling temperature (0 = greedy)."""
+TEMPERATURE = 0.2
+"""Sampling temperature (0 = greedy): the seed node's default."""
 
 TOP_P = 0.95
 """Nucleus sampling mass."""
 
-VIDEO_FRAMES = 8
-"""Frames sampled uniformly from a VIDEO input."""
+VIDEO_FRAMES = 12
+"""Frames sampled uniformly from a VIDEO input: the seed node's default."""
+MAX_VIDEO_FRAMES = 32
+"""The most frames the node's widget offers (the seed's range); a profile's own
+input limit can refuse fewer."""
+MAX_RESERVE_GB = 256.0
+"""The largest reserve the node's reserve widgets offer (the seed's range)."""
 
 CAPTION_BATCH_SIZE = 8
 """Images the caption node hands the engine at once: a chunk's captions are

@@ -128,9 +128,9 @@ class _Budget:
         limits = self.limits
         if count > limits.max_file_characters:
             raise FileInputError(
-                f"File {name!r} has more than {limits.max_file_characters:,} characters of "
-                f"text (the per-file limit; {count:,} so far); shorten or split it, or "
-                "attach only the part you need",
+                f"File {name!r} has at least {count:,} characters of text (reading stopped "
+                f"there); at most {limits.max_file_characters:,} are allowed per file; "
+                "shorten or split it, or attach only the part you need",
                 filename=name,
                 value=count,
                 limit=limits.max_file_characters,

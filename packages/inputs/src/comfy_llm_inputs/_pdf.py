@@ -108,8 +108,9 @@ def extract_pdf_text(
         report(progress, message, number + 1, page_count)
     if not found_text:
         raise FileInputError(
-            f"File {name!r} is a PDF with no extractable text ({page_count} pages; scanned or "
-            "image-only pages?); pass the pages as images (IMAGE input) instead",
+            f"File {name!r} is a PDF with no extractable text ({page_count} "
+            f"page{'' if page_count == 1 else 's'}; scanned or image-only?); pass the "
+            "pages as images (IMAGE input) instead",
             filename=name,
         )
     return "\n\n".join(parts), page_count

@@ -117,7 +117,9 @@ def write_manifest(storage_root: Path, profile: ModelProfile) -> tuple[Path, boo
         _existing_identity_matches(path, profile)
         return path, False
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not write_atomically(path, _serialize(profile), keep_existing=True):
+    if not write_atomically(
+        path, _serialize(profile), keep_existing=True, what="the model manifest"
+    ):
         _existing_identity_matches(path, profile)  # another process won the race: same rules
         return path, False
     return path, True

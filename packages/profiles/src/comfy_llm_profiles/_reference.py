@@ -20,6 +20,7 @@ length); finding and checking the folder is ``_local``'s job.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -223,6 +224,29 @@ def parse_model_reference(text: str, *, curated_ids: Iterable[str]) -> ModelRefe
     local = _parse_local(text)
     if local is not None:
         return local
+    try:
+        return _parse(text, curated_ids)
+    except InvalidModelReferenceError as error:
+        if "/" in text.partition("@")[0]:
+            raise
+        closest = closest_curated_ids(text, curated_ids)
+        if not closest:
+            raise
+        raise _refuse(text, f"{error.reason}; closest curated ids: {', '.join(closest)}") from None
+
+
+def closest_curated_ids(text: str, known: Iterable[str], *, limit: int = 3) -> list[str]:
+    """The curated ids a mistyped reference most likely meant ("qwen 3.5" → qwen3.5-*)."""
+    ids = sorted(known)
+    typed = re.sub(r"[\s_]+", "", text.strip().lower())
+    if not typed:
+        return []
+    starts = [known_id for known_id in ids if known_id.startswith(typed)]
+    close = difflib.get_close_matches(typed, ids, n=limit, cutoff=0.6)
+    return list(dict.fromkeys([*starts, *close]))[:limit]
+
+
+def _parse(text: str, curated_ids: Iterable[str]) -> ModelReference:
     _check_shape(text)
     name, _, revision = text.partition("@")
     if "@" in text:

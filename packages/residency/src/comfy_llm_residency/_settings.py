@@ -75,13 +75,21 @@ def max_resident_env_name(target: ExecutionTarget) -> str:
 def reserve_input_name(target: ExecutionTarget) -> str:
     """The node input that sets the reserve for ``target`` (used in messages).
 
+    ``reserve_free_vram_gb`` keeps the seed node's meaning, the Modal GPU's
+    reserve; every local target, a local NVIDIA GPU included, takes
+    ``local_reserve_free_memory_gb``.
+
     Args:
         target: The execution target.
 
     Returns:
         ``"local_reserve_free_memory_gb"`` or ``"reserve_free_vram_gb"``.
     """
-    return "local_reserve_free_memory_gb" if uses_host_memory(target) else "reserve_free_vram_gb"
+    return (
+        "reserve_free_vram_gb"
+        if target is ExecutionTarget.MODAL
+        else "local_reserve_free_memory_gb"
+    )
 
 
 def max_resident_models(target: ExecutionTarget | str) -> int:

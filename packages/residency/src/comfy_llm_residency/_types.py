@@ -97,8 +97,13 @@ class GenerationSettings:
         ):
             raise GenerationSettingsError(
                 "seed",
-                f"seed must be a whole number from 0 to {defaults.SEED_MAX} (or unset), got "
-                f"{self.seed!r}; pick a smaller seed.",
+                f"seed must be a whole number from 0 to {defaults.SEED_MAX}, or unset for an "
+                f"unseeded (random) run; got {self.seed!r}"
+                + (
+                    ", and a negative number is not a seed (-1 does not mean random here)."
+                    if _is_int(self.seed) and self.seed < 0
+                    else "."
+                ),
             )
         if not isinstance(self.enable_reasoning, bool):
             raise GenerationSettingsError(

@@ -234,6 +234,7 @@ def _disk_full_as_error(folder: Path, plan: _Plan | None) -> Iterator[None]:
             reclaimable_bytes=plan.present() if plan is not None else 0,
             inodes_exhausted=inodes == 0,
             during_download=True,
+            margin_bytes=_settings.DISK_MARGIN_BYTES,
         ) from None
 
 

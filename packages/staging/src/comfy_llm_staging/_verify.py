@@ -140,4 +140,5 @@ def check_free_space(
             snapshot_bytes=snapshot_bytes,
             reclaimable_bytes=reclaimable_bytes,
             inodes_exhausted=short_of_inodes and available >= needed,
+            margin_bytes=_settings.DISK_MARGIN_BYTES,
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from comfy_llm_core import ComfyLLMError, ErrorAction, quote_untrusted
+from comfy_llm_core import ComfyLLMError, DiskFullError, ErrorAction, quote_untrusted
 
 __all__ = [
     "StagingError",
@@ -35,6 +35,21 @@ __all__ = [
 ]
 
 _GIB = 1024**3
+
+
+def _gib(size: int) -> str:
+    """A size in the unit that shows it: never "0.00 GiB" for a few kilobytes."""
+    if size >= _GIB // 10:
+        return f"{size / _GIB:.2f} GiB"
+    if size >= 1024**2:
+        return f"{size / 1024**2:.1f} MiB"
+    return f"{size:,} bytes"
+
+
+def _gib_exact(size: int) -> str:
+    """:func:`_gib` with the exact byte count when the unit rounds it."""
+    shown = _gib(size)
+    return shown if shown.endswith(" bytes") else f"{shown} ({size} bytes)"
 
 
 class StagingError(ComfyLLMError):
@@ -82,11 +97,13 @@ class InvalidRevisionError(StagingError, ValueError):
         )
 
 
-class InsufficientDiskSpaceError(StagingError, OSError):
+class InsufficientDiskSpaceError(StagingError, DiskFullError):
     """The storage volume lacks room (bytes or inodes) for the snapshot.
 
     Raised before a download that cannot fit, and when the disk fills up
-    (ENOSPC, EDQUOT) during one; never as a bare ``[Errno 28]``.
+    (ENOSPC, EDQUOT) during one; never as a bare ``[Errno 28]``. A
+    :class:`~comfy_llm_core.DiskFullError`: not an input to fix (action
+    ``RETRY``; the CLI exits 74).
 
     Attributes:
         path: The directory the snapshot is written to.
@@ -97,9 +114,10 @@ class InsufficientDiskSpaceError(StagingError, OSError):
             that disk (deleting ``path`` frees them).
         inodes_exhausted: True when the volume ran out of inodes, not bytes.
         during_download: True when the disk filled up mid-way.
+        margin_bytes: The safety margin included in ``needed_bytes``.
     """
 
-    action = ErrorAction.FIX_INPUT
+    action = ErrorAction.RETRY
 
     def __init__(
         self,
@@ -111,44 +129,66 @@ class InsufficientDiskSpaceError(StagingError, OSError):
         reclaimable_bytes: int = 0,
         inodes_exhausted: bool = False,
         during_download: bool = False,
+        margin_bytes: int = 0,
     ) -> None:
-        self.path = path
         self.needed_bytes = needed_bytes
-        self.available_bytes = available_bytes
         self.snapshot_bytes = snapshot_bytes
         self.reclaimable_bytes = reclaimable_bytes
-        self.inodes_exhausted = inodes_exhausted
         self.during_download = during_download
-        what = "ran out of inodes (free file entries)" if inodes_exhausted else "is full"
-        need = (
-            f"the snapshot needs {needed_bytes / _GIB:.2f} GiB more ({needed_bytes} bytes, "
-            "including a safety margin"
-            + (f"; {snapshot_bytes / _GIB:.2f} GiB in all" if snapshot_bytes else "")
-            + ")"
+        self.margin_bytes = margin_bytes
+        files = max(0, needed_bytes - margin_bytes)
+        free = f"{_gib_exact(available_bytes)} free there now"
+        where = (
+            f"The disk holding {path}"
+            if during_download or inodes_exhausted
+            else (f"Not enough free disk space under {path}:")
         )
-        free = f"{available_bytes / _GIB:.2f} GiB ({available_bytes} bytes)"
         if inodes_exhausted:
-            have = "free bytes do not help while no inode is free"
-        elif during_download and available_bytes >= needed_bytes:
-            have = (
-                f"writing failed for lack of space although {free} show free now: a disk "
-                "quota, or another program writing there, takes it"
+            head = (
+                f"The disk holding {path} ran out of inodes (free file entries) while staging "
+                f"the model; free bytes ({_gib(available_bytes)}) do not help while no inode "
+                "is free."
             )
         else:
-            have = f"{free} free there now"
-        if during_download or inodes_exhausted:
-            head = f"The disk holding {path} {what} while staging the model: {need}; {have}."
-        else:
-            head = f"Not enough free disk space to stage the model under {path}: {need}; {have}."
+            total = f" of {_gib(snapshot_bytes)} in all" if snapshot_bytes else ""
+            need = (
+                f"the model's files still need {_gib_exact(files)}{total}"
+                if files
+                else "the model's files are all on disk"
+            )
+            margin = (
+                f", and {_gib(margin_bytes)} more is kept free as a safety margin"
+                if (margin_bytes and files)
+                else ""
+            )
+            if during_download and available_bytes >= needed_bytes:
+                state = (
+                    f"writing failed for lack of space although {free}: a disk quota, or "
+                    "another program writing there, takes it"
+                )
+            else:
+                state = free
+            verb = "filled up while staging the model" if during_download else ""
+            head = (
+                f"{where} {verb}: {need}{margin}; {state}."
+                if verb
+                else (f"{where} {need}{margin}; {state}.")
+            )
         kept = (
-            f" The {reclaimable_bytes / _GIB:.2f} GiB already fetched are kept there to "
-            "resume; delete that folder to reclaim them."
-            if reclaimable_bytes
+            f" The {_gib(reclaimable_bytes)} already fetched are kept there to resume; delete "
+            "that folder to reclaim them."
+            if reclaimable_bytes and files
             else ""
         )
-        super().__init__(
-            f"{head}{kept} Free some space on that disk, or point "
-            "COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT at a volume with more room, then stage again."
+        DiskFullError.__init__(
+            self,
+            path,
+            available_bytes,
+            inodes_exhausted=inodes_exhausted,
+            message=(
+                f"{head}{kept} Free some space on that disk, or point "
+                "COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT at a volume with more room, then stage again."
+            ),
         )
 
 

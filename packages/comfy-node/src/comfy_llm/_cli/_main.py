@@ -22,12 +22,21 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from comfy_llm_core import ErrorAction, configure_library_logging, redact, render_error
+from comfy_llm_core import (
+    DiskFullError,
+    ErrorAction,
+    configure_library_logging,
+    redact,
+    render_error,
+)
+
+from comfy_llm._cli._wording import in_cli_words
 
 __all__ = ["EXIT_CODES", "main"]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_DISK_FULL = 74  # sysexits.h EX_IOERR: no room to write; free space, then run again
 EXIT_RETRY = 75  # sysexits.h EX_TEMPFAIL
 EXIT_INTERRUPTED = 130
 
@@ -41,6 +50,7 @@ EXIT_CODES = {
 EXIT_CODES_HELP = (
     "exit codes: 0 success; 1 failed (this setup cannot serve the request); "
     "2 fix the input (a bad argument, setting, token, model or file); "
+    "74 the disk is full (free space there, then run again); "
     "75 temporary (network, Hub, a busy lease): try again; 130 interrupted"
 )
 
@@ -204,6 +214,8 @@ def _configure_logging(debug: bool) -> None:
 
 
 def _exit_code(error: BaseException) -> int:
+    if isinstance(error, DiskFullError):  # not an input to fix, and not fixed by waiting
+        return EXIT_DISK_FULL
     action = getattr(error, "action", ErrorAction.FATAL)
     return EXIT_CODES.get(action, EXIT_FAILURE)
 
@@ -211,7 +223,7 @@ def _exit_code(error: BaseException) -> int:
 def _fail(error: BaseException, debug: bool) -> int:
     if debug:
         sys.stderr.write(redact("".join(traceback.format_exception(error))))
-    print(f"comfy-llm: error: {render_error(error)}", file=sys.stderr)
+    print(f"comfy-llm: error: {in_cli_words(render_error(error))}", file=sys.stderr)
     return _exit_code(error)
 
 

@@ -7,12 +7,14 @@ text generated so far go to stderr, the answer (or JSON) to stdout.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from comfy_llm_core import defaults
 
 from comfy_llm._cli._args import check_paths, default_model, load_image_files
+from comfy_llm._notes import CLI_WORDS, explain
 
 __all__ = ["add_run_parser", "cmd_run"]
 
@@ -46,7 +48,12 @@ def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], Non
     run.add_argument("--no-reasoning", action="store_true", help="disable the reasoning channel")
     run.add_argument("--temperature", type=float, default=defaults.TEMPERATURE)
     run.add_argument("--top-p", type=float, default=defaults.TOP_P)
-    run.add_argument("--seed", type=int, help=f"sampling seed, 0 to {defaults.SEED_MAX}")
+    run.add_argument(
+        "--seed",
+        type=int,
+        help=f"sampling seed, 0 to {defaults.SEED_MAX}; leave it out for an unseeded (random) "
+        "run (-1 is not a seed)",
+    )
     run.add_argument("--schema", help="a JSON Schema file the answer must satisfy (JSON output)")
     add_common(run)
 
@@ -93,8 +100,10 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         result = run_request(request, progress=console)
     finally:
         console.close()
-    return {
-        "response": result.response,
-        "reasoning": result.reasoning,
-        "metadata": dict(result.metadata),
-    }
+    metadata = dict(result.metadata)
+    note = metadata.get("empty_answer")
+    if note is not None:  # exit 0: the request worked; say why the answer is empty
+        message = explain(note, CLI_WORDS)
+        metadata["empty_answer"] = {**note, "message": message}
+        print(f"comfy-llm: note: {message}", file=sys.stderr)
+    return {"response": result.response, "reasoning": result.reasoning, "metadata": metadata}

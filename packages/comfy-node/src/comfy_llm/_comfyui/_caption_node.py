@@ -35,7 +35,7 @@ from comfy_llm._comfyui._inputs import (
 )
 from comfy_llm._picker import chosen_model, validate_model_inputs
 
-__all__ = ["CAPTION_NODE_ID", "CaptionImagesNode"]
+__all__ = ["CAPTION_NODE_ID", "CaptionImagesNode", "caption_summary"]
 
 CAPTION_NODE_ID = "ComfyLLMCaption"
 _DEFAULT_PROMPT = "Describe this image in one detailed sentence, as a caption for training."
@@ -151,6 +151,7 @@ class CaptionImagesNode(io.ComfyNode):
                 ),
             ],
             hidden=[io.Hidden.unique_id],
+            is_output_node=True,  # writing caption files is its job: it runs on its own
             not_idempotent=True,
             **supported(io.Schema, search_aliases=[*SEARCH_ALIASES, "LoRA", "dataset"]),
         )
@@ -180,16 +181,28 @@ class CaptionImagesNode(io.ComfyNode):
 
     @classmethod
     def _execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
+        from comfy_llm._comfyui._glue import ComfyGlue
+
+        node_id = getattr(cls.hidden, "unique_id", None) if cls.hidden is not None else None
+        glue = ComfyGlue(node_id, reasoning_enabled=optional.get("enable_reasoning", False))
+        glue.start()
+        try:
+            return cls._caption(glue, model_profile, prompt, **optional)
+        except BaseException as error:
+            glue.fail(error)
+            raise
+
+    @classmethod
+    def _caption(cls, glue: Any, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
         from comfy_llm_core import redact
         from comfy_llm_residency import GenerationSettings
 
         from comfy_llm._caption import CaptionJob, caption_items, run_captions
-        from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
+        from comfy_llm._comfyui._glue import executing_prompt_id
         from comfy_llm._comfyui._host_memory import host_bridge
         from comfy_llm._storage import register_model_folder, storage_root
         from comfy_llm._targets import detect_target
 
-        node_id = getattr(cls.hidden, "unique_id", None) if cls.hidden is not None else None
         root = storage_root()
         register_model_folder(root)
         settings = GenerationSettings(
@@ -214,7 +227,6 @@ class CaptionImagesNode(io.ComfyNode):
             keep_loaded=optional.get("keep_model_loaded", True),
             batch_size=optional.get("batch_size", defaults.CAPTION_BATCH_SIZE),
         )
-        glue = ComfyGlue(node_id, reasoning_enabled=settings.enable_reasoning)
         if optional.get("run_on_modal", False):
             from comfy_llm._caption_modal import ModalCaptionOptions, run_captions_on_modal
 
@@ -239,6 +251,34 @@ class CaptionImagesNode(io.ComfyNode):
                 prompt_id=executing_prompt_id(),
                 host_listener=host_bridge(detect_target(job.target)),
             )
-        glue.finish("\n".join(batch.captions), "")
+        summary = caption_summary(batch.captions, batch.metadata)
+        glue.complete(summary)
         metadata = redact(json.dumps(batch.metadata, sort_keys=True, indent=2, default=str))
-        return io.NodeOutput(batch.captions, metadata)
+        return io.NodeOutput(batch.captions, metadata, ui={"text": [summary]})
+
+
+SUMMARY_CAPTIONS = 3
+"""Captions shown on the node after a batch (the rest are in the outputs)."""
+
+
+def caption_summary(captions: list[str], metadata: dict[str, Any]) -> str:
+    """What the node shows when a batch ends: counts, where files went, a few captions."""
+    counts = (
+        f"Captioned {metadata['captioned']} of {metadata['images']} images; "
+        f"kept {metadata['kept_existing']}, failed {metadata['failed']}, "
+        f"wrote {metadata['written']} caption files."
+    )
+    lines = [counts]
+    failed = [r for r in metadata.get("per_image", []) if r.get("status") == "failed"]
+    for record in failed[:SUMMARY_CAPTIONS]:
+        lines.append(f"Failed: {record['name']}: {record.get('error', '')}"[:200])
+    shown = [
+        (record["name"], caption)
+        for record, caption in zip(metadata.get("per_image", []), captions, strict=False)
+        if caption
+    ]
+    for name, caption in shown[:SUMMARY_CAPTIONS]:
+        lines.append(f"{name}: {caption}"[:200])
+    if len(shown) > SUMMARY_CAPTIONS:
+        lines.append(f"… and {len(shown) - SUMMARY_CAPTIONS} more in the captions output.")
+    return "\n".join(lines)

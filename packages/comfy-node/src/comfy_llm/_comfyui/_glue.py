@@ -1,15 +1,23 @@
 """Everything that touches ComfyUI at run time, in one place.
 
-* progress: typed :class:`ProgressEvent` stages drive one forward-only
-  ``comfy.utils.ProgressBar`` per request: each stage with a real fraction
-  fills the bar from where it stands to that stage's mark, the bar never moves
-  back (ComfyUI >= 0.9 drops backward moves) and reaches 100 % once, in
-  :meth:`ComfyGlue.finish` (stages without a fraction only update the live text);
+* progress: each phase of a request shows its own real fraction on the node's
+  bar: the download its bytes, generation its tokens against max_new_tokens,
+  a caption batch its images; a phase without a fraction (checking the model,
+  loading) shows an empty bar, which is as much as is known. Every phase starts
+  a fresh ``comfy.utils.ProgressBar`` (ComfyUI sends a bar's first value at
+  once and drops later backward moves of the same bar) and stops short of
+  100 %: only :meth:`ComfyGlue.finish` fills it, once, at the end;
+* status: one line of plain words per phase ("Checking the model",
+  "Downloading", "Loading", "Thinking", "Answering") with the event's detail;
+  a run replaces the previous run's text from its first moment (:meth:`start`)
+  to its last (:meth:`finish` or :meth:`fail`); numbers and their units are
+  glued so the node's text box (CSS ``break-all``) never wraps inside one;
 * interruption: ``throw_exception_if_processing_interrupted()`` on every
   token and every progress event, so Cancel stops generation within a token;
-* live text: the text generated so far goes to the node through
-  ``PromptServer.instance.send_progress_text`` (throttled), labelled by what
-  the model's parser can produce, the answer first;
+* live text: the last lines of the text generated so far (bounded, so the
+  node keeps its size), labelled by what the model's parser can produce, the
+  answer first; the final text is the parsed outputs, with a note when the
+  answer is empty or cut (``_notes``);
 * memory: ``comfy.model_management.free_memory`` is the admission hook (comfy-llm's
   own entries kept loaded: admission evicts those itself), and the names of
   ComfyUI-managed models go into telemetry; the other direction, ComfyUI
@@ -19,76 +27,105 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 from comfy_llm_profiles import ProgressEvent, ProgressStage
 
-__all__ = ["ComfyGlue", "executing_prompt_id"]
+__all__ = ["LIVE_TEXT_MAX_CHARS", "LIVE_TEXT_MAX_LINES", "ComfyGlue", "executing_prompt_id"]
 
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 _BAR_STEPS = 1000
-_STAGE_ENDS = {
-    ProgressStage.INSPECT: 0.02,
-    ProgressStage.DOWNLOAD: 0.50,
-    ProgressStage.PREPARE_INPUTS: 0.55,
-    ProgressStage.ADMISSION: 0.56,
-    ProgressStage.LOAD: 0.60,
-    ProgressStage.GENERATE: 0.99,
-    ProgressStage.DONE: 0.99,
+_PHASE_STAGES = (
+    ProgressStage.DOWNLOAD,
+    ProgressStage.LOAD,
+    ProgressStage.ENGINE,
+    ProgressStage.GENERATE,
+)
+"""Stages that get a bar of their own, in order; the others only change the status
+line. A phase never goes back to an earlier one: a caption batch's per-image
+"Using resident" load does not empty the bar that counts its images."""
+_PLAIN_WORDS = {
+    ProgressStage.INSPECT: "Checking the model",
+    ProgressStage.DOWNLOAD: "Downloading",
+    ProgressStage.PREPARE_INPUTS: "Reading the inputs",
+    ProgressStage.ADMISSION: "Making room in memory",
+    ProgressStage.LOAD: "Loading",
+    ProgressStage.ENGINE: "Preparing the engine",
+    ProgressStage.GENERATE: "Answering",
+    ProgressStage.DONE: "Finishing",
 }
-"""Where the bar stands when each stage ends. A stage with a fraction fills the
-bar from its position at the stage's start to the stage's mark, so a skipped
-stage (a warm model downloads nothing) leaves its share to the next one. Only
-``finish`` fills the last percent: ComfyUI always sends a final value, so a
-stage reaching 100 % early would show "done" while the model still works."""
-LIVE_TEXT_MAX_CHARS = 4000
-"""The live preview shows the tail of a long generation: every message is a
-websocket frame, and resending a whole book per update would flood it."""
+LIVE_TEXT_MAX_LINES = 12
+LIVE_TEXT_MAX_CHARS = 900
+"""The live text shows the tail of a long generation, at most this many lines and
+characters: the node keeps its size and the newest words stay in view."""
+REASONING_PREVIEW_CHARS = 240
+"""Once the answer has started, only this much of the reasoning's tail stays below it."""
+
+_WORD_JOINER = "\u2060"
+_NO_BREAK_SPACE = "\u00a0"
+_NUMBER = re.compile(
+    r"\d[\d,]*(?:\.\d+)?(?:\s?(?:%|GiB|MiB|KiB|GB|MB|KB|B|s|tokens?|images?|files?|frames?)\b)?"
+)
 
 
-def _tail(text: str) -> str:
-    if len(text) <= LIVE_TEXT_MAX_CHARS:
-        return text
-    return "…" + text[-LIVE_TEXT_MAX_CHARS:]
+def _glued(text: str) -> str:
+    """Numbers with their unit as one unbreakable run (the text box breaks anywhere)."""
+
+    def glue(match: re.Match[str]) -> str:
+        return _WORD_JOINER.join(match.group(0).replace(" ", _NO_BREAK_SPACE))
+
+    return _NUMBER.sub(glue, text)
 
 
-def _stage_text(stage: ProgressStage, message: str) -> str:
-    """``"load: Loading model"``, without repeating a message that names its stage."""
-    if not message:
-        return stage.value
-    first_word = message.split(":", 1)[0].strip().lower()
-    if first_word == stage.value.replace("_", " "):
-        return message
-    return f"{stage.value}: {message}"
+def _status(stage: ProgressStage, message: str, unit: str = "") -> str:
+    """``"Loading"`` plus the event's own words, when they add something."""
+    if unit == "images":  # a caption batch: "Captioned 2/5 images (name)" says it all
+        return _glued(message)
+    words = _PLAIN_WORDS.get(stage, "Working")
+    detail = message.strip()
+    if not detail:
+        return words
+    if detail.split()[0].lower() == words.split()[0].lower():  # "Loading model": no "Loading: "
+        return _glued(detail)
+    return _glued(f"{words}: {detail}")
 
 
-REASONING_PREVIEW_CHARS = 1200
-"""Once the answer has started, the live text keeps only this much of the reasoning's
-tail below it: the answer comes first so it is visible at the node's default size."""
+def _tail(text: str, max_chars: int = LIVE_TEXT_MAX_CHARS) -> str:
+    """The last lines of ``text`` within the line and character bounds."""
+    lines = text.splitlines()
+    cut = len(lines) > LIVE_TEXT_MAX_LINES
+    kept = "\n".join(lines[-LIVE_TEXT_MAX_LINES:]) if cut else text
+    if len(kept) > max_chars:
+        kept, cut = kept[-max_chars:], True
+    return "…" + kept if cut else kept
 
 
-def _compose(answer: str | None, reasoning: str | None) -> str:
+def _compose(answer: str | None, reasoning: str | None, note: str | None = None) -> str:
     """``Answer:`` first (always shown), then the reasoning's tail when there is one."""
+    if note:
+        shown = f"Answer:\n{_tail(answer)}" if answer else "Answer: (empty)"
+        text = f"{shown}\n\n{note}"
+        return (
+            f"{text}\n\nReasoning:\n{_tail(reasoning, REASONING_PREVIEW_CHARS)}"
+            if reasoning
+            else text
+        )
     if reasoning is None:
         return f"Answer:\n{_tail(answer or '')}"
     if answer is None:
         return f"Answer: (after the reasoning)\n\nReasoning:\n{_tail(reasoning)}"
-    short = (
-        reasoning
-        if len(reasoning) <= REASONING_PREVIEW_CHARS
-        else ("…" + reasoning[-REASONING_PREVIEW_CHARS:])
-    )
-    return f"Answer:\n{_tail(answer)}\n\nReasoning:\n{short}"
+    return f"Answer:\n{_tail(answer)}\n\nReasoning:\n{_tail(reasoning, REASONING_PREVIEW_CHARS)}"
 
 
 def _label_live_text(text: str, reasoning_open: bool, can_reason: bool = True) -> str:
-    """Label generated-so-far text by what the model's parser can produce.
+    """Label generated-so-far text the way the reasoning parser will split it.
 
-    A model without a reasoning parser only ever shows ``Answer:``; one with a
-    parser shows its reasoning until ``</think>``, then the answer above it.
+    ``reasoning_open`` is the parser's own starting point (the prompt opened a
+    ``<think>`` block); a model without a reasoning parser only shows ``Answer:``.
     """
     if not can_reason:
         return _compose(text.strip(), None)
@@ -96,7 +133,10 @@ def _label_live_text(text: str, reasoning_open: bool, can_reason: bool = True) -
         head, _, answer = text.partition(_THINK_CLOSE)
         return _compose(answer.strip(), head.replace(_THINK_OPEN, "").strip())
     if reasoning_open or _THINK_OPEN in text:
-        return _compose(None, text.replace(_THINK_OPEN, "").strip())
+        head, _, body = text.partition(_THINK_OPEN) if _THINK_OPEN in text else ("", "", text)
+        if head.strip():
+            return _compose(head.strip(), body.strip())
+        return _compose(None, body.strip())
     return _compose(text.strip(), None)
 
 
@@ -116,18 +156,26 @@ class ComfyGlue:
         from comfy import model_management
 
         self._mm = model_management
+        self._new_bar: Callable[[], Any] = lambda: comfy.utils.ProgressBar(
+            _BAR_STEPS, node_id=node_id
+        )
         self._node_id = node_id
-        self._bar = comfy.utils.ProgressBar(_BAR_STEPS, node_id=node_id)
+        self._bar: Any = None
+        self._bar_steps = -1  # last value handed to the current bar
         self._reasoning_open = reasoning_enabled
         self._can_reason = True  # until the profile says which parser it has
         self._text_interval = text_interval
         self._last_text = 0.0
         self._last_stage: ProgressStage | None = None
-        self._stage_from = 0.0  # bar position (0..1) when the current stage began
-        self._bar_percent = -1  # last percent handed to the bar; only ever grows
+        self._phase: ProgressStage | None = None
         self._finished = False
 
     # -- hooks handed to the pipeline -------------------------------------
+    def start(self, words: str = "Starting") -> None:
+        """Replace the previous run's status at once, and show an empty bar."""
+        self._new_phase()
+        self._send_text(words, force=True)
+
     def use_profile(self, profile: Any) -> None:
         """Label the live text by the resolved profile's reasoning parser."""
         parser = getattr(profile, "reasoning_parser", None)
@@ -138,23 +186,23 @@ class ComfyGlue:
     def progress(self, event: ProgressEvent) -> None:
         """ProgressCallback: check for Cancel, move the bar, show the stage."""
         self._mm.throw_exception_if_processing_interrupted()
-        fraction = event.fraction
         first_of_stage = event.stage is not self._last_stage
-        if first_of_stage:
-            self._last_stage = event.stage
-            self._stage_from = max(0.0, self._bar_percent / 100)
-            if self._bar_percent < 0:
-                self._move_bar(0.0)  # the bar appears at once, empty
-            if event.stage is not ProgressStage.GENERATE:
-                self._send_text(_stage_text(event.stage, event.message), force=True)
-        if fraction is not None:
-            end = max(self._stage_from, _STAGE_ENDS.get(event.stage, self._stage_from))
-            self._move_bar(self._stage_from + fraction * (end - self._stage_from))
-        # Build the labelled text only when it will be sent: it grows with the answer.
-        generating = event.stage is ProgressStage.GENERATE and event.text is not None
-        if generating and (first_of_stage or self._text_due()):
-            live = _label_live_text(event.text or "", self._reasoning_open, self._can_reason)
-            self._send_text(live, force=True)
+        self._last_stage = event.stage
+        if event.stage in _PHASE_STAGES and self._later_phase(event.stage):
+            self._phase = event.stage
+            self._new_phase()
+        fraction = event.fraction
+        if fraction is not None and event.stage is self._phase:
+            self._move_bar(fraction)
+        if event.stage is ProgressStage.GENERATE and event.text is not None:
+            # Build the labelled text only when it will be sent: it grows with the answer.
+            if first_of_stage or self._text_due():
+                live = _label_live_text(event.text, self._reasoning_open, self._can_reason)
+                self._send_text(live, force=True)
+        elif event.stage is not ProgressStage.DONE and (first_of_stage or event.message):
+            # caption batches report "Captioned 2/5 images (name)" as they go
+            force = first_of_stage or event.unit == "images"  # each image's status is shown
+            self._send_text(_status(event.stage, event.message, event.unit), force=force)
 
     def on_token(self, token_id: int, text: str) -> None:
         """TokenCallback: Cancel is honoured between any two tokens."""
@@ -186,25 +234,47 @@ class ComfyGlue:
             names.append(type(inner).__name__)
         return names
 
-    def finish(self, response: str, reasoning: str) -> None:
-        """Fill the bar (once) and show the final, parsed channels."""
+    def finish(self, response: str, reasoning: str, note: str | None = None) -> None:
+        """Fill the bar (once) and show the final, parsed channels (and why one is empty)."""
+        self.complete(_compose(response, reasoning or None, note))
+
+    def complete(self, text: str) -> None:
+        """Fill the bar, once, and leave ``text`` on the node (a caption batch's summary)."""
         if not self._finished:
+            if self._bar is None:
+                self._new_phase()
             self._finished = True
-            self._bar_percent = 100
             self._bar.update_absolute(_BAR_STEPS, _BAR_STEPS)
-        self._send_text(_compose(response, reasoning or None), force=True)
+        self._send_text(text, force=True)
+
+    def fail(self, error: BaseException) -> None:
+        """Replace the status with what stopped this run (ComfyUI shows the error itself)."""
+        if isinstance(error, self._mm.InterruptProcessingException):
+            self._send_text("Cancelled", force=True)
+        else:
+            self._send_text(f"Stopped: {type(error).__name__} (see the error message)", force=True)
 
     # -- helpers ------------------------------------------------------------
-    def _move_bar(self, position: float) -> None:
-        """Move the bar forward to ``position`` (0..1), at most one call per percent.
+    def _later_phase(self, stage: ProgressStage) -> bool:
+        if self._phase is None:
+            return True
+        return _PHASE_STAGES.index(stage) > _PHASE_STAGES.index(self._phase)
 
-        Below 100 %: the final value belongs to :meth:`finish`.
-        """
-        percent = min(99, int(position * 100))
-        if percent <= self._bar_percent or self._finished:
+    def _new_phase(self) -> None:
+        """A fresh bar for a new phase, shown empty at once."""
+        if self._finished:
             return
-        self._bar_percent = percent
-        self._bar.update_absolute(percent * _BAR_STEPS // 100, _BAR_STEPS)
+        self._bar = self._new_bar()
+        self._bar_steps = 0
+        self._bar.update_absolute(0, _BAR_STEPS)
+
+    def _move_bar(self, fraction: float) -> None:
+        """Move this phase's bar to ``fraction`` (at most 99 %: the end belongs to finish)."""
+        steps = min(_BAR_STEPS - 10, int(fraction * 100) * 10)  # whole percents: one call each
+        if steps <= self._bar_steps or self._finished or self._bar is None:
+            return
+        self._bar_steps = steps
+        self._bar.update_absolute(steps, _BAR_STEPS)
 
     def _text_due(self) -> bool:
         return time.monotonic() - self._last_text >= self._text_interval

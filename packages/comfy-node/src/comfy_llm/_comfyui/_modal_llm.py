@@ -77,19 +77,22 @@ def _inputs() -> list[Any]:
             "video_frames",
             default=defaults.VIDEO_FRAMES,
             min=1,
-            max=256,
+            max=defaults.MAX_VIDEO_FRAMES,
             optional=True,
-            tooltip="Frames sampled evenly over the video (or its trim).",
+            tooltip=(
+                "Frames sampled evenly over the video (or its trim); a model may accept fewer."
+            ),
         ),
         number(
             "reserve_free_vram_gb",
-            default=defaults.RESERVE_GB["local_cuda"],
+            default=defaults.RESERVE_GB["modal"],
             min=0.0,
-            max=512.0,
+            max=defaults.MAX_RESERVE_GB,
             optional=True,
             tooltip=(
-                "NVIDIA GPUs only: GB of GPU memory to keep free for other nodes when the model "
-                "loads. Apple Silicon and CPU use local_reserve_free_memory_gb."
+                "With run_on_modal: GB of the Modal GPU's memory kept free for the image and "
+                "video nodes that run there after the model loads. Local runs use "
+                "local_reserve_free_memory_gb."
             ),
             **supported(number, advanced=True),
         ),
@@ -101,13 +104,14 @@ def _inputs() -> list[Any]:
         ),
         number(
             "local_reserve_free_memory_gb",
-            default=defaults.RESERVE_GB["local_apple"],
+            default=defaults.RESERVE_GB["local_cpu"],
             min=0.0,
-            max=512.0,
+            max=defaults.MAX_RESERVE_GB,
             optional=True,
             tooltip=(
-                "Apple Silicon and CPU only: GB of system memory to keep free when the model "
-                "loads. NVIDIA GPUs use reserve_free_vram_gb."
+                "Runs on this machine: GB kept free for other nodes when the model loads, in "
+                "the memory it loads into (an NVIDIA GPU's memory, Apple Silicon's unified "
+                "memory, or RAM on CPU). Modal runs use reserve_free_vram_gb."
             ),
             **supported(number, advanced=True),
         ),

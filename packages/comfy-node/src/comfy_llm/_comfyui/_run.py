@@ -14,11 +14,12 @@ from comfy_llm_residency import GenerationSettings
 
 from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
 from comfy_llm._comfyui._host_memory import host_bridge
+from comfy_llm._notes import NODE_WORDS, explain
 from comfy_llm._pipeline import LLMRequest, run_request
 from comfy_llm._storage import register_model_folder, storage_root
 from comfy_llm.errors import NodeError
 
-__all__ = ["metadata_json", "run_node", "scrub_errors", "scrubbed"]
+__all__ = ["metadata_json", "reserve_for", "run_node", "scrub_errors", "scrubbed"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +64,62 @@ def scrub_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
+def reserve_for(
+    *, run_on_modal: bool, reserve_free_vram_gb: float, local_reserve_free_memory_gb: float
+) -> float:
+    """The GiB to keep free where the model loads, as a seed-era workflow means it.
+
+    ``reserve_free_vram_gb`` is the seed node's: the reserve on the Modal GPU a
+    request runs on. Every local target (Apple unified memory, CPU RAM, a local
+    NVIDIA GPU's memory) takes ``local_reserve_free_memory_gb``, so a workflow
+    saved with the seed's 24 GiB Modal reserve does not ask a desktop GPU for 24 GiB.
+    """
+    return reserve_free_vram_gb if run_on_modal else local_reserve_free_memory_gb
+
+
 @scrub_errors
 def run_node(
     *,
     prompt: str,
     model_profile: str,
     node_id: str | None,
+    enable_reasoning: bool = True,
+    **inputs: Any,
+) -> tuple[str, str, str]:
+    """Run the node once; returns (response, metadata_json, reasoning).
+
+    The node's status text is replaced at once (a run never shows the last
+    run's words) and ends with the answer, or with why it is empty, or with
+    what stopped the run.
+
+    Raises:
+        Exception: Whatever the pipeline raises, ComfyUI's
+            ``InterruptProcessingException`` included, unchanged, unless its
+            text would show a Hub token: then a :class:`NodeError` with the
+            scrubbed message (see :func:`scrubbed`).
+    """
+    glue = ComfyGlue(node_id, reasoning_enabled=enable_reasoning)
+    glue.start()
+    try:
+        result = _run(glue, prompt, model_profile, enable_reasoning=enable_reasoning, **inputs)
+    except BaseException as error:
+        glue.fail(error)
+        raise
+    metadata = dict(result.metadata)
+    note = metadata.get("empty_answer")
+    message = None
+    if note is not None:
+        message = explain(note, NODE_WORDS)
+        metadata["empty_answer"] = {**note, "message": message}
+    glue.finish(result.response, result.reasoning, message)
+    return result.response, metadata_json(metadata), result.reasoning
+
+
+def _run(
+    glue: ComfyGlue,
+    prompt: str,
+    model_profile: str,
+    *,
     images: Any = None,
     video: Any = None,
     files: Any = None,
@@ -79,21 +130,13 @@ def run_node(
     top_p: float = defaults.TOP_P,
     seed: int | None = 0,
     video_frames: int = defaults.VIDEO_FRAMES,
-    reserve_free_vram_gb: float = defaults.RESERVE_GB["local_cuda"],
+    reserve_free_vram_gb: float = defaults.RESERVE_GB["modal"],
     keep_model_loaded: bool = True,
-    local_reserve_free_memory_gb: float = defaults.RESERVE_GB["local_apple"],
+    local_reserve_free_memory_gb: float = defaults.RESERVE_GB["local_cpu"],
     run_on_modal: bool = False,
     modal_gpu: str = "L40S",
     response_schema: str = "",
-) -> tuple[str, str, str]:
-    """Run the node once; returns (response, metadata_json, reasoning).
-
-    Raises:
-        Exception: Whatever the pipeline raises, ComfyUI's
-            ``InterruptProcessingException`` included, unchanged, unless its
-            text would show a Hub token: then a :class:`NodeError` with the
-            scrubbed message (see :func:`scrubbed`).
-    """
+) -> Any:
     root = storage_root()
     register_model_folder(root)
     settings = GenerationSettings(
@@ -107,9 +150,6 @@ def run_node(
     from comfy_llm._targets import detect_target
 
     target = detect_target()
-    local_apple_or_cpu = not run_on_modal and target.value in {"local_apple", "local_cpu"}
-    reserve = local_reserve_free_memory_gb if local_apple_or_cpu else reserve_free_vram_gb
-    glue = ComfyGlue(node_id, reasoning_enabled=enable_reasoning)
     request = LLMRequest(
         model=model_profile.strip(),
         prompt=prompt,
@@ -123,10 +163,14 @@ def run_node(
         run_on_modal=run_on_modal,
         modal_gpu=modal_gpu,
         storage_root=root,
-        reserve_gb=reserve,
+        reserve_gb=reserve_for(
+            run_on_modal=run_on_modal,
+            reserve_free_vram_gb=reserve_free_vram_gb,
+            local_reserve_free_memory_gb=local_reserve_free_memory_gb,
+        ),
         keep_loaded=keep_model_loaded,
     )
-    result = run_request(
+    return run_request(
         request,
         progress=glue.progress,
         on_token=glue.on_token,
@@ -137,5 +181,3 @@ def run_node(
         on_profile=glue.use_profile,
         check_interrupt=glue.check_interrupt,
     )
-    glue.finish(result.response, result.reasoning)
-    return result.response, metadata_json(dict(result.metadata)), result.reasoning
