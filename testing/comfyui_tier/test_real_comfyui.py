@@ -154,7 +154,7 @@ def test_interrupt_then_a_successful_run(
     def cancel_once_generating(run: PromptRun, kind: str, data: dict[str, Any]) -> None:
         # The live text shows generated text: the model is generating; press Cancel.
         live = kind == "progress_text" and data["node"] == LLM
-        if live and data["text"].startswith(("Reasoning", "Answer")) and not pressed:
+        if live and data["text"].startswith(("Thinking", "Answer")) and not pressed:
             client.interrupt()
             pressed.append(time.monotonic())
 
@@ -261,7 +261,9 @@ def test_generation_moves_the_bar_by_tokens_against_the_budget(client: ComfyUICl
     run, events = _timeline(client, _with_previews({LLM: _llm(max_new_tokens=16)}))
     _outputs(run)
     first_live = next(
-        i for i, (kind, value) in enumerate(events) if kind == "text" and "Answer" in value
+        i
+        for i, (kind, value) in enumerate(events)
+        if kind == "text" and value.startswith(("Thinking", "Answer"))
     )
     generating = [value for kind, value in events[first_live:] if kind == "bar"]
     # 5 tokens of a 16-token budget: the bar stands at 5/16 or less until the end fills it

@@ -92,7 +92,7 @@ def test_live_text_shows_the_answer_first_and_the_tail_of_the_reasoning(comfyui:
     long_reasoning = "r" * (LIVE_TEXT_MAX_CHARS * 3)
     glue.progress(_generate(long_reasoning, 1))
     thinking = PromptServer.instance.progress_texts[-1][1]
-    assert thinking.startswith("Answer: (after the reasoning)\n\nReasoning:\n…")
+    assert thinking.startswith("Thinking… (the answer comes after the reasoning)\n\nReasoning:\n…")
     assert len(thinking) < LIVE_TEXT_MAX_CHARS + 100
     glue.progress(_generate(long_reasoning + "</think> the answer", 2))
     text = PromptServer.instance.progress_texts[-1][1]

@@ -85,8 +85,8 @@ def test_run_on_modal_answers_like_the_local_run(
     # Remote progress reached ComfyUI's bar and the node's live text.
     assert any(node_id == "9" for node_id, _, _ in comfy.utils.updates)
     texts = [text for node_id, text in PromptServer.instance.progress_texts if node_id == "9"]
-    assert any(text.startswith("download") for text in texts)
-    assert any(text.startswith("load") for text in texts)
+    assert any(text.startswith("Download") for text in texts)
+    assert any(text.startswith("Loading") for text in texts)
     assert texts[-1].endswith("answer")
 
 
@@ -149,7 +149,11 @@ def test_without_credentials_one_clear_error_before_inputs(
         _execute(comfyui, prompt="hi", model_profile=SCRIPTED, images=bad_image, run_on_modal=True)
     assert raised.value.missing == "credentials"
     assert model_hub.requests == []
-    assert PromptServer.instance.progress_texts == []
+    # the status is replaced at once, then says what stopped the run: no stage began
+    assert PromptServer.instance.progress_texts == [
+        ("9", "Starting"),
+        ("9", "Stopped: ModalUnavailableError (see the error message)"),
+    ]
 
 
 def test_without_the_modal_package_one_clear_error_before_inputs(
@@ -170,4 +174,8 @@ def test_without_the_modal_package_one_clear_error_before_inputs(
     assert raised.value.missing == "package"
     assert "modal token new" in str(raised.value)
     assert model_hub.requests == []
-    assert PromptServer.instance.progress_texts == []
+    # the status is replaced at once, then says what stopped the run: no stage began
+    assert PromptServer.instance.progress_texts == [
+        ("9", "Starting"),
+        ("9", "Stopped: ModalUnavailableError (see the error message)"),
+    ]

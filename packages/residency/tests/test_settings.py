@@ -31,7 +31,7 @@ def _clean_env(monkeypatch):
 def test_generation_settings_defaults():
     settings = GenerationSettings()
     assert settings.max_new_tokens == 512
-    assert settings.temperature == 0.7
+    assert settings.temperature == 0.2  # the seed node's default
     assert settings.top_p == 0.95
     assert settings.seed is None
     assert settings.enable_reasoning is True

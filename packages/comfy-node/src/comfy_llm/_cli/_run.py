@@ -100,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         result = run_request(request, progress=console)
     finally:
         console.close()
-    metadata = dict(result.metadata)
+    metadata: dict[str, Any] = dict(result.metadata)
     note = metadata.get("empty_answer")
     if note is not None:  # exit 0: the request worked; say why the answer is empty
         message = explain(note, CLI_WORDS)

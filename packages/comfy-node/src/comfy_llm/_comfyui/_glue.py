@@ -106,18 +106,15 @@ def _tail(text: str, max_chars: int = LIVE_TEXT_MAX_CHARS) -> str:
 
 def _compose(answer: str | None, reasoning: str | None, note: str | None = None) -> str:
     """``Answer:`` first (always shown), then the reasoning's tail when there is one."""
-    if note:
+    if note:  # first: the node's text box shows its first line without scrolling
         shown = f"Answer:\n{_tail(answer)}" if answer else "Answer: (empty)"
-        text = f"{shown}\n\n{note}"
-        return (
-            f"{text}\n\nReasoning:\n{_tail(reasoning, REASONING_PREVIEW_CHARS)}"
-            if reasoning
-            else text
-        )
+        if not reasoning:
+            return f"{note}\n\n{shown}"
+        return f"{note}\n\n{shown}\n\nReasoning:\n{_tail(reasoning, REASONING_PREVIEW_CHARS)}"
     if reasoning is None:
         return f"Answer:\n{_tail(answer or '')}"
     if answer is None:
-        return f"Answer: (after the reasoning)\n\nReasoning:\n{_tail(reasoning)}"
+        return f"Thinking… (the answer comes after the reasoning)\n\nReasoning:\n{_tail(reasoning)}"
     return f"Answer:\n{_tail(answer)}\n\nReasoning:\n{_tail(reasoning, REASONING_PREVIEW_CHARS)}"
 
 
