@@ -248,3 +248,16 @@ def test_exit_codes_follow_the_error_action() -> None:
     assert _exit_code(RuntimeError("x")) == 1
     help_text = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=60)
     assert "75" in help_text.stdout and "exit codes" in help_text.stdout
+
+
+def test_a_full_disk_exits_74_not_fix_the_input(tmp_path: Path) -> None:
+    # decided: a full disk is neither "fix the input" (2) nor "just retry" (75):
+    # free space there, then run again (sysexits EX_IOERR)
+    from comfy_llm._cli._main import _exit_code
+    from comfy_llm_core import DiskFullError
+    from comfy_llm_staging import InsufficientDiskSpaceError
+
+    assert _exit_code(DiskFullError(str(tmp_path / "m.json"), 0)) == 74
+    assert _exit_code(InsufficientDiskSpaceError(str(tmp_path), 10, 0, margin_bytes=5)) == 74
+    help_text = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=60)
+    assert "74 the disk is full" in " ".join(help_text.stdout.split())
