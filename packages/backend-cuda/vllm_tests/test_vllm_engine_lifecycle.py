@@ -89,11 +89,11 @@ def test_cancel_50_ms_into_a_long_prefill_ends_before_the_first_token(world: Pat
     tokens: list[int] = []
 
     def progress(event: Any) -> None:  # ComfyUI's progress hook checks Cancel first
-        if event.stage is ProgressStage.GENERATE:
-            if event.token_id is None and not waits:
-                threading.Timer(0.05, flag.set).start()  # Cancel 50 ms into the prefill
+        if event.stage is ProgressStage.LOAD and not waits:  # the warm hit: generation starts
             waits.append(time.perf_counter())
+            threading.Timer(0.05, flag.set).start()  # Cancel 50 ms into the prefill
         if flag.is_set():
+            waits.append(time.perf_counter())
             raise Cancelled
 
     with pytest.raises(Cancelled):
@@ -105,6 +105,7 @@ def test_cancel_50_ms_into_a_long_prefill_ends_before_the_first_token(world: Pat
             on_token=lambda token_id, text: tokens.append(token_id),
         )
     assert tokens == []  # cancelled before the first token
+    assert waits[-1] - waits[0] < 0.5  # at the first poll after the flag (polls are 0.1 s)
     request_id, finish = backend.last_abort or ("", None)
     assert request_id.startswith("comfy-llm-") and finish == "abort"
     assert backend._engine.output_processor.get_num_unfinished_requests() == 0
