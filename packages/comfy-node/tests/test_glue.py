@@ -128,3 +128,54 @@ def test_every_token_checks_for_cancel(comfyui: Path) -> None:
     mm.interrupt_current_processing()
     with pytest.raises(mm.InterruptProcessingException):
         glue.on_token(2, "a b")
+
+
+def test_each_phase_is_labelled_as_an_activity_and_cleared_at_the_end(comfyui: Path) -> None:
+    # Newer ComfyUI (comfy_execution/progress.py after 0.33): set_activity labels
+    # what the node spends its time on, beside its bar; the end clears the label.
+    from comfy_execution.progress import get_progress_state
+    from comfy_llm._comfyui._glue import ComfyGlue
+
+    _one_cold_request(ComfyGlue("5", reasoning_enabled=False, text_interval=3600))
+    assert get_progress_state().activities == [
+        ("5", "Checking the model"),
+        ("5", "Downloading"),
+        ("5", "Reading the inputs"),
+        ("5", "Loading"),
+        ("5", "Answering"),
+        ("5", "Finishing"),
+        ("5", None),
+    ]
+    assert "activity" not in get_progress_state().nodes["5"]
+
+
+def test_a_cancelled_run_clears_its_activity(comfyui: Path) -> None:
+    from comfy import model_management
+    from comfy_execution.progress import get_progress_state
+    from comfy_llm._comfyui._glue import ComfyGlue
+
+    glue = ComfyGlue("5", reasoning_enabled=False)
+    glue.progress(ProgressEvent(stage=ProgressStage.LOAD, message="Loading"))
+    assert get_progress_state().nodes["5"]["activity"] == "Loading"
+    glue.fail(model_management.InterruptProcessingException())
+    assert "activity" not in get_progress_state().nodes["5"]
+
+
+@pytest.mark.parametrize("comfyui_has", ["no set_activity (0.33)", "no progress module (0.8)"])
+def test_without_set_activity_the_phases_still_show(
+    comfyui: Path, monkeypatch: pytest.MonkeyPatch, comfyui_has: str
+) -> None:
+    import sys
+
+    import comfy_execution.progress
+    from comfy_llm._comfyui._glue import ComfyGlue
+    from server import PromptServer
+
+    if comfyui_has.startswith("no set_activity"):
+        monkeypatch.delattr(comfy_execution.progress.ProgressRegistry, "set_activity")
+    else:
+        monkeypatch.setitem(sys.modules, "comfy_execution.progress", None)  # ImportError
+    _one_cold_request(ComfyGlue("5", reasoning_enabled=False, text_interval=3600))
+    texts = [text for _, text in PromptServer.instance.progress_texts]
+    assert texts[-1] == "Answer:\nanswer"
+    assert comfy_execution.progress.get_progress_state().activities == []

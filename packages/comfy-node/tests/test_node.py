@@ -266,3 +266,17 @@ def test_snapshot_files_are_never_listed_as_comfyui_models(comfyui: Path, tmp_pa
     register_model_folder(root)
     assert folder_paths.get_folder_paths("modal_llm") == [str(root)]
     assert folder_paths.get_filename_list("modal_llm") == []
+
+
+def test_the_answer_is_ui_output_so_it_survives_a_reload(
+    model_hub: FakeHub, storage: Path, comfyui: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ComfyUI keeps a node's UI output in the prompt's history (the browser shows it
+    # again after a reload) and, with has_intermediate_output, re-sends it when the
+    # node is taken from the cache; the live status text is not kept.
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
+    node = _node(comfyui)
+    assert node.define_schema().has_intermediate_output is True
+    output = node.execute(prompt="hi", model_profile="tiny/qwen35-scripted", temperature=0.0)
+    assert output.args[0] == "answer"
+    assert output.ui == {"text": ["answer"]}  # ui.PreviewText("answer").as_dict()

@@ -116,6 +116,7 @@ class Schema:
     is_output_node: bool = False
     not_idempotent: bool = False
     search_aliases: list[str] = field(default_factory=list)
+    has_intermediate_output: bool | None = None
 
 
 class HiddenHolder:

@@ -166,6 +166,7 @@ class ComfyGlue:
         self._last_stage: ProgressStage | None = None
         self._phase: ProgressStage | None = None
         self._finished = False
+        self._activity: str | None = None  # last label handed to set_activity
 
     # -- hooks handed to the pipeline -------------------------------------
     def start(self, words: str = "Starting") -> None:
@@ -185,6 +186,8 @@ class ComfyGlue:
         self._mm.throw_exception_if_processing_interrupted()
         first_of_stage = event.stage is not self._last_stage
         self._last_stage = event.stage
+        if first_of_stage and event.stage in _PLAIN_WORDS:
+            self._set_activity(_PLAIN_WORDS[event.stage])
         if event.stage in _PHASE_STAGES and self._later_phase(event.stage):
             self._phase = event.stage
             self._new_phase()
@@ -237,6 +240,7 @@ class ComfyGlue:
 
     def complete(self, text: str) -> None:
         """Fill the bar, once, and leave ``text`` on the node (a caption batch's summary)."""
+        self._set_activity(None)
         if not self._finished:
             if self._bar is None:
                 self._new_phase()
@@ -246,6 +250,7 @@ class ComfyGlue:
 
     def fail(self, error: BaseException) -> None:
         """Replace the status with what stopped this run (ComfyUI shows the error itself)."""
+        self._set_activity(None)
         if isinstance(error, self._mm.InterruptProcessingException):
             self._send_text("Cancelled", force=True)
         else:
@@ -272,6 +277,28 @@ class ComfyGlue:
             return
         self._bar_steps = steps
         self._bar.update_absolute(steps, _BAR_STEPS)
+
+    def _set_activity(self, activity: str | None) -> None:
+        """Label what the node is spending time on in ComfyUI's progress state (or clear it).
+
+        ``ProgressRegistry.set_activity(node_id, activity)`` is newer than 0.33
+        (upstream ``comfy_execution/progress.py``, after 0.33; the frontend shows
+        the label beside the node's bar). Older ComfyUI has no such method, or
+        (before 0.33's progress registry) no ``comfy_execution.progress`` at
+        all: then nothing is labelled and the status text alone says the phase.
+        """
+        if self._node_id is None or activity == self._activity:
+            return
+        self._activity = activity
+        try:
+            from comfy_execution.progress import get_progress_state
+        except ImportError:
+            return
+        set_activity: Callable[..., Any] | None = getattr(
+            get_progress_state(), "set_activity", None
+        )
+        if set_activity is not None:
+            set_activity(self._node_id, activity)
 
     def _text_due(self) -> bool:
         return time.monotonic() - self._last_text >= self._text_interval

@@ -171,7 +171,13 @@ class ModalLLMNode(io.ComfyNode):
             hidden=[io.Hidden.unique_id],
             not_idempotent=True,
             **supported(
-                io.Schema, search_aliases=SEARCH_ALIASES, essentials_category="Text Generation"
+                io.Schema,
+                search_aliases=SEARCH_ALIASES,
+                essentials_category="Text Generation",
+                # The answer is also UI output (below); this flag makes ComfyUI send it
+                # again when a later run takes the node from its cache
+                # (comfy_api/latest/_io.py Schema, execution.py _is_intermediate_output).
+                has_intermediate_output=True,
             ),
         )
 
@@ -194,4 +200,9 @@ class ModalLLMNode(io.ComfyNode):
         response, metadata_json, reasoning = run_node(
             prompt=prompt, model_profile=model, node_id=node_id, **optional
         )
-        return io.NodeOutput(response, metadata_json, reasoning)
+        # The answer as UI output, the shape of ui.PreviewText(response).as_dict()
+        # (comfy_api/latest/_ui.py): ComfyUI keeps UI output in the prompt's history,
+        # so the answer is still on the node after the browser reloads; the live
+        # status text (send_progress_text) is not kept. A plain dict, so ComfyUI
+        # releases without ui.PreviewText take it too.
+        return io.NodeOutput(response, metadata_json, reasoning, ui={"text": [response]})
