@@ -48,12 +48,13 @@ def write_video(
     non_seekable: bool = False,
     width: int = WIDTH,
     height: int = HEIGHT,
+    pix_fmt: str = "yuv420p",
 ) -> Path:
     """Encode a small test clip; ``pts_ms`` gives a variable frame rate."""
     sink = _WriteOnly() if non_seekable else None
     with av.open(sink if sink is not None else str(path), "w", format=container_format) as out:
         stream = out.add_stream(codec, rate=rate)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
         if gop is not None:
             stream.codec_context.gop_size = gop
             if codec == "libx264":

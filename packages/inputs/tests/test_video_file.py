@@ -257,3 +257,31 @@ def test_trim_window_past_the_end_is_refused(make_video) -> None:
     path = str(make_video(frames=30))
     with pytest.raises(VideoInputError, match="trim window"):
         sample_video_frames(VideoFromFile(path, start_time=5.0, duration=1.0), 2)
+
+
+@pytest.mark.parametrize(("pil_format", "codec"), [("PNG", "PNG"), ("JPEG", "MJPEG")])
+def test_picture_renamed_mp4_is_not_a_video(tmp_path: Path, pil_format: str, codec: str) -> None:
+    from PIL import Image
+
+    path = tmp_path / "photo.mp4"
+    Image.new("RGB", (64, 48), "red").save(path, pil_format)
+    expected = rf"'photo.mp4' is not a video.*single {codec}"
+    with pytest.raises(VideoInputError, match=expected) as info:
+        sample_video_frames(path, 4)
+    assert info.value.source == "photo.mp4"
+    assert str(tmp_path) not in str(info.value)
+
+
+def test_single_png_frame_in_a_video_container_is_not_a_video(make_video) -> None:
+    path = make_video(".mov", frames=1, codec="png", container_format="mov", pix_fmt="rgb24")
+    with pytest.raises(VideoInputError, match=r"is not a video.*single PNG"):
+        sample_video_frames(path, 2)
+
+
+@pytest.mark.parametrize("codec", ["libx264", "mjpeg"])
+def test_tiny_real_videos_are_still_accepted(make_video, codec: str) -> None:
+    # one H.264 frame is a video; MJPEG of many frames is a video
+    frames = 1 if codec == "libx264" else 5
+    pix_fmt = "yuv420p" if codec == "libx264" else "yuvj420p"
+    path = make_video(frames=frames, codec=codec, container_format="matroska", pix_fmt=pix_fmt)
+    assert len(sample_video_frames(path, 8)) == frames

@@ -41,6 +41,7 @@ from ._video_source import (
     Timeline,
     fail,
     find_timeline,
+    refuse_still_image,
     sample_without_timestamps,
     upright,
     video_stream,
@@ -281,12 +282,13 @@ def sample_file_frames(
 
     Raises:
         VideoInputError: Missing, empty, corrupt or undecodable file, no
-            video stream, zero frames, no frame inside the window.
+            video stream, a still image, zero frames, no frame inside the window.
     """
     stats = stats if stats is not None else FileSamplerStats()
     reader = Source(source, name)
     with reader.open() as probe:
         stream = video_stream(probe, name)
+        refuse_still_image(reader, probe, stream)
         time_base = stream.time_base or Fraction(1, 1000)
         rate = stream.guessed_rate or stream.average_rate or Fraction(25)
         try:

@@ -102,6 +102,54 @@ def video_stream(container: av.container.InputContainer, name: str) -> Any:
     raise fail(name, "has no video stream", "connect a file that contains video")
 
 
+# Codecs of still images: a file whose only video stream holds one such frame
+# is a picture with a video's extension, not a video (an MJPEG or GIF clip of
+# many frames is still a video).
+_IMAGE_CODECS = frozenset(
+    {"png", "apng", "mjpeg", "jpeg2000", "jpegls", "bmp", "gif", "webp", "tiff", "qoi"}
+)
+
+
+def _packets_up_to(source: Source, limit: int) -> int:
+    """Count the video stream's packets, demuxing (not decoding) at most ``limit``."""
+    count = 0
+    with source.open() as scan:
+        for packet in scan.demux(video_stream(scan, source.name)):
+            if packet.size:
+                count += 1
+                if count >= limit:
+                    break
+    return count
+
+
+def refuse_still_image(source: Source, container: av.container.InputContainer, stream: Any) -> None:
+    """Refuse a picture that only carries a video's name (a PNG renamed ``.mp4``).
+
+    FFmpeg opens any image as a one-frame "video" through its image demuxers
+    (``png_pipe``, ``jpeg_pipe``, ``image2``...), so sampling would quietly
+    caption the picture as a video. Checked once, where the file enters; a
+    still-image codec in a real container costs a demux of two packets at most.
+
+    Raises:
+        VideoInputError: The file is an image, or its only video stream is a
+            single still-image frame.
+    """
+    demuxer = container.format.name
+    codec = stream.codec_context.name
+    still = demuxer.endswith("_pipe") or demuxer in {"image2", "image2pipe"}
+    if not still and codec in _IMAGE_CODECS:
+        try:
+            still = (stream.frames or _packets_up_to(source, 2)) <= 1
+        except (av.FFmpegError, OSError):
+            still = False  # left to the sampler, which names the read error
+    if still:
+        raise fail(
+            source.name,
+            f"is not a video: it holds a single {codec.upper()} image",
+            "connect it to an image input instead, or pick a video file (MP4, WebM, MOV)",
+        )
+
+
 @dataclasses.dataclass
 class Timeline:
     """Where a stream's frames lie, in stream time-base units.
