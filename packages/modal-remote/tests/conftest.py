@@ -2,11 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.checkpoints import build_checkpoint_files
-from comfy_llm_testworld.modal_standin import StandinTransport
+from comfy_llm_testworld.modal_strict import StrictTransport
 
 SCRIPTED = "tiny/smolvlm-scripted"
 OTHER = "tiny/smolvlm"
@@ -21,8 +22,24 @@ def model_hub(hf_env: FakeHub, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
 
 
 @pytest.fixture
-def transport(tmp_path: Path) -> StandinTransport:
-    return StandinTransport("comfy-llm-test", tmp_path / "user", root=tmp_path / "modal")
+def transport(tmp_path: Path) -> Iterator[StrictTransport]:
+    made = StrictTransport("comfy-llm-test", tmp_path / "user", root=tmp_path / "modal")
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def make_transport(tmp_path: Path) -> Iterator[Any]:
+    """``make_transport(**options)``: a StrictTransport closed after the test."""
+    made: list[StrictTransport] = []
+
+    def make(**options: Any) -> StrictTransport:
+        made.append(StrictTransport("app", tmp_path / "u", root=tmp_path / "m", **options))
+        return made[-1]
+
+    yield make
+    for transport in made:
+        transport.close()
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,7 @@
-"""The dispatcher through the in-process stand-in: stage, prepare, generate, retry."""
+"""The dispatcher on the strict stand-in (process containers): stage, prepare, generate, retry."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ from comfy_llm_modal_remote import Dispatcher, RemoteRun
 from comfy_llm_profiles import ModelNotFoundError, ModelProfile, ProgressEvent
 from comfy_llm_residency import GenerationSettings
 from comfy_llm_testworld import FakeHub
-from comfy_llm_testworld.modal_standin import GIB, FixedMemoryProbe, StandinTransport
+from comfy_llm_testworld.modal_strict import GIB, FixedMemoryProbe, StrictTransport
 
 from .conftest import OTHER, SCRIPTED
 
@@ -37,7 +36,7 @@ def _run(model: str, prepared: list[ModelProfile] | None = None, **changes: Any)
 
 
 def test_stage_then_generate_with_modal_telemetry(
-    model_hub: FakeHub, transport: StandinTransport
+    model_hub: FakeHub, transport: StrictTransport
 ) -> None:
     events: list[ProgressEvent] = []
     profiles: list[ModelProfile] = []
@@ -77,7 +76,7 @@ def test_stage_then_generate_with_modal_telemetry(
 
 
 def test_a_remote_error_keeps_its_class_and_message(
-    model_hub: FakeHub, transport: StandinTransport
+    model_hub: FakeHub, transport: StrictTransport
 ) -> None:
     profiles: list[ModelProfile] = []
     with pytest.raises(ModelNotFoundError, match="tiny/missing") as raised:
@@ -88,7 +87,7 @@ def test_a_remote_error_keeps_its_class_and_message(
 
 
 def test_unsafe_worker_is_retried_once_on_a_fresh_key_with_its_promotion_state(
-    model_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    model_hub: FakeHub, make_transport: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", "1")
     monkeypatch.setenv("COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS", "0.1")
@@ -98,7 +97,7 @@ def test_unsafe_worker_is_retried_once_on_a_fresh_key_with_its_promotion_state(
         available = 4 * GIB if key == "default" else 40 * GIB
         return FixedMemoryProbe(total_bytes=48 * GIB, available_bytes=available)
 
-    transport = StandinTransport("app", tmp_path / "u", root=tmp_path / "m", probe_for=probe)
+    transport = make_transport(probe_for=probe)
     dispatcher = Dispatcher(transport)
     dispatcher.run(_run(SCRIPTED))
     # As if auto promotion had happened there (the vLLM backend's state format).
@@ -108,15 +107,14 @@ def test_unsafe_worker_is_retried_once_on_a_fresh_key_with_its_promotion_state(
         "observed_workflow_count": 2,
         "prompt_ids": ["a", "b"],
     }
-    transport.container("default").service.import_promotion_state(promoted)
+    transport.container("default").import_promotion_state(promoted)
 
     result = dispatcher.run(_run(OTHER, reserve_gb=3.0))
     assert result.metadata["modal_retry_count"] == 1
     fresh_key = result.metadata["modal_affinity_key"]
     assert fresh_key.startswith("retry-") and fresh_key != "default"
     assert transport.containers["default"].stopped
-    fresh = transport.containers[fresh_key].service
-    assert fresh.export_promotion_state() == promoted
+    assert transport.containers[fresh_key].state()["promotion_state"] == promoted
     # Later runs go to the promoted, warm retry container, not back to "default".
     later = dispatcher.run(_run(OTHER, reserve_gb=3.0))
     assert later.metadata["modal_affinity_key"] == fresh_key
@@ -128,17 +126,14 @@ def test_unsafe_worker_is_retried_once_on_a_fresh_key_with_its_promotion_state(
 
 
 def test_the_retry_happens_once_and_its_own_error_surfaces(
-    model_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    model_hub: FakeHub, make_transport: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from comfy_llm_residency import InsufficientMemoryError
 
     monkeypatch.setenv("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", "1")
     monkeypatch.setenv("COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS", "0.1")
-    transport = StandinTransport(
-        "app",
-        tmp_path / "u",
-        root=tmp_path / "m",
-        probe_for=lambda key: FixedMemoryProbe(total_bytes=8 * GIB, available_bytes=4 * GIB),
+    transport = make_transport(
+        probe_for=lambda key: FixedMemoryProbe(total_bytes=8 * GIB, available_bytes=4 * GIB)
     )
     dispatcher = Dispatcher(transport)
     dispatcher.run(_run(SCRIPTED))
@@ -150,7 +145,7 @@ def test_the_retry_happens_once_and_its_own_error_surfaces(
 
 
 def test_cancel_from_the_node_cancels_the_remote_call(
-    model_hub: FakeHub, transport: StandinTransport
+    model_hub: FakeHub, transport: StrictTransport
 ) -> None:
     class Interrupted(BaseException):
         pass
@@ -170,5 +165,4 @@ def test_cancel_from_the_node_cancels_the_remote_call(
     from modal.exception import InputCancellation
 
     assert isinstance(call.raised, InputCancellation)
-    service = transport.container("default").service
-    assert not service.manager.state().busy
+    assert transport.container("default").state()["busy"] is False

@@ -1,7 +1,7 @@
 """The RemoteEngine body with the tiny checkpoints through Transformers on the CPU.
 
-Requests, events, answers and errors go through the stand-in transport, so each
-crosses ``pickle`` once, as on Modal.
+Requests, events, answers and errors go through the strict stand-in: each
+container is its own process with the image's environment only.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from comfy_llm_modal_remote._wire import unwrap
 from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import GenerationSettings
 from comfy_llm_testworld import FakeHub
-from comfy_llm_testworld.modal_standin import GIB, FixedMemoryProbe, StandinTransport
+from comfy_llm_testworld.modal_strict import GIB, FixedMemoryProbe, StrictTransport
 from PIL import Image
 
 from .conftest import OTHER, SCRIPTED
@@ -37,7 +37,7 @@ TIMING_KEYS = {
 }
 
 
-def stage(transport: StandinTransport, reference: str = SCRIPTED) -> StageResult:
+def stage(transport: StrictTransport, reference: str = SCRIPTED) -> StageResult:
     call = transport.start_stage(StageRequest("s-" + reference, reference).to_wire())
     call.join()
     return StageResult.from_wire(unwrap(call.outcome()))
@@ -67,16 +67,16 @@ def drain(call: Any) -> list[dict[str, Any]]:
 
 
 def test_events_in_order_and_the_same_answer_as_the_manager_in_process(
-    model_hub: FakeHub, transport: StandinTransport
+    model_hub: FakeHub, transport: StrictTransport
 ) -> None:
     container = transport.container("default")  # warm before the stager commits
     staged = stage(transport)
-    assert container.volume.reloads == 0
+    assert container.state()["reloads"] == 0
     call = transport.start_generate(engine_request(staged), gpu="L4", affinity_key="default")
     events = drain(call)
     answer = unwrap(call.outcome())
     # The engine saw the freshly staged snapshot only after reloading its Volume view.
-    assert container.volume.reloads == 1
+    assert container.state()["reloads"] == 1
     stages = [event["stage"] for event in events]
     order = [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s]
     assert order == ["admission", "load", "generate", "done"]
@@ -88,12 +88,17 @@ def test_events_in_order_and_the_same_answer_as_the_manager_in_process(
     assert metadata["gpu_total_gib"] == 80.0
     assert metadata["gpu_free_before_gib"] == 80.0
 
-    # The same request served by the same manager in-process, without the wire.
-    service = container.service
-    service.manager.unload_all()
-    direct = service.manager.run(
+    # The same request served by a manager in this process, without the wire.
+    from comfy_llm_modal_remote._engine import create_cuda_backend
+    from comfy_llm_profiles import ExecutionTarget
+    from comfy_llm_residency import ResidentModelManager
+
+    manager = ResidentModelManager(
+        ExecutionTarget.MODAL, backend_factory=create_cuda_backend, memory_probe=FixedMemoryProbe()
+    )
+    direct = manager.run(
         ModelProfile.from_dict(staged.profile),
-        container.volume.view / staged.snapshot,
+        transport.store / staged.snapshot,
         PreparedInputs("What is this?", images=(Image.new("RGB", (24, 16), "red"),)),
         GenerationSettings(temperature=0.0, max_new_tokens=16),
         reserve_gb=0.0,
@@ -106,7 +111,7 @@ def test_events_in_order_and_the_same_answer_as_the_manager_in_process(
 
 
 def test_cancel_mid_generation_keeps_the_worker_serving(
-    model_hub: FakeHub, transport: StandinTransport
+    model_hub: FakeHub, transport: StrictTransport
 ) -> None:
     from modal.exception import InputCancellation
 
@@ -122,9 +127,8 @@ def test_cancel_mid_generation_keeps_the_worker_serving(
     call.cancel()
     with pytest.raises(InputCancellation):
         call.outcome()
-    service = transport.container("default").service
-    assert len(service.manager.state().resident_profiles) == 1
-    assert not service.manager.state().busy
+    state = transport.container("default").state()
+    assert len(state["resident_profiles"]) == 1 and state["busy"] is False
     # The next input on the same container runs at once, warm.
     again = transport.start_generate(
         engine_request(staged, request_id="next"), gpu="L4", affinity_key="default"
@@ -134,15 +138,12 @@ def test_cancel_mid_generation_keeps_the_worker_serving(
 
 
 def test_exhausted_memory_recovery_retires_the_worker(
-    model_hub: FakeHub, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    model_hub: FakeHub, make_transport: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", "1")
     monkeypatch.setenv("COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS", "0.1")
-    transport = StandinTransport(
-        "comfy-llm-test",
-        tmp_path / "user",
-        root=tmp_path / "modal",
-        probe_for=lambda key: FixedMemoryProbe(total_bytes=8 * GIB, available_bytes=4 * GIB),
+    transport = make_transport(
+        probe_for=lambda key: FixedMemoryProbe(total_bytes=8 * GIB, available_bytes=4 * GIB)
     )
     first, other = stage(transport), stage(transport, OTHER)
     warm = transport.start_generate(engine_request(first), gpu="L4", affinity_key="default")
@@ -154,7 +155,7 @@ def test_exhausted_memory_recovery_retires_the_worker(
         "observed_workflow_count": 2,
         "prompt_ids": ["a", "b"],
     }
-    container.service.import_promotion_state(promoted)
+    container.import_promotion_state(promoted)
     # A second model evicts the first; the memory does not come back.
     call = transport.start_generate(
         engine_request(other, request_id="big", reserve_gb=3.0), gpu="L4", affinity_key="default"
@@ -163,20 +164,15 @@ def test_exhausted_memory_recovery_retires_the_worker(
         unwrap(call.outcome())
     assert raised.value.promotion_state["promoted"] is True
     assert "did not recover its memory" in str(raised.value)
-    assert container.stopped and container.service.unsafe
-    # A retired worker refuses whatever still reaches it, the same way.
-    late = container.service.serve(engine_request(first, request_id="late"), _Sink())
-    with pytest.raises(WorkerUnsafeError):
-        unwrap(late)
-
-
-class _Sink:
-    def put_many(self, items: Any) -> None:
-        del items
+    # The retired container's process ends after that input; the key starts anew.
+    container.process.wait(30)
+    assert container.stopped and container.process.returncode == 0
+    fresh = transport.container("default")
+    assert fresh.pid != container.pid and fresh.state()["resident_profiles"] == []
 
 
 def test_a_snapshot_missing_from_the_volume_is_a_clear_error(
-    model_hub: FakeHub, transport: StandinTransport
+    model_hub: FakeHub, transport: StrictTransport
 ) -> None:
     from comfy_llm_modal_remote import SnapshotNotVisibleError
 
@@ -186,4 +182,4 @@ def test_a_snapshot_missing_from_the_volume_is_a_clear_error(
     call = transport.start_generate(request, gpu="L4", affinity_key="default")
     with pytest.raises(SnapshotNotVisibleError, match="COMFY_MODAL_VOLUME_NAME"):
         unwrap(call.outcome())
-    assert transport.container("default").volume.reloads == 1
+    assert transport.container("default").state()["reloads"] == 1

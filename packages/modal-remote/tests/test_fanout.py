@@ -19,7 +19,7 @@ from comfy_llm_modal_remote import (
 from comfy_llm_profiles import ProgressEvent
 from comfy_llm_residency import GenerationSettings
 from comfy_llm_testworld import FakeHub
-from comfy_llm_testworld.modal_standin import StandinTransport
+from comfy_llm_testworld.modal_strict import StrictTransport
 from PIL import Image
 
 from .conftest import SCRIPTED
@@ -75,7 +75,7 @@ def _job(**changes: Any) -> FanOutJob:
 
 
 def test_every_image_is_captioned_once_across_two_workers_with_the_cost_on_record(
-    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+    model_hub: FakeHub, transport: StrictTransport, tmp_path: Path
 ) -> None:
     images = _images(tmp_path / "data", 7)
     recorder = Recorder()
@@ -109,7 +109,7 @@ def test_every_image_is_captioned_once_across_two_workers_with_the_cost_on_recor
 
 
 def test_a_worker_killed_mid_chunk_has_its_chunk_redone_once_on_another_container(
-    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+    model_hub: FakeHub, transport: StrictTransport, tmp_path: Path
 ) -> None:
     images = _images(tmp_path / "data", 6)
     recorder = Recorder()
@@ -143,7 +143,7 @@ def test_a_worker_killed_mid_chunk_has_its_chunk_redone_once_on_another_containe
 
 
 def test_a_chunk_that_fails_twice_is_named_and_the_rest_continue(
-    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+    model_hub: FakeHub, transport: StrictTransport, tmp_path: Path
 ) -> None:
     images = _images(tmp_path / "data", 6)
     recorder = Recorder()
@@ -165,7 +165,7 @@ def test_a_chunk_that_fails_twice_is_named_and_the_rest_continue(
 
 
 def test_cancel_cancels_every_call_in_flight_and_keeps_what_returned(
-    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+    model_hub: FakeHub, transport: StrictTransport, tmp_path: Path
 ) -> None:
     from modal.exception import InputCancellation
 

@@ -33,9 +33,17 @@ from ._image import ImageSpec, image_spec
 from ._installation import app_name, installation_id
 from ._settings import ModalSettings
 from ._stager import serve_stage, stage_model
-from ._transport import ModalTransport, RemoteCall, Transport, check_modal_available
+from ._transport import (
+    ModalTransport,
+    RemoteCall,
+    Transport,
+    check_modal_available,
+    code_fingerprint,
+)
 from ._wire import EngineRequest, StageRequest, StageResult
 from .errors import (
+    DeploymentMismatchError,
+    ModalDeployError,
     ModalRemoteError,
     ModalUnavailableError,
     RemoteExecutionError,
@@ -44,6 +52,8 @@ from .errors import (
 )
 
 __all__ = [
+    "DeploymentMismatchError",
+    "ModalDeployError",
     "DEFAULT_AFFINITY_KEY",
     "DEFAULT_CHUNK_IMAGES",
     "MAX_WORKERS",
@@ -78,6 +88,7 @@ __all__ = [
     "app_name",
     "caption_fan_out",
     "check_modal_available",
+    "code_fingerprint",
     "connect",
     "encode_image_file",
     "encode_pil_image",

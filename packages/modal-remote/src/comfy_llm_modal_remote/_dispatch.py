@@ -2,8 +2,9 @@
 
     transport ready (deploy on first use; Cancel stops the wait)
     ModelStager: resolve for ``modal`` + stage on the Volume   (no GPU yet)
-      it echoes the code fingerprint baked into the deployed image; another
-      machine's code there → redeploy once and stage again
+      it echoes the code fingerprint baked into the deployed image, and the
+      engine refuses a request carrying another one: another machine's code
+      deployed under this app name → redeploy once, stage and run again
     prepare inputs locally with the modal profile's limits     (frames, not videos)
     RemoteEngine on the chosen GPU, progress relayed into the node
       WorkerUnsafeError → once more with a fresh affinity key and the
@@ -31,7 +32,7 @@ from comfy_llm_residency import GenerationSettings, InferenceResult
 
 from ._transport import RemoteCall, Transport
 from ._wire import EngineRequest, StageRequest, StageResult, result_from_wire, unwrap
-from .errors import SnapshotNotVisibleError, WorkerUnsafeError
+from .errors import DeploymentMismatchError, SnapshotNotVisibleError, WorkerUnsafeError
 
 __all__ = ["DEFAULT_AFFINITY_KEY", "STAGE_REUSE_SECONDS", "Dispatcher", "RemoteRun"]
 
@@ -115,15 +116,25 @@ class Dispatcher:
             Exception: The remote error with its original class and message,
                 or whatever ``progress``/``check_interrupt`` raised.
         """
+        for deployment in range(2):
+            try:
+                return self._run_deployed(run, progress, check_interrupt)
+            except DeploymentMismatchError:
+                if deployment:
+                    raise
+                # The app runs code deployed from elsewhere (a shared app name).
+                self._staged.clear()
+                self.transport.forget_deployment()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _run_deployed(
+        self, run: RemoteRun, progress: ProgressCallback, check_interrupt: Callable[[], None]
+    ) -> InferenceResult:
         self.transport.ensure_ready(progress, check_interrupt)
-        staged, reused = self._stage(run.model, progress, check_interrupt)
         expected = self.transport.expected_fingerprint()
+        staged, reused = self._stage(run.model, progress, check_interrupt)
         if staged.code_fingerprint and expected and staged.code_fingerprint != expected:
-            # The app runs code deployed from elsewhere (a shared app name).
-            self._staged.clear()
-            self.transport.forget_deployment()
-            self.transport.ensure_ready(progress, check_interrupt)
-            staged, reused = self._stage(run.model, progress, check_interrupt)
+            raise DeploymentMismatchError(expected, staged.code_fingerprint)
         profile = ModelProfile.from_dict(staged.profile)
         inputs_wire = run.prepare(profile).to_wire()
         check_interrupt()
@@ -140,6 +151,7 @@ class Dispatcher:
                 keep_loaded=run.keep_loaded,
                 prompt_id=run.prompt_id,
                 promotion_state=promotion,
+                code_fingerprint=expected,
             )
             started = time.monotonic()
             call = self.transport.start_generate(request.to_wire(), gpu=run.gpu, affinity_key=key)

@@ -7,8 +7,7 @@ Per request::
     snapshot visible under the root?  no  → Volume.reload(), look again, else
                                             SnapshotNotVisibleError; a reload that
                                             fails (files open under the mount,
-                                            modal/volume.py:917) unloads the
-                                            residents and retries once, else retires
+                                            modal/volume.py:917) retires the worker
     residency manager for ``modal``       (CUDA probe, reserve, LRU limit, recovery
                                            timeout, backend chosen by the profile)
       memory recovery exhausted           → retire: stop fetching inputs, raise
@@ -61,9 +60,9 @@ from comfy_llm_residency import (
 from comfy_llm_staging import IncompleteSnapshotError, require_completed_snapshot
 
 from ._container import ContainerControl, ProgressChannel, VolumeStore
-from ._settings import COMPILE_CACHE_ROOT_ENV
+from ._settings import COMPILE_CACHE_ROOT_ENV, FINGERPRINT_ENV
 from ._wire import EngineRequest, EventSender, error_envelope, ok_envelope
-from .errors import SnapshotNotVisibleError, WorkerUnsafeError
+from .errors import DeploymentMismatchError, SnapshotNotVisibleError, WorkerUnsafeError
 
 __all__ = ["EngineService", "create_cuda_backend"]
 
@@ -167,6 +166,9 @@ class EngineService:
                 "this worker was already retired after a failed memory recovery.",
                 self.export_promotion_state(),
             )
+        deployed = env_str(FINGERPRINT_ENV)
+        if request.code_fingerprint and deployed and request.code_fingerprint != deployed:
+            raise DeploymentMismatchError(request.code_fingerprint, deployed)
         if request.promotion_state:
             self.import_promotion_state(request.promotion_state)
         profile = ModelProfile.from_dict(request.profile)
@@ -239,21 +241,18 @@ class EngineService:
     def _reload_weights(self) -> None:
         """``Volume.reload()``, which fails while files under the mount are open.
 
-        A warm backend may hold its weights open or mapped: unload the
-        residents (their files close) and try once more; if that fails too,
-        retire so the dispatcher's one retry lands on a fresh container,
-        which mounts the latest state.
+        A warm backend holds its weights open or mapped (the strict stand-in
+        shows Transformers does), so a refused reload retires this worker: the
+        dispatcher's one retry lands on a fresh container, which mounts the
+        latest state with clean memory. Unloading the residents here instead
+        would lose them just the same and could not tell memory that never
+        comes back from memory that does.
         """
         try:
             self._volume.reload()
-        except RuntimeError as first:
-            logger.info("Volume reload failed (%s); unloading residents and retrying", first)
-            self.manager.unload_all()
-            try:
-                self._volume.reload()
-            except RuntimeError as second:
-                reason = f"the weight Volume could not be reloaded to see a new model ({second})."
-                raise self._retire(reason) from second
+        except RuntimeError as error:
+            reason = f"the weight Volume could not be reloaded to see a new model ({error})."
+            raise self._retire(reason) from error
         self.reloads += 1
 
     def _visible_snapshot(self, profile: ModelProfile, relative: str) -> Path:

@@ -146,6 +146,7 @@ class EngineRequest:
         keep_loaded: Keep the model resident after the request.
         prompt_id: The ComfyUI prompt id (feeds the execution-mode controller).
         promotion_state: Exported vLLM execution state to import first (retry).
+        code_fingerprint: The code the dispatcher expects the app to run ("" skips the check).
     """
 
     request_id: str
@@ -157,6 +158,7 @@ class EngineRequest:
     keep_loaded: bool = True
     prompt_id: str | None = None
     promotion_state: dict[str, Any] | None = None
+    code_fingerprint: str = ""
 
     def to_wire(self) -> dict[str, Any]:
         """Plain data."""

@@ -14,6 +14,7 @@ from typing import Any
 from comfy_llm_core import ComfyLLMError, ErrorAction
 
 __all__ = [
+    "DeploymentMismatchError",
     "ModalDeployError",
     "ModalRemoteError",
     "ModalUnavailableError",
@@ -88,6 +89,29 @@ class ModalDeployError(ModalRemoteError, RuntimeError):
             f"Deploying the Modal app {app_name!r} failed: {reason}. Fix: check the lines below "
             "and your Modal workspace (modal.com/apps), then queue the prompt again; or switch "
             f"run_on_modal off to run in this ComfyUI process.{tail}"
+        )
+
+
+class DeploymentMismatchError(ModalRemoteError, RuntimeError):
+    """The deployed app runs other code than this machine would deploy.
+
+    Two machines share an app name (``COMFY_MODAL_APP_NAME``) and the other
+    deployed last. The dispatcher redeploys once and runs the request again.
+
+    Attributes:
+        expected: This machine's code fingerprint.
+        deployed: The fingerprint baked into the running image.
+    """
+
+    action = ErrorAction.RETRY
+
+    def __init__(self, expected: str, deployed: str) -> None:
+        self.expected = expected
+        self.deployed = deployed
+        super().__init__(
+            f"The Modal app runs code {deployed[:12]} but this machine has {expected[:12]}: "
+            "another installation deployed under the same COMFY_MODAL_APP_NAME. It is redeployed "
+            "once; if this repeats, give each installation its own COMFY_MODAL_APP_NAME."
         )
 
 

@@ -1,0 +1,385 @@
+"""One stand-in Modal container: its own process, the real worker bodies, Modal's rules.
+
+Started by :mod:`comfy_llm_testworld.modal_strict` as
+``python -m comfy_llm_testworld._modal_container <address>`` with only the
+image's environment (plus, for the stager, its secret), it connects back to
+the test process and serves inputs one at a time in its main thread, as a
+sync Modal function without ``@modal.concurrent`` does. Each rule below is
+the modal 1.6.4 client's (paths under ``site-packages/modal``):
+
+* Cancellation: while an input runs, SIGUSR1 raises ``InputCancellation``
+  from a handler in the main thread, at whatever bytecode runs; the handler
+  is installed before the input and restored after it
+  (_container_entrypoint.py:250-260). The test process cancels with
+  ``os.kill(pid, SIGUSR1)``, as the container's cancel callback does.
+* Volume views (:class:`StrictVolume`): the container sees the Volume as of
+  its start or its last ``reload()``; its writes reach others only after
+  ``commit()``; ``reload()`` fails while the process holds files open under
+  the mount ("Reloading will fail if there are open files", volume.py:917;
+  raised as RuntimeError, volume.py:935), and so does ``commit()``, which
+  reloads after committing (volume.py:902-904). Background commits
+  (allow_background_commits, volume.py:480) publish the view, partial
+  writes included, every ``background_commit_seconds``.
+* Queue puts: the worker's own ``ModalQueueChannel`` calls
+  :class:`_QueueClient`, which has ``Queue.put_many``'s signature and
+  semantics over the test process's queue service (partition limits, TTL):
+  non-blocking raises ``queue.Full``, blocking retries until its timeout,
+  client-side, as ``_put_many_blocking`` does (queue.py:669-700).
+* ``stop_fetching_inputs``: the current input finishes, then the container
+  exits (modal/experimental).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import queue
+import shutil
+import signal
+import sys
+import threading
+import time
+from multiprocessing.connection import Client, Connection
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+__all__ = ["StrictVolume", "main"]
+
+_PUT_RETRY_SECONDS = 0.05
+
+
+def _open_under(root: Path) -> list[str]:
+    """Files under ``root`` this process holds open or mapped (Linux /proc)."""
+    prefix = str(root.resolve()) + os.sep
+    found: list[str] = []
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(prefix):
+                found.append(target)
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            found.extend(
+                line.split(None, 5)[5].strip()
+                for line in maps
+                if len(line.split(None, 5)) == 6 and line.split(None, 5)[5].startswith(prefix)
+            )
+    except OSError:
+        return found
+    return found
+
+
+class StrictVolume:
+    """One container's view of a Volume; ``store`` holds what was committed."""
+
+    def __init__(self, store: Path, view: Path, *, background_commit_seconds: float = 0.0) -> None:
+        self.store = Path(store)
+        self.view = Path(view)
+        self.store.mkdir(parents=True, exist_ok=True)
+        self.view.mkdir(parents=True, exist_ok=True)
+        self.commits = 0
+        self.reloads = 0
+        self.background_commits = 0
+        self._lock = threading.Lock()
+        self._copy(self.store, self.view)  # what a fresh container mounts
+        if background_commit_seconds > 0:
+            threading.Thread(
+                target=self._background, args=(background_commit_seconds,), daemon=True
+            ).start()
+
+    @staticmethod
+    def _copy(source: Path, dest: Path) -> None:
+        """Publish each changed file whole (temporary name, then rename).
+
+        A container killed mid-commit leaves old or new files, never a torn one.
+        """
+        for folder, _, names in os.walk(source):
+            target_dir = dest / Path(folder).relative_to(source)
+            target_dir.mkdir(parents=True, exist_ok=True)
+            for name in names:
+                origin, target = Path(folder, name), target_dir / name
+                try:
+                    stat = origin.stat()
+                    if target.exists() and (
+                        target.stat().st_size == stat.st_size
+                        and target.stat().st_mtime_ns == stat.st_mtime_ns
+                    ):
+                        continue
+                    temporary = target_dir / f".standin-{os.getpid()}-{name}"
+                    shutil.copy2(origin, temporary)
+                    os.replace(temporary, target)
+                except FileNotFoundError:
+                    continue  # removed while walking
+
+    def _refuse_open_files(self, what: str) -> None:
+        held = _open_under(self.view)
+        if held:
+            raise RuntimeError(
+                f"{what} failed: there are open files under the Volume mount ({held[0]})"
+            )
+
+    def _background(self, seconds: float) -> None:
+        while True:
+            time.sleep(seconds)
+            with self._lock:
+                try:
+                    self._copy(self.view, self.store)
+                except (OSError, shutil.Error):
+                    continue
+                self.background_commits += 1
+
+    def commit(self) -> None:
+        """Publish this view (``Volume.commit``; its reload needs no open files)."""
+        with self._lock:
+            self._copy(self.view, self.store)
+            self.commits += 1
+        self._refuse_open_files("Volume.commit() reload")
+
+    def reload(self) -> None:
+        """See what others committed (``Volume.reload``); refused with files open."""
+        self._refuse_open_files("Volume.reload()")
+        with self._lock:
+            self._copy(self.store, self.view)
+            self.reloads += 1
+
+
+class _Link:
+    """The container's line to the test process (inputs in, puts and answers out).
+
+    Requests carry a sequence number and replies echo it: a cancellation that
+    lands between a put and its reply leaves that reply unread, and the next
+    request skips it.
+    """
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self._lock = threading.Lock()
+        self._sequence = 0
+
+    def request(self, message: tuple[Any, ...]) -> Any:
+        with self._lock:
+            self._sequence += 1
+            sequence = self._sequence
+            self._connection.send((*message, sequence))
+            while True:
+                reply, replied_to = self._connection.recv()
+                if replied_to == sequence:
+                    return reply
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._connection.send(message)
+
+    def recv(self) -> Any:
+        return self._connection.recv()
+
+
+class _QueueClient:
+    """``modal.Queue.put_many`` as the client implements it, over the queue service.
+
+    ``block=False`` raises ``queue.Full`` at once on a full partition
+    (queue.py:704-719); ``block=True`` retries until ``timeout``, forever
+    when it is None (``max_retries=None``, queue.py:686-693). The worker's
+    real ``ModalQueueChannel`` chooses which.
+    """
+
+    def __init__(self, link: _Link) -> None:
+        self._link = link
+        self.ttls: list[int] = []
+
+    def put_many(
+        self,
+        vs: list[Any],
+        block: bool = True,
+        timeout: float | None = None,
+        *,
+        partition: str | None = None,
+        partition_ttl: int = 24 * 3600,
+    ) -> None:
+        if not partition or len(partition.encode()) > 64:
+            raise ValueError("Partition keys must be non-empty and must not exceed 64 bytes")
+        self.ttls.append(partition_ttl)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            answer = self._link.request(("put", partition, list(vs), partition_ttl))
+            if answer == "ok":
+                return
+            if not block or (deadline is not None and time.monotonic() >= deadline):
+                raise queue.Full(f"partition {partition} is full ({answer})")
+            time.sleep(_PUT_RETRY_SECONDS)
+
+
+class _Control:
+    """``ContainerControl``: retire after the current input."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def stop_fetching_inputs(self) -> None:
+        self.stopped = True
+
+
+class _Probe:
+    def __init__(self, total_bytes: int, available_bytes: int, device: str) -> None:
+        self.total_bytes, self.available_bytes, self.device = total_bytes, available_bytes, device
+
+    def snapshot(self) -> Any:
+        from comfy_llm_residency import MemorySnapshot
+
+        return MemorySnapshot(self.available_bytes, self.total_bytes, self.device)
+
+    def clear_cache(self) -> None:
+        return None
+
+    def allocated_bytes(self) -> int | None:
+        return None
+
+
+def _resolve(reference: str | None) -> Any:
+    if not reference:
+        return None
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class _Container:
+    def __init__(self, link: _Link, spec: dict[str, Any]) -> None:
+        self.link = link
+        self.spec = spec
+        self.control = _Control()
+        self.volume = StrictVolume(
+            Path(spec["store"]),
+            Path(spec["view"]),
+            background_commit_seconds=float(spec.get("background_commit_seconds", 0.0)),
+        )
+        self.compile_cache: StrictVolume | None = None
+        if spec.get("compile_cache_store"):
+            self.compile_cache = StrictVolume(
+                Path(spec["compile_cache_store"]), Path(spec["compile_cache_view"])
+            )
+        self.service: Any = None
+        if spec["kind"] == "engine":
+            from comfy_llm_modal_remote import EngineService
+
+            probe = spec.get("probe")
+            self.service = EngineService(
+                storage_root=self.volume.view,
+                volume=self.volume,
+                container=self.control,
+                backend_factory=_resolve(spec.get("backend_factory")),
+                memory_probe=_Probe(**probe) if probe else None,
+                event_interval=float(spec.get("event_interval", 0.0)),
+                compile_cache=self.compile_cache,
+            )
+
+    def run(self, function: str, request: dict[str, Any], channel: Any) -> dict[str, Any]:
+        if function == "stage":
+            from comfy_llm_modal_remote import serve_stage
+
+            answer: dict[str, Any] = serve_stage(
+                request,
+                channel,
+                storage_root=self.volume.view,
+                volume=self.volume,
+                event_interval=float(self.spec.get("event_interval", 0.0)),
+            )
+            return answer
+        if function == "chunk":
+            from comfy_llm_modal_remote import serve_chunk
+
+            chunk_answer: dict[str, Any] = serve_chunk(self.service, request, channel)
+            return chunk_answer
+        served: dict[str, Any] = self.service.serve(request, channel)
+        return served
+
+    def state(self) -> dict[str, Any]:
+        service = self.service
+        info: dict[str, Any] = {
+            "pid": os.getpid(),
+            "reloads": self.volume.reloads,
+            "commits": self.volume.commits,
+            "stopped": self.control.stopped,
+            "env": dict(os.environ),
+        }
+        if service is not None:
+            manager_state = service.manager.state()
+            info.update(
+                resident_profiles=list(manager_state.resident_profiles),
+                busy=bool(manager_state.busy),
+                unsafe=bool(service.unsafe),
+                engine_reloads=service.reloads,
+                compile_cache_commits=service.compile_cache_commits,
+                promotion_state=service.export_promotion_state(),
+            )
+        return info
+
+    def command(self, name: str, argument: Any) -> Any:
+        if name == "state":
+            return self.state()
+        if name == "import_promotion_state":
+            self.service.import_promotion_state(argument)
+            return None
+        if name == "unload_all":
+            self.service.manager.unload_all()
+            return None
+        if name == "hold_open":  # a test holds a file open under the mount
+            self._held = open(self.volume.view / argument, "rb")  # noqa: SIM115
+            return None
+        raise ValueError(f"unknown command {name!r}")
+
+
+def _serve_input(container: _Container, call_id: str, function: str, payload: Any) -> None:
+    from comfy_llm_modal_remote._container import ModalQueueChannel
+    from modal.exception import InputCancellation
+
+    request = payload
+    channel = ModalQueueChannel(_QueueClient(container.link), str(request.get("request_id")))
+
+    def cancel_input(signum: int, frame: FrameType | None) -> None:
+        del signum, frame
+        raise InputCancellation("Input was cancelled by user")
+
+    container.link.send(("started", call_id))
+    outcome: tuple[Any, ...]
+    try:
+        signal.signal(signal.SIGUSR1, cancel_input)
+        try:
+            outcome = ("answer", call_id, container.run(function, request, channel))
+        finally:
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    except BaseException as error:  # what escapes the body escapes the input
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        outcome = ("raised", call_id, type(error).__name__, str(error))
+    container.link.send(outcome)
+
+
+def main(address: str) -> None:
+    """Connect to the test process and serve until told to stop (or retired)."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # between inputs a cancel finds nothing
+    authkey = bytes.fromhex(os.environ.pop("STANDIN_AUTHKEY"))
+    link = _Link(Client(address, family="AF_UNIX", authkey=authkey))
+    spec = link.recv()
+    container = _Container(link, spec)
+    link.send(("ready", os.getpid()))
+    while True:
+        message = link.recv()
+        kind = message[0]
+        if kind == "stop":
+            break
+        if kind == "input":
+            _serve_input(container, *message[1:])
+            if container.control.stopped:
+                link.send(("retired",))
+                break
+        elif kind == "command":
+            try:
+                link.send(("reply", container.command(message[1], message[2])))
+            except Exception as error:
+                link.send(("reply-error", f"{type(error).__name__}: {error}"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,617 @@
+"""A Modal stand-in as strict as Modal: containers are processes, the rules are Modal's.
+
+Tests never have Modal credentials, so the platform is replaced, and only
+the platform: the worker bodies are the real ones. Where the old thread
+stand-in was kinder than Modal, this one holds to what the modal 1.6.4
+client implements (each rule cites ``site-packages/modal``):
+
+* **Containers are processes.** Each container is its own Python process
+  (``python -m comfy_llm_testworld._modal_container``) started with only the
+  image's environment (:func:`comfy_llm_modal_remote.image_spec` of the
+  deployment's settings, the code fingerprint and the compile-cache root)
+  plus, for the stager only, the secret (HF_TOKEN and the test world's Hub
+  variables). A warm container keeps its process, so module state (vLLM
+  execution modes, loaded models) survives between its inputs and never
+  leaks into another container. :meth:`StrictTransport.scaledown` ends one.
+* **Inputs run one at a time in the main thread** (sync, no
+  ``@modal.concurrent``), and **cancellation is a signal**: ``cancel()``
+  sends SIGUSR1, whose handler raises ``InputCancellation`` at whatever
+  bytecode runs (_container_entrypoint.py:250-260): staging, a load,
+  prefill, generation, a blocked progress put.
+* **Volumes are per-container views** (``_modal_container.StrictVolume``):
+  writes reach others only on ``commit()``, others' writes are seen only
+  after ``reload()``; both fail while the container holds files open under
+  the mount (volume.py:902-935); background commits publish the view at
+  any time (volume.py:480).
+* **The progress Queue** (:class:`QueueService`): a partition holds at most
+  5,000 items and 64 MiB (queue.py:294-295); a non-blocking put on a full
+  partition raises ``queue.Full`` (queue.py:719), a blocking one retries
+  until its timeout (queue.py:669-700); a partition is cleared
+  ``partition_ttl`` seconds after its last put (queue.py:650).
+* **Deploys**: ``"recreate"`` ends every old container at once (in-flight
+  inputs fail); ``"rolling"`` lets old containers finish their input while
+  new inputs start new ones (app.py:627-628). :meth:`redeploy` and
+  :meth:`deploy_elsewhere` (another machine deploying other code under the
+  same app name) drive them.
+* **Retirement**: ``stop_fetching_inputs`` ends the container after its
+  input; the key's next input starts a new one. :meth:`kill` kills a
+  container's process (its input's ``FunctionCall.get`` raises
+  ``RemoteError``).
+
+API (what tests and the fan-out's helpers use)::
+
+    transport = StrictTransport(app_name, directory, root=tmp_path / "modal",
+                                probe_for=lambda key: FixedMemoryProbe(...),
+                                backend_factory="package.module:factory")
+    transport.ensure_ready(progress, check_interrupt)   # deploy (counted)
+    call = transport.start_stage(request) / start_generate(request, gpu=, affinity_key=)
+           / start_chunk(request, gpu=, affinity_key=)
+    call.events(timeout); call.done(); call.outcome(); call.cancel(); call.join()
+    container = transport.container(key)   # started on demand
+    container.state()  # pid, resident_profiles, busy, unsafe, reloads, promotion_state, env
+    container.import_promotion_state(state); container.hold_open(relative_path)
+    transport.kill(key); transport.scaledown(key); transport.stop_app()
+    transport.redeploy(strategy="rolling"|"recreate"); transport.deploy_elsewhere(fp)
+    transport.queue.partition_size(request_id)  # items, bytes
+    transport.calls  # [(kind, info, call)], transport.deploys, transport.stops
+
+``backend_factory`` is an importable ``"module:name"`` (it runs in the
+container process); ``probe_for`` returns a :class:`FixedMemoryProbe` whose
+fields travel as data.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import os
+import pickle
+import queue as queue_module
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from multiprocessing.connection import Listener
+from pathlib import Path
+from typing import Any
+
+from .modal_standin import GIB, FixedMemoryProbe
+
+__all__ = [
+    "GIB",
+    "FixedMemoryProbe",
+    "QueueService",
+    "StrictCall",
+    "StrictContainer",
+    "StrictTransport",
+]
+
+MAX_PARTITION_ITEMS = 5000
+MAX_PARTITION_BYTES = 64 * 1024 * 1024
+_START_SECONDS = 120.0
+_SECRET_ENV_PREFIXES = ("HF_",)
+
+
+class QueueService:
+    """The app's progress ``modal.Queue``: partitions with Modal's limits and TTL."""
+
+    def __init__(self, *, max_items: int = MAX_PARTITION_ITEMS) -> None:
+        self.max_items = max_items
+        self.ttl_cap_seconds = float("inf")
+        """Tests shorten time: a partition expires after min(its ttl, this)."""
+        self._partitions: dict[str, collections.deque[tuple[int, Any]]] = {}
+        self._bytes: dict[str, int] = {}
+        self._touched: dict[str, float] = {}
+        self._ttl: dict[str, float] = {}
+        self._cond = threading.Condition()
+
+    def _expire(self, now: float) -> None:
+        for key in [k for k, t in self._touched.items() if now - t > self._ttl.get(k, 0)]:
+            self._partitions.pop(key, None)
+            self._bytes.pop(key, None)
+            self._touched.pop(key, None)
+
+    def put(self, partition: str, items: list[Any], ttl: float) -> str:
+        """Append all or nothing: ``"ok"``, else why it is full.
+
+        The partition is cleared ``ttl`` seconds after this put unless another comes.
+        """
+        sizes = [len(pickle.dumps(item)) for item in items]  # Modal serializes each item
+        with self._cond:
+            now = time.monotonic()
+            self._expire(now)
+            stored = self._partitions.setdefault(partition, collections.deque())
+            if len(stored) + len(items) > self.max_items:
+                return f"{len(stored)} items, limit {self.max_items}"
+            if self._bytes.get(partition, 0) + sum(sizes) > MAX_PARTITION_BYTES:
+                return f"{self._bytes.get(partition, 0)} bytes, limit {MAX_PARTITION_BYTES}"
+            stored.extend(zip(sizes, items, strict=True))
+            self._bytes[partition] = self._bytes.get(partition, 0) + sum(sizes)
+            self._touched[partition] = now
+            self._ttl[partition] = min(ttl, self.ttl_cap_seconds)
+            self._cond.notify_all()
+            return "ok"
+
+    def get_many(self, partition: str, count: int, timeout: float) -> list[Any]:
+        """Up to ``count`` items, waiting at most ``timeout`` for the first."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            self._expire(time.monotonic())
+            while not self._partitions.get(partition):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                self._cond.wait(remaining)
+            stored = self._partitions[partition]
+            taken = [stored.popleft() for _ in range(min(count, len(stored)))]
+            self._bytes[partition] -= sum(size for size, _ in taken)
+            return [item for _, item in taken]
+
+    def partition_size(self, partition: str) -> tuple[int, int]:
+        """(items, bytes) held for ``partition``."""
+        with self._cond:
+            self._expire(time.monotonic())
+            return len(self._partitions.get(partition, ())), self._bytes.get(partition, 0)
+
+
+class StrictCall:
+    """One spawned input (``FunctionCall``): events from its partition, answer, cancel."""
+
+    def __init__(self, transport: StrictTransport, function: str, request: dict[str, Any]) -> None:
+        self.call_id = uuid.uuid4().hex
+        self.function = function
+        self.request = request
+        self.partition = str(request.get("request_id"))
+        self.container: StrictContainer | None = None
+        self.started = threading.Event()
+        self.finished = threading.Event()
+        self.answer: dict[str, Any] | None = None
+        self.raised: BaseException | None = None
+        self._transport = transport
+        self._cancel_requested = False
+        self.key = ""
+
+    def events(self, timeout: float) -> list[dict[str, Any]]:
+        """Events that arrived in the call's partition (waits at most ``timeout``)."""
+        return list(self._transport.queue.get_many(self.partition, 256, timeout))
+
+    def done(self) -> bool:
+        """True once the input ended (its events may still be queued)."""
+        return self.finished.is_set()
+
+    def outcome(self) -> dict[str, Any]:
+        """The envelope, or what ``FunctionCall.get`` raises."""
+        self.finished.wait()
+        if self.raised is not None:
+            raise self.raised
+        assert self.answer is not None
+        return self.answer
+
+    def cancel(self) -> None:
+        """``FunctionCall.cancel()``: SIGUSR1 to the running container.
+
+        ``terminate_containers=False``, Modal's default: the container lives on.
+        """
+        self._cancel_requested = True
+        container = self.container
+        if container is not None and self.started.is_set() and not self.finished.is_set():
+            container.signal(signal.SIGUSR1)
+
+    def join(self, timeout: float = 120.0) -> None:
+        """Wait for the input to end."""
+        self.finished.wait(timeout)
+
+    def _finish(self, answer: dict[str, Any] | None, raised: BaseException | None) -> None:
+        self.answer, self.raised = answer, raised
+        self.finished.set()
+
+
+def _remote_error(text: str) -> BaseException:
+    from modal.exception import RemoteError
+
+    return RemoteError(text)
+
+
+class StrictContainer:
+    """A container process and the line to it."""
+
+    def __init__(
+        self, transport: StrictTransport, key: str, spec: dict[str, Any], env: dict[str, str]
+    ) -> None:
+        self.key = key
+        self.deployment = transport.deployment
+        self.stopped = False
+        self.draining = False
+        self.volume_view = Path(spec["view"])
+        self._transport = transport
+        self._pending: collections.deque[StrictCall] = collections.deque()
+        self._current: StrictCall | None = None
+        self._replies: queue_module.Queue[tuple[str, Any]] = queue_module.Queue()
+        self._lock = threading.RLock()
+        socket_dir = tempfile.mkdtemp(prefix="mst-")
+        address = os.path.join(socket_dir, "c")
+        authkey = secrets.token_bytes(16)
+        listener = Listener(address, family="AF_UNIX", authkey=authkey)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "comfy_llm_testworld._modal_container", address],
+            env={**env, "STANDIN_AUTHKEY": authkey.hex()},
+        )
+        accepted: list[Any] = []
+        acceptor = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
+        acceptor.start()
+        acceptor.join(_START_SECONDS)
+        if not accepted:
+            self.process.kill()
+            raise RuntimeError(
+                f"stand-in container {key} did not start (exit {self.process.poll()})"
+            )
+        self._connection = accepted[0]
+        listener.close()
+        self._connection.send(spec)
+        ready = self._connection.recv()
+        self.pid = int(ready[1])
+        threading.Thread(target=self._read, name=f"standin-{key}", daemon=True).start()
+
+    # -- the line ------------------------------------------------------------
+    def _send(self, message: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._connection.send(message)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self._connection.recv()
+            except (EOFError, OSError):
+                self._lost()
+                return
+            kind = message[0]
+            if kind == "put":
+                _, partition, items, ttl, sequence = message
+                self._send((self._transport.queue.put(partition, items, ttl), sequence))
+            elif kind == "started":
+                if self._current is not None:
+                    self._current.started.set()
+                    if self._current._cancel_requested:
+                        self.signal(signal.SIGUSR1)
+            elif kind in {"answer", "raised"}:
+                self._done(message)
+            elif kind == "retired":
+                self.stopped = True
+            elif kind in {"reply", "reply-error"}:
+                self._replies.put((kind, message[1]))
+
+    def _done(self, message: tuple[Any, ...]) -> None:
+        with self._lock:
+            call, self._current = self._current, None
+        if call is not None:
+            if message[0] == "answer":
+                call._finish(message[2], None)
+            else:
+                call._finish(None, _raised(message[2], message[3]))
+        self._next()
+
+    def _lost(self) -> None:
+        self.stopped = True
+        with self._lock:
+            call, self._current = self._current, None
+            pending, self._pending = list(self._pending), collections.deque()
+        if call is not None:
+            call._finish(None, _remote_error("Container terminated unexpectedly"))
+        for waiting in pending:  # never started here: the platform places them anew
+            self._transport._place(waiting)
+
+    def _next(self) -> None:
+        with self._lock:
+            if self._current is not None or not self._pending:
+                return
+            if self.stopped or self.draining:
+                pending, self._pending = list(self._pending), collections.deque()
+                for waiting in pending:
+                    self._transport._place(waiting)
+                if self.draining:
+                    self.stop()
+                return
+            call = self._current = self._pending.popleft()
+        call.container = self
+        self._send(("input", call.call_id, call.function, call.request))
+
+    def submit(self, call: StrictCall) -> None:
+        """Queue an input on this container (one runs at a time)."""
+        with self._lock:
+            self._pending.append(call)
+        self._next()
+
+    # -- platform operations ------------------------------------------------
+    def signal(self, number: int) -> None:
+        """Send a signal to the container process."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, number)
+
+    def busy(self) -> bool:
+        """An input runs or waits here."""
+        return self._current is not None or bool(self._pending)
+
+    def stop(self) -> None:
+        """Scale down: the process ends (after its input, when one runs)."""
+        self.stopped = True
+        if self._current is None:
+            with contextlib.suppress(OSError):
+                self._send(("stop",))
+        else:
+            self.draining = True
+
+    def kill(self) -> None:
+        """The process dies where it is."""
+        self.stopped = True
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+
+    def command(self, name: str, argument: Any = None, timeout: float = 60.0) -> Any:
+        """Run an inspection command in the container between inputs."""
+        deadline = time.monotonic() + timeout
+        while self._current is not None and time.monotonic() < deadline:
+            time.sleep(0.02)  # one thing at a time on the main thread, as in Modal
+        self._send(("command", name, argument))
+        kind, value = self._replies.get(timeout=timeout)
+        if kind == "reply-error":
+            raise RuntimeError(value)
+        return value
+
+    def state(self) -> dict[str, Any]:
+        """What the container process reports about itself (see the module docstring)."""
+        value: dict[str, Any] = self.command("state")
+        return value
+
+    def import_promotion_state(self, state: dict[str, Any]) -> None:
+        """Hand the engine a promotion state (as a retry would)."""
+        self.command("import_promotion_state", dict(state))
+
+    def unload_all(self) -> None:
+        """Unload the engine's resident models."""
+        self.command("unload_all")
+
+    def hold_open(self, relative: str) -> None:
+        """Open a file under the weight Volume in the container (until it exits)."""
+        self.command("hold_open", relative)
+
+
+def _raised(name: str, message: str) -> BaseException:
+    if name == "InputCancellation":
+        from modal.exception import InputCancellation
+
+        return InputCancellation(message)
+    return _remote_error(f"{name}: {message}")
+
+
+@dataclasses.dataclass
+class _Deployment:
+    number: int
+    fingerprint: str
+    env: dict[str, str]
+
+
+class StrictTransport:
+    """A ``Transport`` whose containers are processes under Modal's rules.
+
+    Args:
+        app_name: The app name the dispatcher reports.
+        directory: The installation directory (the factory signature; unused).
+        root: Where the Volumes' stores and the containers' views live.
+        probe_for: ``affinity key -> FixedMemoryProbe`` for each new GPU container.
+        event_interval: The workers' progress send interval (0: every event).
+        backend_factory: ``"module:name"`` of the engines' backend factory (None: CUDA backends).
+        background_commit_seconds: How often containers publish their Volume view on their own.
+        strategy: The deploy strategy :meth:`ensure_ready` uses (``ModalTransport``'s).
+    """
+
+    def __init__(
+        self,
+        app_name: str,
+        directory: Path,
+        *,
+        root: Path,
+        probe_for: Any = None,
+        event_interval: float = 0.0,
+        backend_factory: str | None = None,
+        background_commit_seconds: float = 0.5,
+        strategy: str | None = None,
+    ) -> None:
+        from comfy_llm_modal_remote._deploy import DEPLOY_STRATEGY
+
+        self.app_name = app_name
+        self.directory = directory
+        self.root = Path(root)
+        self.store = self.root / "volume"
+        self.compile_store = self.root / "compile-cache"
+        self.queue = QueueService()
+        self.strategy = strategy or DEPLOY_STRATEGY
+        self.containers: dict[str, StrictContainer] = {}
+        self.retired: list[StrictContainer] = []
+        self.calls: list[tuple[str, dict[str, Any], StrictCall]] = []
+        self.deploys = 0
+        self.stops = 0
+        self.deployed = False
+        self.deployment = 0
+        self._probe_for = probe_for or (lambda key: FixedMemoryProbe())
+        self._event_interval = event_interval
+        self._backend_factory = backend_factory
+        self._background = background_commit_seconds
+        self._current: _Deployment | None = None
+        self._started = 0
+        self._lock = threading.RLock()
+
+    # -- deployments ----------------------------------------------------------
+    def expected_fingerprint(self) -> str:
+        """This machine's code fingerprint (what a deploy bakes in)."""
+        from comfy_llm_modal_remote import code_fingerprint
+
+        return str(code_fingerprint())
+
+    def forget_deployment(self) -> None:
+        """Deploy again on the next :meth:`ensure_ready`."""
+        self.deployed = False
+
+    def _image_env(self, fingerprint: str) -> dict[str, str]:
+        from comfy_llm_modal_remote import ModalSettings, image_spec
+
+        spec = image_spec(
+            ModalSettings.from_env(), {"COMFY_MODAL_LLM_CODE_FINGERPRINT": fingerprint}
+        )
+        return dict(spec.env)
+
+    def _deploy(self, fingerprint: str, strategy: str) -> None:
+        with self._lock:
+            self.deployment += 1
+            self._current = _Deployment(self.deployment, fingerprint, self._image_env(fingerprint))
+            old, self.containers = list(self.containers.values()), {}
+        for container in old:
+            self.retired.append(container)
+            if strategy == "recreate":
+                container.kill()  # in-flight inputs fail; nothing old serves again
+            else:
+                container.stop()  # rolling: it finishes its input, new inputs go elsewhere
+
+    def ensure_ready(self, progress: Any, check_interrupt: Any = None) -> None:
+        """Deploy on first use and when forgotten, with :attr:`strategy`; counted."""
+        if self.deployed:
+            return
+        from comfy_llm_profiles import ProgressEvent, ProgressStage
+
+        progress(
+            ProgressEvent(
+                stage=ProgressStage.INSPECT,
+                message=f"Deploying the Modal app {self.app_name} (first use or new code)",
+                indeterminate=True,
+            )
+        )
+        if check_interrupt is not None:
+            check_interrupt()
+        self._deploy(self.expected_fingerprint(), self.strategy)
+        self.deploys += 1
+        self.deployed = True
+
+    def redeploy(self, strategy: str = "recreate") -> None:
+        """A new deploy of the same code (e.g. a changed setting) while calls may run."""
+        self._deploy(self.expected_fingerprint(), strategy)
+        self.deploys += 1
+        self.deployed = True
+
+    def deploy_elsewhere(self, fingerprint: str, strategy: str = "recreate") -> None:
+        """Another machine deploys other code under this app name (a shared app name)."""
+        self._deploy(fingerprint, strategy)
+
+    def stop_app(self) -> None:
+        """``App.stop()``: every container ends (the Volumes stay); deploy anew next."""
+        self.stops += 1
+        self.deployed = False
+        with self._lock:
+            old, self.containers = list(self.containers.values()), {}
+            self._current = None
+        for container in old:
+            container.kill()
+            self.retired.append(container)
+
+    def close(self) -> None:
+        """End every container process (tests' teardown)."""
+        for container in [*self.containers.values(), *self.retired]:
+            container.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                container.process.wait(10)
+
+    # -- containers -------------------------------------------------------
+    def _spec(self, key: str, kind: str) -> tuple[dict[str, Any], dict[str, str]]:
+        if self._current is None:  # a direct start_* without ensure_ready: deploy quietly
+            self._deploy(self.expected_fingerprint(), self.strategy)
+        assert self._current is not None
+        self._started += 1
+        name = f"{kind}-{self._started}"
+        home = self.root / "containers" / name
+        home.mkdir(parents=True, exist_ok=True)
+        env = {
+            **self._current.env,
+            "HOME": str(home),
+            "MODAL_CONFIG_PATH": os.environ.get("MODAL_CONFIG_PATH", os.devnull),
+            "MODAL_IS_REMOTE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+        spec: dict[str, Any] = {
+            "kind": kind,
+            "store": str(self.store),
+            "view": str(home / "storage"),
+            "event_interval": self._event_interval,
+            "background_commit_seconds": self._background,
+        }
+        if kind == "stager":
+            env.update({k: v for k, v in os.environ.items() if k.startswith(_SECRET_ENV_PREFIXES)})
+        else:
+            probe = self._probe_for(key)
+            spec["probe"] = {
+                "total_bytes": probe.total_bytes,
+                "available_bytes": probe.available_bytes,
+                "device": probe.device,
+            }
+            spec["backend_factory"] = self._backend_factory
+            spec["compile_cache_store"] = str(self.compile_store)
+            spec["compile_cache_view"] = str(home / "llm-compile-cache")
+            env["COMFY_MODAL_LLM_COMPILE_CACHE_ROOT"] = spec["compile_cache_view"]
+        return spec, env
+
+    def container(self, key: str) -> StrictContainer:
+        """The live container of ``key`` (a new process after retirement or a deploy)."""
+        with self._lock:
+            existing = self.containers.get(key)
+            if existing is not None and not existing.stopped:
+                return existing
+            if existing is not None:
+                self.retired.append(existing)
+            spec, env = self._spec(key, "stager" if key == _STAGER else "engine")
+            started = self.containers[key] = StrictContainer(self, key, spec, env)
+            return started
+
+    def _place(self, call: StrictCall) -> None:
+        self.container(call.key).submit(call)
+
+    def _start(
+        self, kind: str, function: str, request: dict[str, Any], key: str, gpu: str | None
+    ) -> StrictCall:
+        call = StrictCall(self, function, request)
+        call.key = key
+        info = (
+            {"gpu": gpu, "affinity_key": key, "request": request} if gpu else {"request": request}
+        )
+        self.calls.append((kind, info, call))
+        self._place(call)
+        return call
+
+    def start_stage(self, request: dict[str, Any]) -> StrictCall:
+        """The stager: ``max_containers=1``, so every stage runs in its one container."""
+        return self._start("stage", "stage", request, _STAGER, None)
+
+    def start_generate(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> StrictCall:
+        """``RemoteEngine(affinity=key).generate.spawn`` in the key's container."""
+        return self._start("generate", "generate", request, affinity_key, gpu)
+
+    def start_chunk(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> StrictCall:
+        """``RemoteEngine(affinity=key).caption_chunk.spawn`` in the key's container."""
+        return self._start("chunk", "chunk", request, affinity_key, gpu)
+
+    def kill(self, affinity_key: str) -> None:
+        """Kill the key's container mid-call: its input's answer is lost, the key starts anew."""
+        container = self.containers.get(affinity_key)
+        if container is not None:
+            container.kill()
+
+    def scaledown(self, affinity_key: str) -> None:
+        """The key's container scales down (idle): its process ends."""
+        container = self.containers.pop(affinity_key, None)
+        if container is not None:
+            container.stop()
+            self.retired.append(container)
+
+
+_STAGER = "__stager__"
