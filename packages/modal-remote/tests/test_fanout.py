@@ -214,7 +214,7 @@ def test_a_fitting_jpeg_goes_as_its_own_bytes_a_larger_image_is_reduced(tmp_path
 
 
 def test_an_image_the_worker_cannot_decode_is_that_images_error_the_chunk_goes_on(
-    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+    model_hub: FakeHub, transport: StrictTransport, tmp_path: Path
 ) -> None:
     from comfy_llm_modal_remote import ChunkImage
 
@@ -231,13 +231,13 @@ def test_an_image_the_worker_cannot_decode_is_that_images_error_the_chunk_goes_o
 
 
 def test_a_worker_that_retired_itself_hands_its_chunk_and_promotion_to_another(
-    model_hub: FakeHub, transport: StandinTransport, tmp_path: Path
+    model_hub: FakeHub, transport: StrictTransport, tmp_path: Path
 ) -> None:
     images = _images(tmp_path / "data", 6)
     promoted = {"version": 1, "promoted": True, "observed_workflow_count": 2, "prompt_ids": []}
-    retired = transport.container("caption-h100-0").service
+    retired = transport.container("caption-h100-0")
     retired.import_promotion_state(promoted)
-    retired.unsafe = True  # as after a failed memory recovery (WorkerUnsafeError next time)
+    retired.mark_unsafe()  # as after a failed memory recovery (WorkerUnsafeError next time)
     recorder = Recorder()
     report = caption_fan_out(Dispatcher(transport), _job(), images, recorder)
     assert recorder.captioned() == list(range(6))

@@ -322,6 +322,9 @@ class _Container:
         if name == "import_promotion_state":
             self.service.import_promotion_state(argument)
             return None
+        if name == "mark_unsafe":  # as after a failed memory recovery
+            self.service.unsafe = True
+            return None
         if name == "unload_all":
             self.service.manager.unload_all()
             return None

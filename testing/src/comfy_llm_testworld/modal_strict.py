@@ -50,6 +50,7 @@ API (what tests and the fan-out's helpers use)::
     container = transport.container(key)   # started on demand
     container.state()  # pid, resident_profiles, busy, unsafe, reloads, promotion_state, env
     container.import_promotion_state(state); container.hold_open(relative_path)
+    container.mark_unsafe(); container.unload_all()
     transport.kill(key); transport.scaledown(key); transport.stop_app()
     transport.redeploy(strategy="rolling"|"recreate"); transport.deploy_elsewhere(fp)
     transport.queue.partition_size(request_id)  # items, bytes
@@ -371,6 +372,10 @@ class StrictContainer:
         """Hand the engine a promotion state (as a retry would)."""
         self.command("import_promotion_state", dict(state))
 
+    def mark_unsafe(self) -> None:
+        """Mark the engine retired, as after a failed memory recovery."""
+        self.command("mark_unsafe")
+
     def unload_all(self) -> None:
         """Unload the engine's resident models."""
         self.command("unload_all")
@@ -442,6 +447,7 @@ class StrictTransport:
         self._backend_factory = backend_factory
         self._background = background_commit_seconds
         self._current: _Deployment | None = None
+        self._implicit = False
         self._started = 0
         self._lock = threading.RLock()
 
@@ -491,7 +497,9 @@ class StrictTransport:
         )
         if check_interrupt is not None:
             check_interrupt()
-        self._deploy(self.expected_fingerprint(), self.strategy)
+        if not self._implicit:
+            self._deploy(self.expected_fingerprint(), self.strategy)
+        self._implicit = False  # a test started containers first: that was this deploy
         self.deploys += 1
         self.deployed = True
 
@@ -512,6 +520,7 @@ class StrictTransport:
         with self._lock:
             old, self.containers = list(self.containers.values()), {}
             self._current = None
+            self._implicit = False
         for container in old:
             container.kill()
             self.retired.append(container)
@@ -527,6 +536,7 @@ class StrictTransport:
     def _spec(self, key: str, kind: str) -> tuple[dict[str, Any], dict[str, str]]:
         if self._current is None:  # a direct start_* without ensure_ready: deploy quietly
             self._deploy(self.expected_fingerprint(), self.strategy)
+            self._implicit = True
         assert self._current is not None
         self._started += 1
         name = f"{kind}-{self._started}"
