@@ -13,7 +13,14 @@ _VARIABLE = re.compile(r"[\"']((?:HF|HUGGING_FACE|COMFY|MODAL)_[A-Z0-9_]+)[\"']"
 def _read_by_code() -> set[str]:
     names = set()
     for source in REPO_ROOT.glob("packages/*/src/**/*.py"):
-        names.update(_VARIABLE.findall(source.read_text(encoding="utf-8")))
+        text = source.read_text(encoding="utf-8")
+        # A name the module itself defines (``MODAL_GPUS = ...``, listed in ``__all__``)
+        # is a Python constant, not an environment variable.
+        names.update(
+            name
+            for name in _VARIABLE.findall(text)
+            if not re.search(rf"^{name}\s*[:=]", text, re.MULTILINE)
+        )
     return {name for name in names if not re.search(r"_ENVS?$", name)}
 
 

@@ -25,11 +25,11 @@ computed here on the local side and read back from the environment inside
 a container, where the stager echoes it to the dispatcher.
 """
 
-import os
 from pathlib import Path
 from typing import Any
 
 import modal
+from comfy_llm_core import env_str
 
 from ._chunk_worker import serve_chunk
 from ._container import ModalContainerControl, ModalQueueChannel, ModalVolume
@@ -69,7 +69,7 @@ STAGER_CPU = 2.0
 STAGER_MEMORY_MB = 16 * 1024
 
 settings = ModalSettings.from_env()
-fingerprint = code_fingerprint() if modal.is_local() else os.environ.get(FINGERPRINT_ENV, "")
+fingerprint = code_fingerprint() if modal.is_local() else (env_str(FINGERPRINT_ENV) or "")
 image = build_image(
     image_spec(
         settings, {COMPILE_CACHE_ROOT_ENV: COMPILE_CACHE_MOUNT, FINGERPRINT_ENV: fingerprint}
