@@ -265,3 +265,15 @@ def test_a_budget_spent_reasoning_is_explained_with_the_cli_flags(
     )
     assert note["message"] == expected
     assert f"comfy-llm: note: {expected}" in captured.err
+
+
+def test_run_keeps_library_progress_bars_off_stderr(
+    model_hub: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # transformers draws "Loading weights: 0%| ..." with tqdm on stderr; without
+    # --debug the CLI's stderr carries its own progress lines only
+    argv = ["run", "--model", "tiny/qwen35-scripted", "--prompt", "hi", "--target", "local_cpu"]
+    assert main([*argv, "--temperature", "0", "--max-new-tokens", "4", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "Loading weights" not in err
+    assert "%|" not in err  # no third-party tqdm bar at all

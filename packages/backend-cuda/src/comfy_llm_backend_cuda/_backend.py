@@ -26,7 +26,7 @@ from ._batch import batchable, generate_groups
 from ._engine import DevicePlan, import_engine, plan_device
 from ._generate import eos_ids, run_generate
 from ._messages import encode_prompt
-from ._processor import ENGINE_NAME, load_processor, load_reporter
+from ._processor import ENGINE_NAME, hide_library_bars, load_processor, load_reporter
 from .errors import (
     BackendUnloadedError,
     ModelLoadError,
@@ -110,6 +110,7 @@ class TransformersBackend:
         plan = plan_device(profile, torch)
         started = time.perf_counter()
         report = load_reporter(progress, started)
+        hide_library_bars(transformers)
         report("Loading processor")
         processor = load_processor(transformers, profile, path)
         report(f"Loading model ({plan.device}, {plan.dtype_name})")

@@ -7,11 +7,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from comfy_llm_core import library_progress_bars_quiet
 from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
 
 from .errors import ModelLoadError
 
-__all__ = ["ENGINE_NAME", "VLLM_ENGINE_NAME", "load_processor", "load_reporter"]
+__all__ = [
+    "ENGINE_NAME",
+    "VLLM_ENGINE_NAME",
+    "hide_library_bars",
+    "load_processor",
+    "load_reporter",
+]
 
 ENGINE_NAME: Final = "transformers"
 VLLM_ENGINE_NAME: Final = "vllm"
@@ -31,6 +38,27 @@ def load_reporter(progress: ProgressCallback, started: float) -> Callable[[str],
         )
 
     return report
+
+
+def _silent_bar(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Transformers' tqdm hook: the bar still iterates but draws nothing while quiet."""
+    if library_progress_bars_quiet():
+        kwargs = {**kwargs, "disable": True}
+    return factory(*args, **kwargs)
+
+
+def hide_library_bars(transformers: Any) -> None:
+    """Keep Transformers' own bars ("Loading weights: 0%|...") off a quiet CLI's stderr.
+
+    The CLI shows progress through its own lines and keeps library output off
+    stderr unless ``--debug`` (:func:`comfy_llm_core.library_progress_bars_quiet`).
+    Only Transformers' bars are hooked (``set_tqdm_hook``, Transformers >= 5):
+    ``disable_progress_bar()`` would also switch off huggingface_hub's bars
+    process-wide. Nothing is installed when bars are wanted (ComfyUI's console).
+    """
+    set_hook = getattr(transformers.utils.logging, "set_tqdm_hook", None)
+    if set_hook is not None and library_progress_bars_quiet():
+        set_hook(_silent_bar)
 
 
 def load_processor(transformers: Any, profile: ModelProfile, path: Path) -> Any:

@@ -7,7 +7,8 @@
 * :func:`render_error`, :func:`redact`, :func:`check_token`: tokens never reach output.
 * :func:`write_atomically`: files replaced whole (temp + rename), mode 0644 minus umask.
 * :func:`fold_seed`: a ComfyUI seed folded into an engine's seed width.
-* :func:`configure_library_logging`: library chatter off stderr unless debugging.
+* :func:`configure_library_logging`: library chatter off stderr unless debugging;
+  :func:`library_progress_bars_quiet` tells engines to hide their bars too.
 * :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
 """
 
@@ -23,7 +24,11 @@ from comfy_llm_core._env import (
 )
 from comfy_llm_core._errors import ComfyLLMError, DiskFullError, ErrorAction, rebuild_error
 from comfy_llm_core._files import DISK_FULL_ERRNOS, write_atomically
-from comfy_llm_core._logs import RedactingFilter, configure_library_logging
+from comfy_llm_core._logs import (
+    RedactingFilter,
+    configure_library_logging,
+    library_progress_bars_quiet,
+)
 from comfy_llm_core._paths import hub_path_problem, quote_untrusted
 from comfy_llm_core._secrets import (
     REDACTED,
@@ -57,6 +62,7 @@ __all__ = [
     "env_set",
     "env_str",
     "fold_seed",
+    "library_progress_bars_quiet",
     "hub_path_problem",
     "quote_untrusted",
     "rebuild_error",

@@ -6,6 +6,12 @@ already say what happened, so that chatter stays off unless asked for.
 huggingface_hub installs its own stderr handler and sets its level from
 ``HF_HUB_VERBOSITY`` when first imported, so the variable is set here before
 that import; levels and filters are set on whatever exists now.
+
+Third-party progress bars (Transformers' "Loading weights" tqdm) are not
+logging: :func:`library_progress_bars_quiet` tells the engine packages, which
+alone may import those libraries, to keep them off stderr too. Staging's own
+download progress is a tqdm stand-in handed to huggingface_hub and is not
+affected (nothing here disables huggingface_hub's bars globally).
 """
 
 from __future__ import annotations
@@ -16,12 +22,27 @@ import sys
 
 from comfy_llm_core._secrets import redact
 
-__all__ = ["LIBRARY_LOGGERS", "RedactingFilter", "configure_library_logging"]
+__all__ = [
+    "LIBRARY_LOGGERS",
+    "RedactingFilter",
+    "configure_library_logging",
+    "library_progress_bars_quiet",
+]
 
 LIBRARY_LOGGERS = ("huggingface_hub", "httpx2", "httpx", "httpcore", "urllib3", "filelock")
 """Third-party loggers whose messages are chatter unless debugging."""
 
 _HANDLER_NAME = "comfy-llm-debug"
+_QUIET_BARS: dict[str, bool] = {"quiet": False}  # set by configure_library_logging
+
+
+def library_progress_bars_quiet() -> bool:
+    """Whether third-party progress bars must stay off stderr.
+
+    True once :func:`configure_library_logging` ran without ``debug`` (the
+    CLI); False otherwise (ComfyUI's console shows them as usual).
+    """
+    return _QUIET_BARS["quiet"]
 
 
 class RedactingFilter(logging.Filter):
@@ -41,6 +62,7 @@ def configure_library_logging(debug: bool) -> None:
         debug: Show INFO and above from the libraries and from comfy-llm on
             stderr, every line through :class:`RedactingFilter`.
     """
+    _QUIET_BARS["quiet"] = not debug
     level = logging.INFO if debug else logging.ERROR
     if "huggingface_hub" not in sys.modules:
         os.environ["HF_HUB_VERBOSITY"] = "info" if debug else "error"
