@@ -220,3 +220,35 @@ def test_pdf_character_limit_stops_extraction(pdf_bytes) -> None:
 def test_unsupported_container() -> None:
     with pytest.raises(FileInputError, match=r"int is not supported"):
         read_input_files(42)
+
+
+def _page_tree_pdf(count: int) -> bytes:
+    """A valid PDF whose one /Kids array lists ``count`` pages (one page object, shared)."""
+    kids = b" ".join([b"3 0 R"] * count)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Count " + str(count).encode() + b" /Kids [" + kids + b"] >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 10 10] >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    size = len(objects) + 1
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
+    return bytes(out)
+
+
+def test_pdf_pypdf_cannot_open_is_told_the_page_limit_it_broke() -> None:
+    # pypdf refuses a /Kids array over 100,000 elements ("Reached maximum array
+    # element count") before it can count pages; the page tree's /Count still says
+    data = _page_tree_pdf(100_001)
+    item = {"filename": "huge.pdf", "file_data": uri(data, "application/pdf")}
+    error = _refused([item], "'huge.pdf' has 100001 pages; the limit is 200")
+    assert (error.value, error.limit) == (100_001, 200)
+    # within the page limit, the same refusal is not blamed on the page count
+    _refused([item], "'huge.pdf' is not a readable PDF", InputLimits(max_pdf_pages=200_000))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 
 from ._limits import ProgressCallback, report
@@ -21,6 +22,38 @@ _PARSE_ERRORS: tuple[type[BaseException], ...] = (
     ZeroDivisionError,
     OSError,
 )
+
+
+_COUNT = re.compile(rb"/Count\s+(\d{1,12})")
+_PAGES_TYPE = re.compile(rb"/Type\s*/Pages(?![A-Za-z])")
+
+
+def declared_page_count(data: bytes) -> int | None:
+    """The page count a PDF's page tree declares, read from its raw bytes.
+
+    Only for messages when pypdf refuses the file (a ``/Kids`` array past its
+    element limit, "Reached maximum array element count"): the largest
+    ``/Count`` of a dictionary typed ``/Pages`` (the root's counts all pages).
+    ``None`` when no such dictionary is readable as plain text (compressed
+    object streams), so nothing is claimed then.
+    """
+    counts = []
+    for match in _COUNT.finditer(data):
+        opening = data.rfind(b"<<", 0, match.start())
+        closing = data.find(b">>", match.end())
+        if opening >= 0 and closing >= 0 and _PAGES_TYPE.search(data, opening, closing):
+            counts.append(int(match.group(1)))
+    return max(counts, default=None)
+
+
+def _over_page_limit(name: str, page_count: int, max_pages: int) -> FileInputError:
+    return FileInputError(
+        f"File {name!r} has {page_count} pages; the limit is {max_pages} pages per PDF; "
+        f"split it or attach only the pages you need (at most {max_pages})",
+        filename=name,
+        value=page_count,
+        limit=max_pages,
+    )
 
 
 def extract_pdf_text(
@@ -62,6 +95,9 @@ def extract_pdf_text(
         encrypted = reader.is_encrypted
         page_count = 0 if encrypted else len(reader.pages)
     except pdf_errors as error:
+        declared = declared_page_count(data)
+        if declared is not None and declared > max_pages:  # e.g. a page tree past pypdf's limits
+            raise _over_page_limit(name, declared, max_pages) from error
         raise FileInputError(
             f"File {name!r} is not a readable PDF ({type(error).__name__}: {error}); "
             "re-save or re-export it as PDF, or pass its text as a .txt file",
@@ -78,13 +114,7 @@ def extract_pdf_text(
             f"File {name!r} is a PDF with no pages; attach a PDF with content", filename=name
         )
     if page_count > max_pages:
-        raise FileInputError(
-            f"File {name!r} has {page_count} pages; the limit is {max_pages} pages per PDF; "
-            f"split it or attach only the pages you need (at most {max_pages})",
-            filename=name,
-            value=page_count,
-            limit=max_pages,
-        )
+        raise _over_page_limit(name, page_count, max_pages)
     parts: list[str] = []
     characters = 0
     found_text = False
