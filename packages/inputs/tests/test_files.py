@@ -222,25 +222,76 @@ def test_unsupported_container() -> None:
         read_input_files(42)
 
 
-def _page_tree_pdf(count: int) -> bytes:
-    """A valid PDF whose one /Kids array lists ``count`` pages (one page object, shared)."""
-    kids = b" ".join([b"3 0 R"] * count)
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Count " + str(count).encode() + b" /Kids [" + kids + b"] >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 10 10] >>",
-    ]
+def _raw_pdf(objects: list[bytes]) -> bytes:
+    """A PDF of ``objects`` (1 is the catalog) with an exact cross-reference table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
         offsets.append(len(out))
         out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
     xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
     size = len(objects) + 1
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % size
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
     return bytes(out)
+
+
+def _page_tree_pdf(count: int) -> bytes:
+    """A valid PDF whose one /Kids array lists ``count`` pages (one page object, shared)."""
+    kids = b" ".join([b"3 0 R"] * count)
+    return _raw_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Count " + str(count).encode() + b" /Kids [" + kids + b"] >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 10 10] >>",
+        ]
+    )
+
+
+_HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+# A composite font with no /ToUnicode: pypdf decodes its glyphs as control codes
+_UNMAPPED = (
+    b"<< /Type /Font /Subtype /Type0 /BaseFont /Foo /Encoding /Identity-H /DescendantFonts "
+    b"[<< /Type /Font /Subtype /CIDFontType2 /BaseFont /Foo /CIDSystemInfo "
+    b"<< /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> >>] >>"
+)
+
+
+def _one_page_pdf(content: bytes, font: bytes) -> bytes:
+    """One page whose content stream is ``content``, with ``font`` as /F1."""
+    return _raw_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Count 1 /Kids [3 0 R] >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>",
+            b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+            font,
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "font"),
+    [
+        (b"BT /F1 12 Tf 10 10 Td (   ) Tj ET", _HELVETICA),  # the only text shown is blank
+        (b"BT /F1 12 Tf 10 10 Td <00010002> Tj ET", _UNMAPPED),  # glyphs, no characters
+    ],
+)
+def test_pdf_whose_text_operators_yield_no_text_says_so(content: bytes, font: bytes) -> None:
+    data = _one_page_pdf(content, font)
+    item = {"filename": "odd.pdf", "file_data": uri(data, "application/pdf")}
+    error = _refused([item], r"'odd.pdf' is a PDF with no extractable text \(1 page; its text ")
+    assert "scanned" not in str(error)
+
+
+def test_pdf_with_real_text_and_one_without_any(pdf_bytes) -> None:
+    data = _one_page_pdf(b"BT /F1 12 Tf 10 10 Td (Hi) Tj ET", _HELVETICA)
+    item = {"filename": "hi.pdf", "file_data": uri(data, "application/pdf")}
+    assert "Hi" in read_input_files([item])[0].text
+    scan = {"filename": "scan.pdf", "file_data": uri(pdf_bytes([None]), "application/pdf")}
+    _refused([scan], r"no extractable text \(1 page; no page draws any text: scanned")
 
 
 def test_pdf_pypdf_cannot_open_is_told_the_page_limit_it_broke() -> None:

@@ -46,6 +46,24 @@ def declared_page_count(data: bytes) -> int | None:
     return max(counts, default=None)
 
 
+_SHOW_TEXT = frozenset({b"Tj", b"TJ", b"'", b'"'})
+
+
+def _is_blank(text: str) -> bool:
+    """No visible character: spaces, or control codes pypdf emits for unmapped glyphs."""
+    return all(char.isspace() or not char.isprintable() for char in text)
+
+
+def _draws_text(page: object, pdf_errors: tuple[type[BaseException], ...]) -> bool:
+    """Whether a page's content stream has any text-showing operator (Tj, TJ, ', ")."""
+    try:
+        contents = page.get_contents()  # type: ignore[attr-defined]
+        operations = contents.operations if contents is not None else []
+    except pdf_errors:
+        return False
+    return any(operator in _SHOW_TEXT for _, operator in operations)
+
+
 def _over_page_limit(name: str, page_count: int, max_pages: int) -> FileInputError:
     return FileInputError(
         f"File {name!r} has {page_count} pages; the limit is {max_pages} pages per PDF; "
@@ -130,16 +148,20 @@ def extract_pdf_text(
                 filename=name,
             ) from error
         text = text.strip()
-        found_text = found_text or bool(text)
+        found_text = found_text or not _is_blank(text)
         part = f"[page {number + 1}]\n{text}"
         parts.append(part)
         characters += len(part) + (2 if number else 0)
         check_characters(characters)
         report(progress, message, number + 1, page_count)
     if not found_text:
+        pages = f"{page_count} page{'' if page_count == 1 else 's'}"
+        if any(_draws_text(page, pdf_errors) for page in reader.pages):
+            why = "its text operators yield only blank text or glyphs with no Unicode mapping"
+        else:
+            why = "no page draws any text: scanned or image-only?"
         raise FileInputError(
-            f"File {name!r} is a PDF with no extractable text ({page_count} "
-            f"page{'' if page_count == 1 else 's'}; scanned or image-only?); pass the "
+            f"File {name!r} is a PDF with no extractable text ({pages}; {why}); pass the "
             "pages as images (IMAGE input) instead",
             filename=name,
         )
