@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -277,3 +278,8 @@ def test_run_keeps_library_progress_bars_off_stderr(
     err = capsys.readouterr().err
     assert "Loading weights" not in err
     assert "%|" not in err  # no third-party tqdm bar at all
+    # nor Transformers' own log lines ("[transformers] ... is falling back ..."):
+    # its handler holds the stderr of its first import, so check where they stop
+    assert not [line for line in err.splitlines() if line.startswith("[transformers]")]
+    kernels = logging.getLogger("transformers.integrations.hub_kernels")
+    assert not kernels.isEnabledFor(logging.WARNING)

@@ -3,9 +3,11 @@
 huggingface_hub and the HTTP clients log retries and resumes ("Trying to
 resume download...", "Retrying in 1s") at WARNING on stderr. Our own errors
 already say what happened, so that chatter stays off unless asked for.
-huggingface_hub installs its own stderr handler and sets its level from
-``HF_HUB_VERBOSITY`` when first imported, so the variable is set here before
-that import; levels and filters are set on whatever exists now.
+huggingface_hub and Transformers ("[transformers] ... is falling back to its
+reference implementation") install their own stderr handler and set their
+level from ``HF_HUB_VERBOSITY`` / ``TRANSFORMERS_VERBOSITY`` when first
+imported, so the variables are set here before that import; levels and
+filters are set on whatever exists now.
 
 Third-party progress bars (Transformers' "Loading weights" tqdm) are not
 logging: :func:`library_progress_bars_quiet` tells the engine packages, which
@@ -29,10 +31,22 @@ __all__ = [
     "library_progress_bars_quiet",
 ]
 
-LIBRARY_LOGGERS = ("huggingface_hub", "httpx2", "httpx", "httpcore", "urllib3", "filelock")
+LIBRARY_LOGGERS = (
+    "huggingface_hub",
+    "transformers",
+    "httpx2",
+    "httpx",
+    "httpcore",
+    "urllib3",
+    "filelock",
+)
 """Third-party loggers whose messages are chatter unless debugging."""
 
 _HANDLER_NAME = "comfy-llm-debug"
+_VERBOSITY_VARIABLES = {  # libraries that set their level from these when first imported
+    "huggingface_hub": "HF_HUB_VERBOSITY",
+    "transformers": "TRANSFORMERS_VERBOSITY",
+}
 _QUIET_BARS: dict[str, bool] = {"quiet": False}  # set by configure_library_logging
 
 
@@ -64,13 +78,15 @@ def configure_library_logging(debug: bool) -> None:
     """
     _QUIET_BARS["quiet"] = not debug
     level = logging.INFO if debug else logging.ERROR
-    if "huggingface_hub" not in sys.modules:
-        os.environ["HF_HUB_VERBOSITY"] = "info" if debug else "error"
+    for module, variable in _VERBOSITY_VARIABLES.items():
+        if module not in sys.modules:
+            os.environ[variable] = "info" if debug else "error"
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(level)
-    for handler in logging.getLogger("huggingface_hub").handlers:
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-            handler.addFilter(RedactingFilter())
+    for module in _VERBOSITY_VARIABLES:
+        for handler in logging.getLogger(module).handlers:
+            if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+                handler.addFilter(RedactingFilter())
     if not debug:
         return
     root = logging.getLogger()
