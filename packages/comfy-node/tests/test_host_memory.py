@@ -130,7 +130,7 @@ def test_a_busy_llm_is_not_evicted_mid_generation(
 
     def unload_from_another_thread(text: str, node_id: str, sid: Any = None) -> None:
         # The first live text of the generation: ComfyUI's other thread asks now.
-        generating = text.startswith(("Reasoning:", "Answer:"))
+        generating = text.startswith(("Thinking", "Reasoning:", "Answer:"))
         if "busy" not in seen and generating and _manager(cpu_target).state().busy:
             seen["busy"] = True
             other = threading.Thread(target=mm.unload_all_models)
