@@ -19,9 +19,9 @@ affected (nothing here disables huggingface_hub's bars globally).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
+from comfy_llm_core._env import env_set
 from comfy_llm_core._secrets import redact
 
 __all__ = [
@@ -80,7 +80,7 @@ def configure_library_logging(debug: bool) -> None:
     level = logging.INFO if debug else logging.ERROR
     for module, variable in _VERBOSITY_VARIABLES.items():
         if module not in sys.modules:
-            os.environ[variable] = "info" if debug else "error"
+            env_set(variable, "info" if debug else "error")
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(level)
     for module in _VERBOSITY_VARIABLES:
