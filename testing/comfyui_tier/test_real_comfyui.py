@@ -85,8 +85,10 @@ def test_scripted_answer_reasoning_progress_and_warm_repeat(
     assert metadata["cache_status"] == "cold"
     assert metadata["reasoning_tokens"] == 2
     bar = _assert_forward_to_full(cold)
-    # the bar is seen between empty and full (ComfyUI sends at most one move per 100 ms)
-    assert any(0 < value < top for value, top in bar), bar
+    # each phase shows its own bar from empty (download, load, generate): a phase's
+    # moves inside it may all fall under ComfyUI's 100 ms throttle on a fast machine
+    # (5 tokens), so they are checked on a long run (the token-budget test)
+    assert sum(1 for value, top in bar[:-1] if value == 0) >= 2, bar
     texts = [text for node, text in cold.texts if node == LLM]
     # plain words, not stage keys
     assert texts[0] == "Starting", texts

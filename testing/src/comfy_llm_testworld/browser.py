@@ -16,7 +16,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -136,9 +136,22 @@ class Frontend:
                 answers[unquote(response.url)] = response.status
 
         self.page.on("response", seen)
+        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
         category = self.page.get_by_text(module, exact=True).first
-        if not category.is_visible():  # a first start opens the dialog by itself
-            self.page.get_by_role("button", name="Templates").first.click()
+        # A first start opens the Templates dialog by itself, at a moment of its own:
+        # until the category shows, try the sidebar button (its click fails while
+        # the dialog's overlay covers it, which means the dialog is opening anyway).
+        deadline = time.monotonic() + 60
+        while not category.is_visible():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Templates dialog never showed {module!r}")
+            with suppress(PlaywrightTimeoutError):
+                self.page.get_by_role("button", name="Templates").first.click(timeout=2000)
+            try:
+                category.wait_for(state="visible", timeout=3000)
+            except PlaywrightTimeoutError:
+                continue
         category.click()
         card = self.page.get_by_text(title, exact=True).first
         card.wait_for()
