@@ -92,7 +92,8 @@ def test_scripted_answer_reasoning_progress_and_warm_repeat(
     texts = [text for node, text in cold.texts if node == LLM]
     # plain words, not stage keys
     assert texts[0] == "Starting", texts
-    assert any(text.startswith("Checking the model") for text in texts), texts
+    # "Checking the model" shows only when this run inspects the Hub: the browser tests
+    # (run first, same server) may already have pinned this model
     assert any(text.startswith("Downloading") for text in texts), texts
     assert not [text for text in texts if text.startswith(STAGE_KEYS)], texts
     # the final live text: the answer first, then the reasoning
