@@ -72,6 +72,7 @@ TARGET_SPECIFIC = {
     "available_memory_gb",
     "total_memory_bytes",
     "total_memory_gb",
+    "snapshot_path",  # the snapshot's folder on each side (local storage, the worker's Volume)
 }
 
 

@@ -230,6 +230,12 @@ class Dispatcher:
             modal_request_image_bytes=_image_bytes(inputs_wire),
             snapshot_downloaded=staged.downloaded,
             manifest_created=staged.manifest_created,
+            # what the local path reports too: a local folder never reaches Modal, and
+            # the stager resolves against the Hub; the path is the worker's, relative
+            # to its storage root
+            model_source=str(staged.profile.get("source", "hub")),
+            snapshot_path=staged.snapshot,
+            resolved_offline=False,
         )
         if run.prompt_id:
             metadata["prompt_id"] = run.prompt_id
