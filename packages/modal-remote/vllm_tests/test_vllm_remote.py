@@ -127,7 +127,9 @@ def test_remote_vllm_answers_exactly_like_the_local_path(remote_world: RemoteWor
         "done",
     ]
     generated = [e.value for e in remote_events if e.stage is ProgressStage.GENERATE]
-    assert generated == sorted(generated) and generated[-1] == 5
+    # The caller drains the engine's outputs at most ~20 times a second (one event a
+    # drain), so a 5-token answer may report fewer counts before "done"; never more.
+    assert generated == sorted(generated) and 1 <= generated[-1] <= 5, generated
     # The metadata: every field the local path reports, with the same value.
     local_meta, remote_meta = local.metadata, remote.metadata
     assert remote_meta["engine"] == "vllm" and remote_meta["vllm_execution_mode"] == "eager"
