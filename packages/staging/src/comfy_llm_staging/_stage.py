@@ -188,27 +188,17 @@ def _reused(
     started: float,
     progress: ProgressCallback,
 ) -> StagedSnapshot:
+    """A completed snapshot returned as it is, by the same path an in-place use takes."""
     marker = _marker.read_valid_marker(path, repository, revision)
-    files = tuple(sorted(marker.files)) if marker is not None else ()
-    progress(
-        ProgressEvent(
-            stage=ProgressStage.DOWNLOAD,
-            message="Model files already staged",
-            value=float(len(files)),
-            maximum=float(len(files)),
-            unit="files",
-            elapsed_seconds=time.monotonic() - started,
-        )
-    )
-    return StagedSnapshot(
-        profile_id=profile_id,
+    return in_place_snapshot(
+        path,
+        tuple(sorted(marker.files)) if marker is not None else (),
         repository=repository,
         revision=revision,
-        path=path,
-        downloaded=False,
-        seconds=time.monotonic() - started,
-        bytes_downloaded=0,
-        files=files,
+        profile_id=profile_id,
+        started=started,
+        progress=progress,
+        message="Model files already staged",
     )
 
 
