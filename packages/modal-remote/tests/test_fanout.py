@@ -249,3 +249,20 @@ def test_a_worker_that_retired_itself_hands_its_chunk_and_promotion_to_another(
     # The retired container is never handed another chunk.
     later = chunk_calls[chunk_calls.index(retry) :]
     assert all(info["affinity_key"] != "caption-h100-0" for info in later)
+
+
+def test_the_timed_gpu_service_times_reach_engine_containers_only_when_carried(
+    model_hub: FakeHub, make_transport: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from comfy_llm_testworld import timed_gpu
+
+    # Set here, they stay here: a container sees the image's environment only.
+    monkeypatch.setenv(timed_gpu.BATCH_SECONDS_ENV, "9.0")
+    plain = make_transport().container("caption-h100-0").state()["env"]
+    assert timed_gpu.BATCH_SECONDS_ENV not in plain
+    carried = make_transport(backend_factory=timed_gpu.FACTORY, engine_env=timed_gpu.env(0.25, 0.5))
+    env = carried.container("caption-h100-0").state()["env"]
+    assert env[timed_gpu.BATCH_SECONDS_ENV] == "0.25"
+    assert env[timed_gpu.IMAGE_TOKEN_SECONDS_ENV] == "0.5"
+    with pytest.raises(ValueError, match="batch_seconds"):
+        timed_gpu.env(-1.0, 0.1)

@@ -42,7 +42,8 @@ API (what tests and the fan-out's helpers use)::
 
     transport = StrictTransport(app_name, directory, root=tmp_path / "modal",
                                 probe_for=lambda key: FixedMemoryProbe(...),
-                                backend_factory="package.module:factory")
+                                backend_factory="package.module:factory",
+                                engine_env=timed_gpu.env(0.2, 0.15))  # optional
     transport.ensure_ready(progress, check_interrupt)   # deploy (counted)
     call = transport.start_stage(request) / start_generate(request, gpu=, affinity_key=)
            / start_chunk(request, gpu=, affinity_key=)
@@ -77,6 +78,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Any
@@ -412,6 +414,11 @@ class StrictTransport:
         backend_factory: ``"module:name"`` of the engines' backend factory (None: CUDA backends).
         background_commit_seconds: How often containers publish their Volume view on their own.
         strategy: The deploy strategy :meth:`ensure_ready` uses (``ModalTransport``'s).
+        engine_env: Variables added to every engine container's environment, on
+            top of the image's (none by default: a container sees only what the
+            image bakes in). An explicit knob for what a test's own backend
+            factory reads in the container, e.g. :func:`comfy_llm_testworld.timed_gpu.env`
+            (the benchmark "GPU"'s service times); never copied from this process.
     """
 
     def __init__(
@@ -425,6 +432,7 @@ class StrictTransport:
         backend_factory: str | None = None,
         background_commit_seconds: float = 0.5,
         strategy: str | None = None,
+        engine_env: Mapping[str, str] | None = None,
     ) -> None:
         from comfy_llm_modal_remote._deploy import DEPLOY_STRATEGY
 
@@ -446,6 +454,7 @@ class StrictTransport:
         self._event_interval = event_interval
         self._backend_factory = backend_factory
         self._background = background_commit_seconds
+        self._engine_env = {str(k): str(v) for k, v in (engine_env or {}).items()}
         self._current: _Deployment | None = None
         self._implicit = False
         self._started = 0
@@ -569,6 +578,7 @@ class StrictTransport:
             spec["compile_cache_store"] = str(self.compile_store)
             spec["compile_cache_view"] = str(home / "llm-compile-cache")
             env["COMFY_MODAL_LLM_COMPILE_CACHE_ROOT"] = spec["compile_cache_view"]
+            env.update(self._engine_env)
         return spec, env
 
     def container(self, key: str) -> StrictContainer:

@@ -7,7 +7,11 @@ real GPU would spend, while the real engine's own (small) share still runs.
 Importable as ``comfy_llm_testworld.timed_gpu:factory`` so a stand-in that
 runs containers as processes can load it by name; the service times come
 from :data:`BATCH_SECONDS_ENV` and :data:`IMAGE_TOKEN_SECONDS_ENV` (read at
-load time, in the container).
+load time, in the container). The strict stand-in starts containers with the
+image's environment only, so a caller carries them explicitly::
+
+    StrictTransport(..., backend_factory=timed_gpu.FACTORY,
+                    engine_env=timed_gpu.env(batch_seconds=0.2, image_token_seconds=0.15))
 """
 
 from __future__ import annotations
@@ -17,10 +21,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BATCH_SECONDS_ENV", "IMAGE_TOKEN_SECONDS_ENV", "TimedGPU", "factory"]
+__all__ = ["BATCH_SECONDS_ENV", "FACTORY", "IMAGE_TOKEN_SECONDS_ENV", "TimedGPU", "env", "factory"]
 
 BATCH_SECONDS_ENV = "COMFY_TESTWORLD_GPU_BATCH_SECONDS"
 IMAGE_TOKEN_SECONDS_ENV = "COMFY_TESTWORLD_GPU_IMAGE_TOKEN_SECONDS"
+FACTORY = "comfy_llm_testworld.timed_gpu:factory"
+""":func:`factory` by name, for a stand-in that loads it in a container process."""
+
+
+def env(batch_seconds: float, image_token_seconds: float) -> dict[str, str]:
+    """The container variables that set this "GPU"'s service times."""
+    for name, value in (
+        ("batch_seconds", batch_seconds),
+        ("image_token_seconds", image_token_seconds),
+    ):
+        if not value >= 0:
+            raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
+    return {
+        BATCH_SECONDS_ENV: repr(float(batch_seconds)),
+        IMAGE_TOKEN_SECONDS_ENV: repr(float(image_token_seconds)),
+    }
 
 
 class TimedGPU:
