@@ -39,6 +39,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import Future
 from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from types import FrameType
@@ -149,32 +150,74 @@ class StrictVolume:
 class _Link:
     """The container's line to the test process (inputs in, puts and answers out).
 
-    Requests carry a sequence number and replies echo it: a cancellation that
-    lands between a put and its reply leaves that reply unread, and the next
-    request skips it.
+    Only two daemon threads touch the connection: one writes, one reads. The
+    main thread hands messages over through a ``SimpleQueue`` (its ``put``
+    is one C call, which no signal handler can split) and waits for replies
+    on a future. That is how the real client behaves: a blocking call such
+    as ``Queue.put_many`` runs on synchronicity's event-loop thread while the
+    caller waits on a ``concurrent.futures.Future``, so an
+    ``InputCancellation`` raised in the caller abandons the wait, never a
+    half-written or half-read message (a cancel landing inside a
+    main-thread ``recv`` once left the stream out of step: EOFError).
     """
 
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
+        self._outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._replies: dict[int, Future[Any]] = {}
         self._lock = threading.Lock()
         self._sequence = 0
+        self._writer = threading.Thread(target=self._write, name="link-writer", daemon=True)
+        self._writer.start()
+        threading.Thread(target=self._read, name="link-reader", daemon=True).start()
+
+    def _write(self) -> None:
+        while (message := self._outbox.get()) is not None:
+            try:
+                self._connection.send(message)
+            except OSError:
+                return
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self._connection.recv()
+            except (EOFError, OSError):
+                with self._lock:
+                    waiting, self._replies = list(self._replies.values()), {}
+                for future in waiting:
+                    future.set_exception(ConnectionError("the test process hung up"))
+                self._inbox.put(("stop",))
+                return
+            if isinstance(message, tuple) and message and message[0] == "put-reply":
+                with self._lock:
+                    answered = self._replies.pop(message[2], None)
+                if answered is not None:
+                    answered.set_result(message[1])
+            else:
+                self._inbox.put(message)
 
     def request(self, message: tuple[Any, ...]) -> Any:
+        """Send ``message`` with a sequence number; wait for the reply that echoes it."""
+        future: Future[Any] = Future()
         with self._lock:
             self._sequence += 1
             sequence = self._sequence
-            self._connection.send((*message, sequence))
-            while True:
-                reply, replied_to = self._connection.recv()
-                if replied_to == sequence:
-                    return reply
+            self._replies[sequence] = future
+        self._outbox.put((*message, sequence))
+        return future.result()
 
     def send(self, message: tuple[Any, ...]) -> None:
-        with self._lock:
-            self._connection.send(message)
+        self._outbox.put(message)
 
     def recv(self) -> Any:
-        return self._connection.recv()
+        return self._inbox.get()
+
+    def close(self) -> None:
+        """Flush what was sent, so a message sent just before exit is not lost."""
+        self._outbox.put(None)
+        self._writer.join(10.0)
 
 
 class _QueueClient:
@@ -382,6 +425,7 @@ def main(address: str) -> None:
                 link.send(("reply", container.command(message[1], message[2])))
             except Exception as error:
                 link.send(("reply-error", f"{type(error).__name__}: {error}"))
+    link.close()
 
 
 if __name__ == "__main__":

@@ -275,7 +275,9 @@ class StrictContainer:
             kind = message[0]
             if kind == "put":
                 _, partition, items, ttl, sequence = message
-                self._send((self._transport.queue.put(partition, items, ttl), sequence))
+                self._send(
+                    ("put-reply", self._transport.queue.put(partition, items, ttl), sequence)
+                )
             elif kind == "started":
                 if self._current is not None:
                     self._current.started.set()
