@@ -77,8 +77,6 @@ class InvalidModelReferenceError(ProfileError, ValueError):
         reason: What is wrong with it.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, value: str, reason: str) -> None:
         self.value = value
         self.reason = reason
@@ -94,8 +92,6 @@ class CuratedRegistryError(ProfileError, ValueError):
         entry: The curated id concerned, or None for the file as a whole.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, message: str, entry: str | None = None) -> None:
         self.entry = entry
         super().__init__(message)
@@ -108,8 +104,6 @@ class ProfileValidationError(ProfileError, ValueError):
         field: The offending field.
         value: The value found.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(self, field: str, value: object, expected: str) -> None:
         self.field = field
@@ -145,8 +139,6 @@ class ManifestConflictError(ManifestError, FileExistsError):
         profile_id: The id both profiles claim.
     """
 
-    action = ErrorAction.FATAL
-
     def __init__(self, path: Path, profile_id: str, problem: str) -> None:
         self.profile_id = profile_id
         super().__init__(
@@ -171,11 +163,11 @@ class HubAccessError(ProfileError):
         super().__init__(message)
 
 
-class ModelNotFoundError(HubAccessError, LookupError):
-    """The repository does not exist, or is private and the token cannot see it.
+class _TokenAdviceError(HubAccessError):
+    """A refusal whose fix depends on whether a token was sent and where HF_TOKEN belongs.
 
     Attributes:
-        target: The execution target (decides where HF_TOKEN belongs).
+        target: The execution target, which decides where HF_TOKEN belongs.
         token_provided: Whether a token was sent.
     """
 
@@ -191,16 +183,24 @@ class ModelNotFoundError(HubAccessError, LookupError):
     ) -> None:
         self.target = target
         self.token_provided = token_provided
+        super().__init__(repository, revision, self._explain(repository, where_token))
+
+    def _explain(self, repository: str, where_token: str) -> str:
+        raise NotImplementedError
+
+
+class ModelNotFoundError(_TokenAdviceError, LookupError):
+    """The repository does not exist, or is private and the token cannot see it."""
+
+    def _explain(self, repository: str, where_token: str) -> str:
         hint = (
             "the token that was sent cannot see it"
-            if token_provided
+            if self.token_provided
             else f"private repositories need a token: {where_token}"
         )
-        super().__init__(
-            repository,
-            revision,
+        return (
             f"Model repository {repository!r} was not found on the Hugging Face Hub. Check the "
-            f"spelling (owner/model, case-sensitive); if it is private, {hint}.",
+            f"spelling (owner/model, case-sensitive); if it is private, {hint}."
         )
 
 
@@ -219,37 +219,19 @@ class ModelRevisionNotFoundError(HubAccessError, LookupError):
         )
 
 
-class GatedModelError(HubAccessError, PermissionError):
-    """The repository is gated and no (accepted) token was sent.
+class GatedModelError(_TokenAdviceError, PermissionError):
+    """The repository is gated: no token was sent, or the one sent was not granted access."""
 
-    Attributes:
-        target: The execution target, which decides where HF_TOKEN belongs.
-        token_provided: Whether a token was sent (then access was not granted).
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(
-        self,
-        repository: str,
-        revision: str | None,
-        target: str,
-        where_token: str,
-        token_provided: bool,
-    ) -> None:
-        self.target = target
-        self.token_provided = token_provided
+    def _explain(self, repository: str, where_token: str) -> str:
         fix = (
             "the token that was sent has no access: accept the model's terms on its Hub page "
             f"with the token's account, or use another token ({where_token})"
-            if token_provided
+            if self.token_provided
             else f"accept the model's terms on its Hub page, then {where_token}"
         )
-        super().__init__(
-            repository,
-            revision,
+        return (
             f"Model repository {repository!r} is gated on the Hugging Face Hub and needs an "
-            f"access token for target {target!r}: {fix}.",
+            f"access token for target {self.target!r}: {fix}."
         )
 
 
@@ -259,8 +241,6 @@ class HubUnavailableError(HubAccessError, ConnectionError):
     Attributes:
         endpoint: The endpoint that was used.
     """
-
-    action = ErrorAction.RETRY
 
     def __init__(self, repository: str, revision: str | None, endpoint: str, detail: str) -> None:
         self.endpoint = endpoint
@@ -280,8 +260,6 @@ class HubTimeoutError(HubUnavailableError, TimeoutError):
         seconds: The timeout that expired.
         variable: The environment variable that sets it.
     """
-
-    action = ErrorAction.RETRY
 
     def __init__(
         self,
@@ -427,8 +405,6 @@ class UnsafeHubPathError(HubDataError):
         path: The path as sent (may hold any character; quote it with ``ascii()``).
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self, repository: str, revision: str | None, *, path: object, problem: str
     ) -> None:
@@ -457,8 +433,6 @@ class ModelRejectedError(ProfileError):
         target: The execution target the check was made for.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str | None, target: str, message: str) -> None:
         self.repository = repository
         self.revision = revision
@@ -468,8 +442,6 @@ class ModelRejectedError(ProfileError):
 
 class MissingConfigError(ModelRejectedError):
     """The repository has no top-level config.json, so nothing can be checked."""
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: str | None, target: str) -> None:
         super().__init__(
@@ -489,8 +461,6 @@ class InvalidConfigError(ModelRejectedError):
         problem: What is wrong with it.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
         self.problem = problem
         super().__init__(
@@ -508,8 +478,6 @@ class UnsafeWeightsError(ModelRejectedError):
     Attributes:
         weight_files: The weight-like files found (pickle formats), possibly empty.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self, repository: str, revision: str | None, target: str, weight_files: Sequence[str]
@@ -538,8 +506,6 @@ class DownloadTooLargeError(ModelRejectedError):
         limit_bytes: The limit (COMFY_MODAL_LLM_MAX_DOWNLOAD_GB).
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self, repository: str, revision: str | None, target: str, size_bytes: int, limit_bytes: int
     ) -> None:
@@ -562,8 +528,6 @@ class SecurityScanError(ModelRejectedError):
         findings: One line per finding (file path and level where known).
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self, repository: str, revision: str | None, target: str, findings: Sequence[str]
     ) -> None:
@@ -585,8 +549,6 @@ class RemoteCodeError(ModelRejectedError):
         reason: What in config.json asks for it.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str | None, target: str, reason: str) -> None:
         self.reason = reason
         super().__init__(
@@ -607,8 +569,6 @@ class UnsupportedArchitectureError(ModelRejectedError):
         supported: The architectures the target's registry accepts.
         other_targets: Targets whose registry does accept it.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,
@@ -646,8 +606,6 @@ class UnsupportedQuantizationError(ModelRejectedError):
         allowed: The formats the target accepts for this architecture.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self,
         repository: str,
@@ -676,8 +634,6 @@ class LocalFolderError(ModelRejectedError):
         path: The folder (or the reference as typed when no folder was found).
         problem: What is wrong.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(self, path: str, problem: str, fix: str) -> None:
         self.path = path
