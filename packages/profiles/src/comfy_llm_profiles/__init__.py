@@ -52,6 +52,7 @@ from comfy_llm_profiles._local import (
     hash_files,
     list_model_folders,
     scan_folder,
+    scan_hf_cache_snapshot,
 )
 from comfy_llm_profiles._manifest import (
     MANIFEST_DIR,
@@ -164,6 +165,7 @@ __all__ = [
     "hash_files",
     "list_model_folders",
     "scan_folder",
+    "scan_hf_cache_snapshot",
     "OFFLINE_ENV",
     "hf_cache_dir",
     "hf_cache_repository_dir",

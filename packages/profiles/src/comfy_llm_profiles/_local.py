@@ -33,6 +33,11 @@ from typing import Any
 
 from comfy_llm_core import write_atomically
 
+from comfy_llm_profiles._hf_cache import (
+    hf_cache_repository_dir,
+    hf_cache_snapshot,
+    snapshot_problem,
+)
 from comfy_llm_profiles._hub import CONFIG_MAX_BYTES
 from comfy_llm_profiles._inspect import PICKLE_SUFFIXES
 from comfy_llm_profiles._manifest import MANIFEST_DIR
@@ -49,6 +54,7 @@ __all__ = [
     "hash_files",
     "list_model_folders",
     "scan_folder",
+    "scan_hf_cache_snapshot",
 ]
 
 MAX_FILES = 10_000
@@ -230,6 +236,43 @@ def scan_folder(
     if weight_bytes > max_weight_bytes:
         raise DownloadTooLargeError(str(folder), None, target, weight_bytes, max_weight_bytes)
     return FolderScan(folder, tuple(files), config, weight_bytes)
+
+
+def scan_hf_cache_snapshot(
+    repository: str, revision: str, *, max_weight_bytes: int, target: str
+) -> tuple[Path, FolderScan] | None:
+    """A complete Hugging Face cache snapshot of a pinned commit, past the folder gate.
+
+    Resolution reads its facts from it and staging uses it in place, so both
+    accept exactly the same snapshots: the folder (as the cache names it) and
+    its scan, or None when there is none, it fails the gate (links out of
+    ``blobs/``, code, pickles) or a file is missing (:func:`snapshot_problem`).
+    Whether each blob matches its name is staging's check.
+
+    Raises:
+        DownloadTooLargeError: Its safetensors exceed ``max_weight_bytes``.
+    """
+    folder = hf_cache_snapshot(repository, revision)
+    if folder is None:
+        return None
+    try:
+        scan = scan_folder(
+            folder,
+            max_weight_bytes=max_weight_bytes,
+            target=target,
+            link_root=hf_cache_repository_dir(repository) / "blobs",
+        )
+    except LocalFolderError:
+        return None
+    by_path = {f.path: f for f in scan.files}
+
+    def read_index() -> object:
+        try:
+            return json.loads(by_path["model.safetensors.index.json"].target.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+
+    return None if snapshot_problem(by_path, read_index) is not None else (folder, scan)
 
 
 def _walk(folder: Path) -> Iterable[tuple[str, os.DirEntry[str]]]:

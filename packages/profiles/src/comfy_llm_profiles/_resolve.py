@@ -17,7 +17,6 @@ folder is checked and hashed on disk (``_local``) and never touches the Hub.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -29,10 +28,7 @@ from comfy_llm_profiles._decide import decide
 from comfy_llm_profiles._hf_cache import (
     OFFLINE_ENV,
     hf_cache_ref,
-    hf_cache_repository_dir,
-    hf_cache_snapshot,
     hub_offline,
-    snapshot_problem,
 )
 from comfy_llm_profiles._inspect import inspect_repository
 from comfy_llm_profiles._local import (
@@ -41,6 +37,7 @@ from comfy_llm_profiles._local import (
     find_local_folder,
     hash_files,
     scan_folder,
+    scan_hf_cache_snapshot,
 )
 from comfy_llm_profiles._manifest import write_manifest
 from comfy_llm_profiles._pins import (
@@ -343,28 +340,12 @@ def _hf_cache_facts(
 
     No hashing here: staging verifies every blob before a backend may load it.
     """
-    folder = hf_cache_snapshot(repository, revision)
-    if folder is None:
-        return None
-    try:
-        scan = scan_folder(
-            folder,
-            max_weight_bytes=settings.max_download_bytes,
-            target=target.value,
-            link_root=hf_cache_repository_dir(repository) / "blobs",
-        )
-    except LocalFolderError:
-        return None  # not usable in place (e.g. holds .py); the Hub decides
-    by_path = {f.path: f for f in scan.files}
-
-    def read_index() -> object:
-        try:
-            return json.loads(by_path["model.safetensors.index.json"].target.read_text("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
-            return None
-
-    if snapshot_problem(by_path, read_index) is not None:
-        return None  # a partial snapshot is never trusted
+    found = scan_hf_cache_snapshot(
+        repository, revision, max_weight_bytes=settings.max_download_bytes, target=target.value
+    )
+    if found is None:
+        return None  # absent, not usable in place (e.g. holds .py) or partial: the Hub decides
+    scan = found[1]
     return PinnedFacts(repository, revision, scan.weight_bytes, scan.config)
 
 

@@ -8,7 +8,7 @@ proves them instead:
   content pin its profile recorded; a folder changed since is refused with
   :class:`LocalFolderChangedError`, which says to re-resolve;
 * an HF-cache snapshot of a pinned commit: complete
-  (``comfy_llm_profiles.snapshot_problem``), every link inside the
+  (``comfy_llm_profiles.scan_hf_cache_snapshot``), every link inside the
   repository's ``blobs/``, every blob's content matching its name (sha256 for
   LFS files, git blob sha1 otherwise). One that fails is not used; staging
   downloads into its own root as if it were absent.
@@ -20,7 +20,6 @@ backend loads it like any staged snapshot.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -35,11 +34,10 @@ from comfy_llm_profiles import (
     content_pin,
     hash_files,
     hf_cache_repository_dir,
-    hf_cache_snapshot,
     ignore_progress,
     read_settings,
     scan_folder,
-    snapshot_problem,
+    scan_hf_cache_snapshot,
 )
 
 from ._snapshot import StagedSnapshot, in_place_snapshot
@@ -112,29 +110,16 @@ def find_hf_cache_snapshot(
     repository: str, revision: str, storage_root: Path
 ) -> tuple[Path, tuple[str, ...]] | None:
     """A complete, verifying HF-cache snapshot of ``repository@revision``, or None."""
-    folder = hf_cache_snapshot(repository, revision)
-    if folder is None:
-        return None
-    blobs = hf_cache_repository_dir(repository) / "blobs"
     try:
-        scan = scan_folder(
-            folder,
-            max_weight_bytes=read_settings().max_download_bytes,
-            target="",
-            link_root=blobs,
+        found = scan_hf_cache_snapshot(
+            repository, revision, max_weight_bytes=read_settings().max_download_bytes, target=""
         )
-    except (LocalFolderError, ProfileError):
+    except ProfileError:
         return None
-    by_path = {f.path: f for f in scan.files}
-
-    def read_index() -> object:
-        try:
-            return json.loads(by_path["model.safetensors.index.json"].target.read_text("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
-            return None
-
-    if snapshot_problem(by_path, read_index) is not None:
+    if found is None:
         return None
+    folder, scan = found
+    blobs = hf_cache_repository_dir(repository) / "blobs"
     try:
         digests = hash_files(scan, storage_root)
     except LocalFolderError:
@@ -145,7 +130,7 @@ def find_hf_cache_snapshot(
         if file.target.parent != blobs.resolve() or etag not in (sha256, git_sha1):
             return None  # not huggingface_hub's own blob, or its content is not what it says
     _record(folder, repository, revision, scan)
-    return folder, tuple(sorted(by_path))
+    return folder, tuple(sorted(f.path for f in scan.files))
 
 
 def stage_local_folder(
