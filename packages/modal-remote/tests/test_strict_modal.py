@@ -211,10 +211,10 @@ def test_a_failed_compile_cache_commit_is_reported(tmp_path: Path) -> None:
         storage_root=tmp_path / "weights", volume=cache, container=_NoControl(), compile_cache=cache
     )
     with launcher.open("rb"):  # Triton dlopens its launcher from the cache
-        service._commit_compile_cache()
+        service.commit_compile_cache()
     assert service.last_compile_cache_commit is not None
     assert service.last_compile_cache_commit.startswith("failed: RuntimeError")
-    service._commit_compile_cache()
+    service.commit_compile_cache()
     assert service.last_compile_cache_commit == "ok"
 
 

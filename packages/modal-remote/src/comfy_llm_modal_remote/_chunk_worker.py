@@ -15,8 +15,10 @@ Progress goes to the chunk's partition: the engine's own events (stage,
 tokens of the running batch) plus one ``images`` event per finished batch,
 which is what the dispatcher shows as this worker's state. Cancellation is
 Modal's ``InputCancellation`` (a ``BaseException``), let through unchanged.
-It shares the container's service (and its private steps) with ``_engine``:
-one container, one resident engine, whichever method a call arrives on.
+It shares the container's service with ``_engine`` through the service's
+public steps (``visible_snapshot``, ``retire``, ``commit_compile_cache``,
+``event_interval``): one container, one resident engine, whichever method a
+call arrives on.
 """
 
 from __future__ import annotations
@@ -69,9 +71,9 @@ def caption_chunk(
     if request.promotion_state:
         service.import_promotion_state(request.promotion_state)
     profile = ModelProfile.from_dict(request.profile)
-    path = service._visible_snapshot(profile, request.snapshot)
+    path = service.visible_snapshot(profile, request.snapshot)
     settings = GenerationSettings.from_dict(request.settings)
-    sender = EventSender(channel, interval=service._event_interval)
+    sender = EventSender(channel, interval=service.event_interval)
     answers: dict[int, ImageCaption] = {}
     ready: list[tuple[int, BatchItem]] = []
     limits = InputLimits(max_images=1, max_image_side=max(1, *_sides(request)))
@@ -111,12 +113,12 @@ def caption_chunk(
             _commit_after_cold_load(service, results[0].metadata)
     except InsufficientMemoryError as error:
         if error.recovery_timed_out or service.manager.unsafe_for_reuse:
-            raise service._retire(str(error)) from error
+            raise service.retire(str(error)) from error
         raise
     finally:
         sender.flush()
     if service.manager.unsafe_for_reuse:
-        service._retire("an unload failed after the chunk.")
+        service.retire("an unload failed after the chunk.")
     return ChunkResult(
         chunk_id=request.chunk_id,
         captions=tuple(answers[image.index] for image in request.images),
@@ -130,7 +132,7 @@ def _commit_after_cold_load(service: EngineService, metadata: Mapping[str, Any])
     if isinstance(metadata.get("vllm_compile_cache_namespace"), str) and (
         metadata.get("cache_status") == "cold"
     ):
-        service._commit_compile_cache()
+        service.commit_compile_cache()
 
 
 def _sides(request: ChunkRequest) -> list[int]:

@@ -172,10 +172,10 @@ class EngineService:
         if request.promotion_state:
             self.import_promotion_state(request.promotion_state)
         profile = ModelProfile.from_dict(request.profile)
-        path = self._visible_snapshot(profile, request.snapshot)
+        path = self.visible_snapshot(profile, request.snapshot)
         inputs = PreparedInputs.from_wire(request.inputs)
         settings = request.generation_settings()
-        sender = EventSender(channel, interval=self._event_interval)
+        sender = EventSender(channel, interval=self.event_interval)
         shield = _CancelShield()
         free_before = self._free_bytes()
         compiled_before = _compiled_graphs()
@@ -193,19 +193,19 @@ class EngineService:
             )
         except InsufficientMemoryError as error:
             if error.recovery_timed_out or self.manager.unsafe_for_reuse:
-                raise self._retire(str(error)) from error
+                raise self.retire(str(error)) from error
             raise
         finally:
             shield.release(raise_pending=False)
             sender.flush()
         shield.raise_pending()
         if self.manager.unsafe_for_reuse:
-            self._retire("an unload failed after the request.")
+            self.retire("an unload failed after the request.")
         metadata = dict(result.metadata)
         namespace = metadata.get("vllm_compile_cache_namespace")
         cold = metadata.get("cache_status") == "cold"
         if isinstance(namespace, str) and cold:
-            self._commit_compile_cache()
+            self.commit_compile_cache()
         total = _number(metadata.get("total_memory_bytes"))
         metadata.update(
             gpu_total_gib=total / _GIB,
@@ -219,7 +219,13 @@ class EngineService:
         )
         return InferenceResult(result.response, result.reasoning, metadata)
 
-    def _commit_compile_cache(self) -> None:
+    # -- what a request body uses (``generate`` here, the fan-out's chunk body) --
+    @property
+    def event_interval(self) -> float:
+        """Seconds between progress sends while generating (this worker's setting)."""
+        return self._event_interval
+
+    def commit_compile_cache(self) -> None:
         """Publish what a cold vLLM load compiled; the outcome goes to the metadata.
 
         ``Volume.commit()`` reloads after committing (modal/volume.py:902-904),
@@ -252,10 +258,17 @@ class EngineService:
             self._volume.reload()
         except RuntimeError as error:
             reason = f"the weight Volume could not be reloaded to see a new model ({error})."
-            raise self._retire(reason) from error
+            raise self.retire(reason) from error
         self.reloads += 1
 
-    def _visible_snapshot(self, profile: ModelProfile, relative: str) -> Path:
+    def visible_snapshot(self, profile: ModelProfile, relative: str) -> Path:
+        """The staged snapshot under this worker's mount, reloading the Volume once.
+
+        ``relative`` comes over the wire: a path that leaves the storage root,
+        or a snapshot still not complete after one reload, is
+        :class:`SnapshotNotVisibleError`; a refused reload retires the worker
+        (:meth:`_reload_weights`).
+        """
         path = (self.storage_root / relative).resolve()
         if not path.is_relative_to(self.storage_root.resolve()):
             raise SnapshotNotVisibleError(profile.repository, profile.revision, relative)
@@ -277,7 +290,13 @@ class EngineService:
             logger.exception("Reading GPU memory before the request failed")
             return None
 
-    def _retire(self, reason: str) -> WorkerUnsafeError:
+    def retire(self, reason: str) -> WorkerUnsafeError:
+        """Mark this worker unsafe and stop fetching inputs; returns the error to raise.
+
+        The error carries the exported promotion state, so the dispatcher's
+        retry on a fresh container keeps the execution mode; the current input
+        ends with it and the container is not handed another.
+        """
         self.unsafe = True
         try:
             self._container.stop_fetching_inputs()
