@@ -266,3 +266,80 @@ def test_the_timed_gpu_service_times_reach_engine_containers_only_when_carried(
     assert env[timed_gpu.IMAGE_TOKEN_SECONDS_ENV] == "0.5"
     with pytest.raises(ValueError, match="batch_seconds"):
         timed_gpu.env(-1.0, 0.1)
+
+
+class _AnswerOnItsWay:
+    """A chunk call whose answer is on its way when Cancel comes.
+
+    ``ModalTransport``'s call is ``done()`` only once its ``FunctionCall.get``
+    returned, a network round trip after the container answered; here that
+    moment is held until the call is cancelled, so the container has answered
+    but the dispatcher's last ``done()`` still said no. Everything else is the
+    strict stand-in's call.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
+        self.cancelled = False
+
+    def events(self, timeout: float) -> list[dict[str, Any]]:
+        return list(self.call.events(timeout))
+
+    def done(self) -> bool:
+        return self.cancelled and bool(self.call.done())
+
+    def outcome(self) -> dict[str, Any]:
+        return dict(self.call.outcome())
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.call.cancel()
+
+
+class _LateTransport:
+    """The strict stand-in, with chunk ``late``'s answer arriving late."""
+
+    def __init__(self, inner: StrictTransport, late: int) -> None:
+        self.inner, self.late = inner, late
+        self.held: list[_AnswerOnItsWay] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def start_chunk(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> Any:
+        call = self.inner.start_chunk(request, gpu=gpu, affinity_key=affinity_key)
+        if request["chunk_id"] != self.late:
+            return call
+        self.held.append(_AnswerOnItsWay(call))
+        return self.held[-1]
+
+
+def test_cancel_writes_a_chunk_whose_answer_came_after_the_last_done_check(
+    model_hub: FakeHub, transport: StrictTransport, tmp_path: Path
+) -> None:
+    class Interrupted(BaseException):
+        pass
+
+    images = _images(tmp_path / "data", 4)
+    recorder = Recorder()
+    late = _LateTransport(transport, late=1)
+
+    def interrupt() -> None:
+        # Cancel once chunk 0 is written and chunk 1's container has answered.
+        if recorder.results:
+            late.held[0].call.join()
+            raise Interrupted
+
+    job = _job(chunk_images=2)
+    with pytest.raises(Interrupted):
+        caption_fan_out(
+            Dispatcher(late),  # type: ignore[arg-type]
+            job,
+            images,
+            recorder,
+            check_interrupt=interrupt,
+        )
+    assert late.held and late.held[0].cancelled
+    assert late.held[0].call.raised is None  # it had answered: nothing to cancel
+    assert recorder.captioned() == [0, 1, 2, 3]  # paid for and written, not lost
+    assert sorted(r.chunk_id for r in recorder.results) == [0, 1]

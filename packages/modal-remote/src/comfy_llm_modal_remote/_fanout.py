@@ -73,6 +73,12 @@ captions a chunk this size in roughly 10-40 s, so the per-chunk round trip
 (spawn, upload ~20 MB, answer) stays a few percent of the chunk."""
 MAX_WORKERS = defaults.MAX_MODAL_WORKERS
 _STATUS_SECONDS = 0.5
+CANCEL_SETTLE_SECONDS = 5.0
+"""After Cancel, how long in all the calls just cancelled may take to report:
+an answer that arrives in that time is written, not paid for and lost. A cancel
+reaches a running input as SIGUSR1 at once, except during a model load, which
+the worker finishes first (``_engine._CancelShield``); that call is left."""
+_SETTLE_POLL_SECONDS = 0.01
 
 
 class ChunkTransport(Protocol):
@@ -293,11 +299,11 @@ def caption_fan_out(
             else:
                 time.sleep(poll_seconds)
     except BaseException:
-        returned = [s for s in slots if s.call is not None and s.call.done()]
-        for slot in slots:
-            if slot.call is not None and slot not in returned:
+        in_flight = [slot for slot in slots if slot.call is not None]
+        for slot in in_flight:
+            if slot.call is not None and not slot.call.done():
                 slot.call.cancel()
-        _harvest(returned, tasks, report, collector)
+        _harvest(in_flight, tasks, report, collector)
         raise
     finally:
         report.wall_seconds = time.monotonic() - started
@@ -395,8 +401,25 @@ def _harvest(
     report: FanOutReport,
     collector: ChunkCollector,
 ) -> None:
-    """On Cancel: keep the chunks whose calls had already returned (their GPU work is paid for)."""
+    """On Cancel: write every chunk whose answer is available (its GPU work is paid for).
+
+    Every call in flight was just cancelled (or had returned). A chunk can
+    finish between the loop's last ``done()`` and its ``cancel()``, and over
+    the network an output produced before the cancel is still on its way
+    (``ModalTransport``'s call is done only once its ``FunctionCall.get``
+    returned; Modal documents ``cancel`` as stopping a *running* call, so a
+    finished one keeps its output — the stand-ins do the same, the real
+    service has not been observed doing it): the calls get up to
+    :data:`CANCEL_SETTLE_SECONDS` in all to report, and whichever answered is
+    written; a cancelled one raised and is dropped (its images stay missing,
+    for the rerun).
+    """
+    deadline = time.monotonic() + CANCEL_SETTLE_SECONDS
     for slot in slots:
+        while slot.call is not None and not slot.call.done() and time.monotonic() < deadline:
+            time.sleep(_SETTLE_POLL_SECONDS)
+        if slot.call is None or not slot.call.done():
+            continue  # still running past the wait: its cancel is on its way
         try:
             outcome = _collect(slot, tasks, report, time.monotonic())
             if isinstance(outcome, ChunkResult):
