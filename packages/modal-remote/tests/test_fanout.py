@@ -343,3 +343,48 @@ def test_cancel_writes_a_chunk_whose_answer_came_after_the_last_done_check(
     assert late.held[0].call.raised is None  # it had answered: nothing to cancel
     assert recorder.captioned() == [0, 1, 2, 3]  # paid for and written, not lost
     assert sorted(r.chunk_id for r in recorder.results) == [0, 1]
+
+
+def test_a_cancel_during_a_chunks_cold_load_leaves_the_model_owned_and_the_next_chunk_warm(
+    model_hub: FakeHub, transport: StrictTransport, tmp_path: Path
+) -> None:
+    """Cancel in the first seconds of a fan-out lands in every worker's cold load."""
+    from comfy_llm_modal_remote import StageRequest, StageResult
+    from comfy_llm_modal_remote._chunk_wire import ChunkRequest
+    from comfy_llm_modal_remote._wire import unwrap
+    from modal.exception import InputCancellation
+
+    stage = transport.start_stage(StageRequest("s-chunk", SCRIPTED).to_wire())
+    staged = StageResult.from_wire(unwrap(stage.outcome()))
+    images = tuple(image.encode() for image in _images(tmp_path / "data", 2))
+
+    def chunk(number: int) -> dict[str, Any]:
+        return ChunkRequest(
+            request_id=f"chunk-{number}",
+            chunk_id=number,
+            attempt=0,
+            profile=staged.profile,
+            snapshot=staged.snapshot,
+            prompt="Describe this image.",
+            system_prompt=None,
+            settings=GenerationSettings(temperature=0.0, max_new_tokens=4).to_dict(),
+            images=images,
+            batch_size=2,
+            reserve_gb=0.0,
+            promotion_state=None,
+        ).to_wire()
+
+    call = transport.start_chunk(chunk(0), gpu="H100", affinity_key="caption-h100-0")
+    seen: list[str] = []
+    while "load" not in seen:
+        assert not call.done(), seen
+        seen.extend(event["stage"] for event in call.events(0.02))
+    call.cancel()
+    with pytest.raises(InputCancellation):
+        call.outcome()
+    state = transport.container("caption-h100-0").state()
+    # The load finished and the manager owns it: no engine without an owner.
+    assert state["resident_profiles"] == [staged.profile["profile_id"]] and state["busy"] is False
+    again = transport.start_chunk(chunk(1), gpu="H100", affinity_key="caption-h100-0")
+    result = ChunkResult.from_wire(unwrap(again.outcome()))
+    assert [c.metadata["cache_status"] for c in result.captions] == ["warm", "warm"]

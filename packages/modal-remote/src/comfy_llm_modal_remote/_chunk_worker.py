@@ -14,7 +14,11 @@ Per chunk, on the container's one :class:`EngineService`::
 Progress goes to the chunk's partition: the engine's own events (stage,
 tokens of the running batch) plus one ``images`` event per finished batch,
 which is what the dispatcher shows as this worker's state. Cancellation is
-Modal's ``InputCancellation`` (a ``BaseException``), let through unchanged.
+Modal's ``InputCancellation`` (a ``BaseException``), let through unchanged,
+except during a cold load: as for one request, it is held until the load
+returns (``_engine._CancelShield``), so the manager owns the model and the
+container's next chunk finds it warm (a Cancel early in a fan-out lands in
+every worker's first load).
 It shares the container's service with ``_engine`` through the service's
 public steps (``visible_snapshot``, ``retire``, ``commit_compile_cache``,
 ``event_interval``): one container, one resident engine, whichever method a
@@ -37,7 +41,7 @@ from comfy_llm_residency import BatchItem, GenerationSettings, InsufficientMemor
 
 from ._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
 from ._container import ProgressChannel
-from ._engine import EngineService
+from ._engine import EngineService, _CancelShield
 from ._wire import EventSender, error_envelope, ok_envelope
 from .errors import WorkerUnsafeError
 
@@ -93,6 +97,8 @@ def caption_chunk(
     # vLLM's continuous batching takes the whole chunk at once; the other
     # engines batch ``batch_size`` images at a time, as they do locally.
     size = max(1, len(ready)) if profile.backend == "vllm" else request.batch_size
+    shield = _CancelShield()  # a cancel during the cold load waits for the load, as in generate
+    progress = shield.relay(sender)
     try:
         for at in range(0, len(ready), size):
             batch = ready[at : at + size]
@@ -102,7 +108,7 @@ def caption_chunk(
                 [item for _, item in batch],
                 reserve_gb=request.reserve_gb,
                 keep_loaded=True,
-                progress=sender,
+                progress=progress,
             )
             for (index, _), result in zip(batch, results, strict=True):
                 answers[index] = ImageCaption(
@@ -116,7 +122,9 @@ def caption_chunk(
             raise service.retire(str(error)) from error
         raise
     finally:
+        shield.release(raise_pending=False)
         sender.flush()
+    shield.raise_pending()
     if service.manager.unsafe_for_reuse:
         service.retire("an unload failed after the chunk.")
     return ChunkResult(
