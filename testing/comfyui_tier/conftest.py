@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from comfy_llm_testworld import FakeHub
-from comfy_llm_testworld.checkpoints import build_checkpoint_files
+from comfy_llm_testworld.checkpoints import build_checkpoint_files, with_unopened_think
 from comfy_llm_testworld.real_comfyui import ComfyUIClient, ComfyUIServer, find_comfyui
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +72,9 @@ def server(hub: FakeHub) -> Iterator[ComfyUIServer]:
         try:
             for repository, (kind, scripted) in REPOS.items():  # while ComfyUI boots
                 hub.add_repo(repository, build_checkpoint_files(kind, scripted=scripted))
+            # an instruct template that opens no think block (as Qwen3-VL Instruct's)
+            unopened = with_unopened_think(build_checkpoint_files("qwen3_5"))
+            hub.add_repo("tiny/qwen35-unopened", unopened)
             comfy.wait_until_ready()
             yield comfy
         finally:

@@ -283,6 +283,26 @@ def test_the_status_of_the_last_run_is_replaced_at_once(client: ComfyUIClient) -
     assert not [text for text in texts if "acme/nope" in text], texts
 
 
+def test_an_error_shown_names_no_module_and_the_log_keeps_the_class(
+    client: ComfyUIClient, server: ComfyUIServer
+) -> None:
+    # 4096 is the tiny checkpoints' context: this prompt fills it on a CPU run
+    failed = client.run(_with_previews({LLM: _llm(prompt="word " * 6000, max_new_tokens=4)}))
+    assert failed.status == "execution_error"
+    error = failed.error()
+    # what the frontend shows: the type (execution.py full_type_name) and the message
+    assert error["exception_type"] == "ValueError", error["exception_type"]
+    message = error["exception_message"]
+    assert "context limit is 4096" in message and "Shorten the prompt" in message, message
+    assert "comfy_llm" not in message, message
+    texts = [text for node, text in failed.texts if node == LLM]
+    assert texts[-1].startswith("Stopped: The prompt is "), texts[-1]
+    assert "comfy_llm" not in texts[-1] and "Error" not in texts[-1], texts[-1]
+    # the server log keeps the class (the note, and the chained original)
+    log = server.log(tail=200_000)
+    assert "comfy-llm error class: " in log and "PromptTooLongError (action: fix_input)" in log
+
+
 def test_long_live_text_keeps_to_its_last_lines(client: ComfyUIClient) -> None:
     # the cut itself is exercised on the stand-in (test_glue); here: what reaches the node
     from comfy_llm._comfyui._glue import LIVE_TEXT_MAX_CHARS, LIVE_TEXT_MAX_LINES
@@ -312,6 +332,23 @@ def test_a_budget_spent_reasoning_is_explained_on_the_node(client: ComfyUIClient
     assert metadata["empty_answer"]["message"] == expected
     texts = [text for node, text in run.texts if node == LLM]
     assert expected in texts[-1], texts[-1]
+
+
+def test_the_live_label_agrees_with_the_outputs_when_the_budget_ends(
+    client: ComfyUIClient,
+) -> None:
+    # issue 20 item 8: enable_reasoning on, a template that opens no think block, and a
+    # budget that ends before any </think>: the tokens are the answer, live and at the end
+    rambling = _llm(model_profile="tiny/qwen35-unopened", max_new_tokens=200, prompt="Go.")
+    graph = {LLM: {**rambling, "inputs": {**rambling["inputs"], "temperature": 1.0, "seed": 3}}}
+    run = client.run(_with_previews(graph))
+    response, metadata, reasoning = _outputs(run)
+    assert metadata["finish_reason"] == "length" and response, metadata
+    assert reasoning == "" and metadata["reasoning_truncated"] is False
+    texts = [text for node, text in run.texts if node == LLM]
+    live = [text for text in texts[:-1] if text.startswith(("Answer:", "Thinking"))]
+    assert len(live) >= 2, texts
+    assert all(text.startswith("Answer:") and "Reasoning:" not in text for text in live), live
 
 
 def test_a_seed_era_workflow_keeps_the_local_reserve_on_a_local_run(client: ComfyUIClient) -> None:

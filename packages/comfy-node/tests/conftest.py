@@ -5,13 +5,40 @@ import http.server
 import json
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from comfy_llm_residency import reset_managers
 from comfy_llm_testworld import FakeHub
-from comfy_llm_testworld.checkpoints import build_checkpoint_files
+from comfy_llm_testworld.checkpoints import build_checkpoint_files, with_unopened_think
 from comfy_llm_testworld.comfyui_standin import installed_standin
+
+
+@dataclass
+class NodeFailure:
+    """What a node raised to ComfyUI (``shown``) and the comfy-llm error behind it."""
+
+    shown: BaseException | None = None
+    value: BaseException | None = None
+
+
+@contextmanager
+def node_raises(expected: type[BaseException], match: str | None = None) -> Iterator[NodeFailure]:
+    """Expect a node's execute to fail with ``expected``, as ComfyUI would get it.
+
+    A comfy-llm error leaves the node as the plain builtin it derives from
+    (ComfyUI shows the raised class's module path), chained to the original.
+    """
+    failure = NodeFailure()
+    with pytest.raises(Exception, match=match) as caught:
+        yield failure
+    failure.shown = caught.value
+    assert type(caught.value).__module__ == "builtins", type(caught.value)
+    assert isinstance(caught.value.__cause__, expected), repr(caught.value.__cause__)
+    failure.value = caught.value.__cause__
+
 
 # (repository, checkpoint kind, scripted)
 REPOS = {
@@ -27,6 +54,9 @@ def model_hub(hf_env: FakeHub) -> FakeHub:
     """The fake Hub serving every tiny checkpoint, HF_ENDPOINT pointing at it."""
     for repository, (kind, scripted) in REPOS.items():
         hf_env.add_repo(repository, build_checkpoint_files(kind, scripted=scripted))
+    # a template that opens no think block (an instruct, not a thinking, template)
+    scripted = build_checkpoint_files("qwen3_5", scripted=True)
+    hf_env.add_repo("tiny/qwen35-unopened", with_unopened_think(scripted))
     return hf_env
 
 

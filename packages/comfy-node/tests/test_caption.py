@@ -12,6 +12,8 @@ import pytest
 from comfy_llm_testworld import FakeHub
 from PIL import Image
 
+from .conftest import node_raises
+
 pytestmark = pytest.mark.slow
 
 TARGETS = ["local_cpu", "local_apple"]
@@ -185,7 +187,7 @@ def test_a_batch_size_out_of_range_is_refused_before_any_download(
     from comfy_llm_core import InvalidSettingError
 
     images = np.zeros((1, 8, 8, 3), dtype=np.float32)
-    with pytest.raises(InvalidSettingError, match="batch_size"):
+    with node_raises(InvalidSettingError, match="batch_size"):
         _caption(model_profile="tiny/qwen35", prompt="x", images=images, batch_size=0)
     assert model_hub.file_requests() == []
 
@@ -231,7 +233,7 @@ def test_invalid_schema_is_refused_before_any_download(
 ) -> None:
     from comfy_llm_structured import InvalidSchemaError
 
-    with pytest.raises(InvalidSchemaError):
+    with node_raises(InvalidSchemaError):
         _llm_node().execute(prompt="x", model_profile="tiny/qwen35", response_schema="{not json")
     assert model_hub.file_requests() == []
 

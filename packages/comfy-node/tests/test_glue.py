@@ -9,10 +9,20 @@ import pytest
 from comfy_llm_profiles import ProgressEvent, ProgressStage
 
 
-def _generate(text: str, value: int, maximum: int = 100) -> ProgressEvent:
+def _generate(
+    text: str, value: int, maximum: int = 100, *, opened: bool | None = None
+) -> ProgressEvent:
     return ProgressEvent(
-        stage=ProgressStage.GENERATE, value=value, maximum=maximum, unit="tokens", text=text
+        stage=ProgressStage.GENERATE,
+        value=value,
+        maximum=maximum,
+        unit="tokens",
+        text=text,
+        prompt_opened_reasoning=opened,
     )
+
+
+QWEN35 = type("Profile", (), {"reasoning_parser": "qwen3", "architecture": "Qwen3_5ForCausalLM"})
 
 
 def test_status_is_plain_words_and_numbers_do_not_break(comfyui: Path) -> None:
@@ -89,17 +99,18 @@ def test_live_text_shows_the_answer_first_and_the_tail_of_the_reasoning(comfyui:
     from server import PromptServer
 
     glue = ComfyGlue("5", reasoning_enabled=True, text_interval=0)
+    glue.use_profile(QWEN35())
     long_reasoning = "r" * (LIVE_TEXT_MAX_CHARS * 3)
-    glue.progress(_generate(long_reasoning, 1))
+    glue.progress(_generate(long_reasoning, 1, opened=True))
     thinking = PromptServer.instance.progress_texts[-1][1]
     assert thinking.startswith("Thinking… (the answer comes after the reasoning)\n\nReasoning:\n…")
     assert len(thinking) < LIVE_TEXT_MAX_CHARS + 100
-    glue.progress(_generate(long_reasoning + "</think> the answer", 2))
+    glue.progress(_generate(long_reasoning + "</think> the answer", 2, opened=True))
     text = PromptServer.instance.progress_texts[-1][1]
     assert text.startswith("Answer:\nthe answer\n\nReasoning:\n…r")
     assert len(text) < 400  # the answer stays visible at the node's default size
     many_lines = "\n".join(f"line {n}" for n in range(100))
-    glue.progress(_generate(many_lines, 3))
+    glue.progress(_generate(many_lines, 3, opened=False))
     shown = PromptServer.instance.progress_texts[-1][1]
     assert shown.endswith("line 99") and "line 80" not in shown  # the last lines only
 
@@ -117,6 +128,63 @@ def test_live_text_of_a_model_without_a_reasoning_parser_is_all_answer(comfyui: 
     assert PromptServer.instance.progress_texts[-1][1] == "Answer:\nA red square."
     glue.finish("A red square.", "")
     assert PromptServer.instance.progress_texts[-1][1] == "Answer:\nA red square."
+
+
+@pytest.mark.parametrize(
+    ("opened", "enable_reasoning", "text"),
+    [
+        (False, True, "Plain words, no think block"),  # the template did not open <think>
+        (True, True, "Still reasoning when the budget ran out"),  # it did
+        (False, True, "Preamble <think> cut inside"),
+        (True, True, "done thinking</think> The answer."),
+        (False, False, "<think> a block the model emitted anyway"),  # direct parser
+    ],
+)
+def test_the_live_label_is_the_split_the_outputs_get(
+    comfyui: Path, opened: bool, enable_reasoning: bool, text: str
+) -> None:
+    # issue 20 item 8: a budget that ends inside the reasoning (or text the template
+    # never opened a block for) is labelled live exactly as the outputs will be
+    from comfy_llm._comfyui._glue import ComfyGlue, _compose
+    from comfy_llm_reasoning import TokenVocabulary, parser_for_profile
+    from server import PromptServer
+
+    glue = ComfyGlue("5", reasoning_enabled=enable_reasoning, text_interval=0)
+    glue.use_profile(QWEN35())
+    glue.progress(_generate(text, 1, opened=opened))
+    live = PromptServer.instance.progress_texts[-1][1]
+    # the final parse, as the manager runs it: boundary ids of a real vocabulary
+    markers = ["<think>", "</think>"]
+    pieces = markers + sorted(set(_spaced(text).split()) - set(markers))
+    vocabulary = TokenVocabulary(
+        {piece: index for index, piece in enumerate(pieces)},
+        lambda ids: " ".join(pieces[index] for index in ids),
+    )
+    parser = parser_for_profile(
+        "qwen3", "Qwen3_5ForCausalLM", enable_reasoning=enable_reasoning, vocabulary=vocabulary
+    )
+    final = parser.parse(_ids(text, pieces), None, prompt_opened_reasoning=opened)
+    if final.response:
+        assert live.startswith(f"Answer:\n{final.response}"), (live, final)
+    else:
+        assert live.startswith("Thinking…"), (live, final)
+    if final.reasoning:
+        assert live.endswith(f"Reasoning:\n{final.reasoning}"), (live, final)
+    else:
+        assert "Reasoning:" not in live, (live, final)
+    glue.finish(final.response, final.reasoning)
+    assert PromptServer.instance.progress_texts[-1][1] == _compose(
+        final.response, final.reasoning or None
+    )
+
+
+def _spaced(text: str) -> str:
+    return text.replace("</think>", " </think> ").replace("<think>", " <think> ")
+
+
+def _ids(text: str, pieces: list[str]) -> list[int]:
+    """``text`` as ids of the test vocabulary: markers one id each, words space-joined."""
+    return [pieces.index(word) for word in _spaced(text).split()]
 
 
 def test_every_token_checks_for_cancel(comfyui: Path) -> None:

@@ -11,6 +11,8 @@ import pytest
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.checkpoints import write_checkpoint
 
+from .conftest import node_raises
+
 pytestmark = pytest.mark.slow
 
 TARGETS = ["local_cpu", "local_apple"]
@@ -92,9 +94,9 @@ def test_offline_a_never_seen_model_fails_with_one_line(
 
     monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(OfflineResolutionError) as caught:
+    with node_raises(OfflineResolutionError) as caught:
         _execute(model_profile="tiny/smolvlm")
-    message = str(caught.value)
+    message = str(caught.shown)
     assert "HF_HUB_OFFLINE=1" in message and "tiny/smolvlm" in message
     assert "\n" not in message
     assert model_hub.requests == []
@@ -110,10 +112,10 @@ def test_a_local_folder_is_refused_with_run_on_modal_before_modal(
     from comfy_llm_profiles import LocalFolderError
 
     folder = write_checkpoint("smolvlm", tmp_path / "SmolVLM")
-    with pytest.raises(LocalFolderError, match="not on the Modal worker"):
+    with node_raises(LocalFolderError, match="not on the Modal worker"):
         _execute(model_profile=str(folder), run_on_modal=True)
     CaptionImagesNode.hidden = io.HiddenHolder(unique_id="6")
-    with pytest.raises(LocalFolderError, match="not on the Modal worker"):
+    with node_raises(LocalFolderError, match="not on the Modal worker"):
         CaptionImagesNode.execute(
             model_profile=str(folder),
             prompt="Caption.",

@@ -235,9 +235,62 @@ def test_limit_of_one_evicts_the_older_profile(
     assert metadata["cache_status"] == "cold"
 
 
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+@pytest.mark.parametrize(
+    ("model", "budget", "answered"),
+    [
+        # the template opened no think block: cut before </think>, "a b" is the answer
+        ("tiny/qwen35-unopened", 2, True),
+        ("tiny/qwen35-unopened", 16, True),
+        # the template opened it: cut inside, the answer is empty
+        ("tiny/qwen35-scripted", 2, False),
+    ],
+)
+def test_the_live_label_follows_the_parse_the_outputs_get(
+    target: str,
+    model_hub: FakeHub,
+    storage: Path,
+    comfyui: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    model: str,
+    budget: int,
+    answered: bool,
+) -> None:
+    # issue 20 item 8: the backend reports whether the rendered prompt opened <think>,
+    # and the live text is split by the parser the outputs go through
+    import functools
+
+    from comfy_llm._comfyui import _run
+    from comfy_llm._comfyui._glue import ComfyGlue
+    from server import PromptServer
+
+    # every live text is sent (no 0.25 s spacing), so each token's label is seen
+    monkeypatch.setattr(_run, "ComfyGlue", functools.partial(ComfyGlue, text_interval=0))
+    PromptServer.instance.progress_texts.clear()
+    response, metadata, reasoning = _execute(
+        _node(comfyui), prompt="Hi", model_profile=model, max_new_tokens=budget, seed=0
+    )
+    assert bool(response) is answered, (response, reasoning)
+    texts = [text for node_id, text in PromptServer.instance.progress_texts if node_id == "7"]
+    live = [text for text in texts[:-1] if text.startswith(("Answer:", "Thinking"))]
+    assert len(live) >= 2, texts  # one per token at least, before the final text
+    # the last live text is the outputs' split of the whole generation
+    truncated = metadata["reasoning_truncated"]
+    label = "Thinking…" if truncated and not response else "Answer:"
+    assert live[-1].startswith(label), (live, response, reasoning)
+    assert live[-1].startswith(f"Answer:\n{response}") or not response, live
+    if reasoning:
+        assert live[-1].endswith(f"Reasoning:\n{reasoning}"), (live, reasoning)
+    else:
+        assert "Reasoning:" not in live[-1], live
+    if truncated or not reasoning:  # no </think> came: the split never moved
+        assert all(text.startswith(label) for text in live), live
+
+
 def test_run_on_modal_is_refused_clearly(model_hub: FakeHub, storage: Path, comfyui: Path) -> None:
-    with pytest.raises(RuntimeError, match="run_on_modal"):
+    with pytest.raises(RuntimeError, match="run_on_modal") as caught:
         _execute(_node(comfyui), prompt="hi", model_profile="tiny/qwen35", run_on_modal=True)
+    assert type(caught.value).__module__ == "builtins"  # ComfyUI shows no module path
 
 
 @pytest.mark.slow

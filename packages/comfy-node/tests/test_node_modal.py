@@ -17,6 +17,8 @@ import pytest
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_standin import StandinTransport
 
+from .conftest import node_raises
+
 SCRIPTED = "tiny/smolvlm-scripted"
 
 
@@ -145,14 +147,15 @@ def test_without_credentials_one_clear_error_before_inputs(
     monkeypatch.delenv("MODAL_TOKEN_SECRET", raising=False)
     PromptServer.instance.progress_texts.clear()
     bad_image = object()  # preparing it would fail: it must never be prepared
-    with pytest.raises(ModalUnavailableError, match="modal token new") as raised:
+    with node_raises(ModalUnavailableError, match="modal token new") as raised:
         _execute(comfyui, prompt="hi", model_profile=SCRIPTED, images=bad_image, run_on_modal=True)
+    assert isinstance(raised.value, ModalUnavailableError)
     assert raised.value.missing == "credentials"
     assert model_hub.requests == []
     # the status is replaced at once, then says what stopped the run: no stage began
     assert PromptServer.instance.progress_texts == [
         ("9", "Starting"),
-        ("9", "Stopped: ModalUnavailableError (see the error message)"),
+        ("9", f"Stopped: {raised.value}"),
     ]
 
 
@@ -169,13 +172,14 @@ def test_without_the_modal_package_one_clear_error_before_inputs(
     monkeypatch.setitem(sys.modules, "modal.config", None)
     PromptServer.instance.progress_texts.clear()
     bad_image = object()  # preparing it would fail: it must never be prepared
-    with pytest.raises(ModalUnavailableError, match=r"comfy-llm\[modal\]") as raised:
+    with node_raises(ModalUnavailableError, match=r"comfy-llm\[modal\]") as raised:
         _execute(comfyui, prompt="hi", model_profile=SCRIPTED, images=bad_image, run_on_modal=True)
+    assert isinstance(raised.value, ModalUnavailableError)
     assert raised.value.missing == "package"
     assert "modal token new" in str(raised.value)
     assert model_hub.requests == []
     # the status is replaced at once, then says what stopped the run: no stage began
     assert PromptServer.instance.progress_texts == [
         ("9", "Starting"),
-        ("9", "Stopped: ModalUnavailableError (see the error message)"),
+        ("9", f"Stopped: {raised.value}"),
     ]

@@ -92,3 +92,36 @@ def test_a_backend_that_died_is_evicted_and_the_next_run_loads_a_fresh_one(
     manager.run(profile, world.snapshot(profile), fake.make_inputs(), SETTINGS)
     assert world.log.events.count(f"load:{profile.repository}") == 2
     assert world.log.events.count(f"unload:{profile.repository}") == 1
+
+
+@pytest.mark.parametrize("opened", [True, False])
+def test_the_backends_report_of_an_opened_think_block_rides_every_generate_event(
+    world, fake, monkeypatch, opened
+):
+    from comfy_llm_residency import report_prompt_opened
+
+    def generate(self, inputs, settings, on_token):
+        report_prompt_opened(on_token, opened)  # as every backend does, before its first token
+        return original(self, inputs, settings, on_token)
+
+    original = fake.FakeBackend.generate
+    monkeypatch.setattr(fake.FakeBackend, "generate", generate)
+    manager = world.manager()
+    profile = fake.make_profile()
+    manager.run(
+        profile, world.snapshot(profile), fake.make_inputs(), SETTINGS, progress=world.record
+    )
+    tokens = [e for e in _generate_events(world) if e.text is not None]
+    assert tokens and all(e.prompt_opened_reasoning is opened for e in tokens)
+    # and a plain callback (no reasoning_opened) is left alone
+    report_prompt_opened(lambda token_id, text: None, opened)
+
+
+def test_without_a_report_generate_events_say_unknown(world, fake):
+    manager = world.manager()
+    profile = fake.make_profile()
+    manager.run(
+        profile, world.snapshot(profile), fake.make_inputs(), SETTINGS, progress=world.record
+    )
+    tokens = [e for e in _generate_events(world) if e.text is not None]
+    assert tokens and all(e.prompt_opened_reasoning is None for e in tokens)

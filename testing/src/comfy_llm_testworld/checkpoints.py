@@ -77,6 +77,7 @@ __all__ = [
     "scripted_pieces",
     "scripted_text",
     "think_token_ids",
+    "with_unopened_think",
     "write_checkpoint",
 ]
 
@@ -275,3 +276,29 @@ def think_token_ids(files_or_path: Mapping[str, bytes] | Path | str) -> tuple[in
         raw = (Path(files_or_path) / "tokenizer.json").read_bytes()
     added = {token["content"]: token["id"] for token in json.loads(raw)["added_tokens"]}
     return added[THINK_OPEN], added[THINK_CLOSE]
+
+
+_OPENING_BRANCH = "{%- else -%}{{- '<think>\\n' -}}{%- endif -%}"
+"""The enabled branch of the Qwen3.5 template (``_ckpt_tokenizer.QWEN_CHAT_TEMPLATE``)."""
+
+
+def with_unopened_think(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    r"""A qwen3_5 checkpoint whose template opens no think block with thinking on.
+
+    As an instruct template that is not a thinking template (Qwen3-VL
+    Instruct's): the generation prompt ends ``<|im_start|>assistant\n``, so the
+    scripted variant emits `` a``, `` b``, ``</think>``, `` answer``, end token
+    with the prompt not having opened the block (a parser still reads "a b"
+    as reasoning once ``</think>`` arrives; cut before it, "a b" is the answer).
+
+    Raises:
+        ValueError: ``files`` is not a qwen3_5 checkpoint from :func:`build_checkpoint_files`.
+    """
+    template = files["chat_template.jinja"].decode("utf-8")
+    if _OPENING_BRANCH not in template:
+        raise ValueError("not a qwen3_5 checkpoint of build_checkpoint_files")
+    changed = dict(files)
+    changed["chat_template.jinja"] = template.replace(_OPENING_BRANCH, "{%- endif -%}").encode(
+        "utf-8"
+    )
+    return changed

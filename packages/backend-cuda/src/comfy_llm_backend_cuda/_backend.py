@@ -18,6 +18,7 @@ from comfy_llm_residency import (
     BatchTokenCallback,
     GenerationSettings,
     TokenCallback,
+    report_prompt_opened,
 )
 from comfy_llm_staging import require_completed_snapshot
 from comfy_llm_structured import JsonConstraint, llg_tokenizer
@@ -200,6 +201,7 @@ class TransformersBackend:
             raise BackendUnloadedError(self.profile.profile_id)
         started = time.perf_counter()
         encoded, budget = self._encode(inputs, settings)
+        report_prompt_opened(on_token, encoded.opened_reasoning)  # the live view's split
         constraint = self._constraint(settings)
         run = run_generate(
             self._torch,

@@ -34,6 +34,7 @@ from comfy_llm_residency import (
     GenerationSettings,
     TokenCallback,
     admitted_memory,
+    report_prompt_opened,
 )
 from comfy_llm_staging import require_completed_snapshot
 
@@ -264,6 +265,8 @@ class VllmBackend:
             raise EngineDiedError(self.profile.profile_id, self.dead_reason)
         started = time.perf_counter()
         rendered, images = self._render(inputs, settings)
+        opened = prompt_opens_reasoning(rendered)
+        report_prompt_opened(on_token, opened)  # the live view's split
         prompt: dict[str, Any] = {"prompt": rendered}
         if images:
             prompt["multi_modal_data"] = {"image": images}
@@ -332,7 +335,7 @@ class VllmBackend:
                 tokens_per_second=decode_rate(times),
                 prompt_tokens=prompt_tokens,
             ),
-            prompt_opened_reasoning=prompt_opens_reasoning(rendered),
+            prompt_opened_reasoning=opened,
             finish_reason=finish,
             constrained=settings.schema is not None,
         )

@@ -20,7 +20,13 @@ import mlx.core as mx
 import mlx_vlm
 from comfy_llm_core import SEED_BITS_UINT64, fold_seed
 from comfy_llm_reasoning import TokenVocabulary
-from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings, TokenCallback
+from comfy_llm_residency import (
+    BackendResult,
+    BackendTimings,
+    GenerationSettings,
+    TokenCallback,
+    report_prompt_opened,
+)
 from mlx.utils import tree_flatten
 from mlx_vlm import load as _mlx_vlm_load
 from mlx_vlm.generate import generate_step, generation_stream, wired_limit
@@ -225,6 +231,7 @@ def generate(
         processor, model.config, messages, num_images=len(images), **chat_kwargs
     )
     opened = prompt_opens_reasoning(prompt_text)
+    report_prompt_opened(on_token, opened)  # the live view's split
     prepared = prepare_inputs(
         processor,
         images=list(images) or None,

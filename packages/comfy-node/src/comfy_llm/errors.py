@@ -16,7 +16,6 @@ __all__ = [
     "ComfyLLMError",
     "ComfyUIDirError",
     "ComfyUIInterpreterError",
-    "NodeError",
     "TargetUnavailableError",
 ]
 
@@ -98,30 +97,3 @@ class ComfyUIInterpreterError(ComfyLLMError, RuntimeError):
             f"{python} <wheels or a clone's packages>` (or its pip), or pass the interpreter "
             "ComfyUI runs with as --python."
         )
-
-
-class NodeError(ComfyLLMError, RuntimeError):
-    """A failure whose text carried a Hub token, re-raised to ComfyUI scrubbed.
-
-    ComfyUI shows ``str(error)`` in the UI and logs the whole chained
-    traceback, so an error whose text (or whose causes' text) holds a token
-    is replaced by this one, raised ``from None``, with the message rendered
-    by ``comfy_llm_core.render_error``. Other errors reach ComfyUI unchanged.
-
-    Its ``action`` is FATAL (ComfyUI does not read it); the original's is
-    kept in ``original_action``.
-
-    Attributes:
-        error_type: The class name of the original error.
-        original_action: The original error's ``ErrorAction`` value
-            (``"fatal"`` when it had none).
-    """
-
-    action = ErrorAction.FATAL
-
-    def __init__(
-        self, message: str, error_type: str, original_action: str = ErrorAction.FATAL.value
-    ) -> None:
-        self.error_type = error_type
-        self.original_action = original_action
-        super().__init__(message)

@@ -45,6 +45,10 @@ class ProgressEvent:
         tokens_per_second: Set during generation once known.
         text: Text generated so far (generation only), for live previews.
         token_id: The token just generated (generation only).
+        prompt_opened_reasoning: The backend's report that the rendered prompt
+            opened a ``<think>`` block, so generation starts inside the
+            reasoning (generation only; the same value the final reasoning
+            parse gets); ``None`` when the backend did not report it.
     """
 
     stage: ProgressStage
@@ -58,6 +62,7 @@ class ProgressEvent:
     tokens_per_second: float | None = None
     text: str | None = None
     token_id: int | None = None
+    prompt_opened_reasoning: bool | None = None
 
     @property
     def fraction(self) -> float | None:

@@ -8,6 +8,7 @@ Pure Python; nothing heavy is imported.
 
 from __future__ import annotations
 
+from ._live import LiveSplit, live_split
 from ._parsers import DirectResponseParser, PassthroughParser, Qwen3ReasoningParser
 from ._protocol import ReasoningParser
 from ._result import Accounting, ReasoningResult
@@ -26,6 +27,7 @@ __all__ = [
     "KNOWN_PARSERS",
     "Accounting",
     "DirectResponseParser",
+    "LiveSplit",
     "PassthroughParser",
     "Qwen3ReasoningParser",
     "ReasoningError",
@@ -34,6 +36,7 @@ __all__ = [
     "TokenVocabulary",
     "chat_template_kwargs",
     "get_parser",
+    "live_split",
     "parser_for_profile",
     "reasoning_end_id",
     "resolve_parser_name",

@@ -8,6 +8,7 @@ lock, and turns a backend's raw token ids into response, reasoning and
 JSON-ready metadata. Backends plug in through :data:`BackendFactory`.
 """
 
+from ._generation import report_prompt_opened
 from ._host import HostListener, ResidentInfo
 from ._loading import admitted_memory
 from ._manager import ResidentModelManager
@@ -87,5 +88,6 @@ __all__ = [
     "max_resident_models",
     "memory_recovery_timeout_seconds",
     "probe_for_target",
+    "report_prompt_opened",
     "reset_managers",
 ]

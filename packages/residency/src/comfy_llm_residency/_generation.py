@@ -59,10 +59,21 @@ class TokenRelay:
     first_token_at: float | None = None
     last_token_at: float | None = None
     last_event_at: float | None = None
+    prompt_opened: bool | None = None
 
     def start(self) -> None:
         """Mark the start of generation."""
         self.started = self.clock()
+
+    def reasoning_opened(self, opened: bool) -> None:
+        """The backend's report, before its first token, of the rendered prompt.
+
+        ``opened``: the chat template ended the prompt inside a ``<think>``
+        block (the value its ``BackendResult.prompt_opened_reasoning`` will
+        carry). Every later GENERATE event carries it, so a live view splits
+        the text so far as the final reasoning parse will.
+        """
+        self.prompt_opened = bool(opened)
 
     @property
     def time_to_first_token_seconds(self) -> float | None:
@@ -107,6 +118,7 @@ class TokenRelay:
             tokens_per_second=self.tokens_per_second,
             text=text,
             token_id=int(token_id),
+            prompt_opened_reasoning=self.prompt_opened,
         )
 
     def step(self, token_ids: Sequence[int], text: str) -> None:
@@ -135,6 +147,18 @@ class TokenRelay:
     def wait(self) -> None:
         """No token yet: an indeterminate GENERATE event, so the host can cancel a long prefill."""
         self.progress(prefill_event(self.started, self.clock()))
+
+
+def report_prompt_opened(on_token: TokenCallback, opened: bool) -> None:
+    """Tell ``on_token`` whether the rendered prompt opened a ``<think>`` block.
+
+    Backends call this once per request, after rendering the prompt and before
+    the first token. The manager's callback (:class:`TokenRelay`) has
+    ``reasoning_opened``; a caller's plain function has not, and is left alone.
+    """
+    report = getattr(on_token, "reasoning_opened", None)
+    if report is not None:
+        report(opened)
 
 
 def done_event(

@@ -32,7 +32,10 @@ backend must let that exception propagate unchanged. The manager's callback
 also has ``step(token_ids, text)`` (every token of one engine step at once:
 one progress event, at most 20 per second) and ``wait()`` (no token yet: a
 progress event, so the host can cancel a long prefill); step-wise engines
-(vLLM) use them where present (``getattr``), others call it per token.
+(vLLM) use them where present (``getattr``), others call it per token. It
+also has ``reasoning_opened(opened)``: every backend reports, before the first
+token, whether the rendered prompt opened a ``<think>`` block
+(``report_prompt_opened``), so the live text is split as the final parse will.
 """
 
 

@@ -165,19 +165,13 @@ class CaptionImagesNode(io.ComfyNode):
     def execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
         """Caption the batch; returns the captions (a list) and metadata_json.
 
-        Errors reach ComfyUI unchanged unless their text would show a Hub
-        token (see ``comfy_llm._comfyui._run.scrubbed``).
+        Errors reach ComfyUI as ``comfy_llm._comfyui._run.for_comfyui`` has
+        them (a comfy-llm error as a plain builtin; tokens scrubbed).
         """
-        from comfy_llm._comfyui._run import scrubbed
+        from comfy_llm._comfyui._run import comfyui_errors
 
         model = chosen_model(model_profile, optional.pop("custom_model", None))
-        try:
-            return cls._execute(model, prompt, **optional)
-        except Exception as error:
-            replacement = scrubbed(error)
-            if replacement is error:
-                raise
-            raise replacement from None
+        return comfyui_errors(cls._execute)(model, prompt, **optional)
 
     @classmethod
     def _execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:

@@ -15,9 +15,11 @@
 * interruption: ``throw_exception_if_processing_interrupted()`` on every
   token and every progress event, so Cancel stops generation within a token;
 * live text: the last lines of the text generated so far (bounded, so the
-  node keeps its size), labelled by what the model's parser can produce, the
-  answer first; the final text is the parsed outputs, with a note when the
-  answer is empty or cut (``_notes``);
+  node keeps its size), split by the request's own reasoning parser with the
+  ``<think>`` state the backend reported for the rendered prompt (the split the
+  outputs get: ``comfy_llm_reasoning.live_split``), the answer first; the
+  final text is the parsed outputs, with a note when the answer is empty or
+  cut (``_notes``);
 * memory: ``comfy.model_management.free_memory`` is the admission hook (comfy-llm's
   own entries kept loaded: admission evicts those itself), and the names of
   ComfyUI-managed models go into telemetry; the other direction, ComfyUI
@@ -32,12 +34,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from comfy_llm_core import render_error
 from comfy_llm_profiles import ProgressEvent, ProgressStage
+from comfy_llm_reasoning import LiveSplit, live_split
 
 __all__ = ["LIVE_TEXT_MAX_CHARS", "LIVE_TEXT_MAX_LINES", "ComfyGlue", "executing_prompt_id"]
 
-_THINK_OPEN = "<think>"
-_THINK_CLOSE = "</think>"
 _BAR_STEPS = 1000
 _PHASE_STAGES = (
     ProgressStage.DOWNLOAD,
@@ -114,27 +116,16 @@ def _compose(answer: str | None, reasoning: str | None, note: str | None = None)
     if reasoning is None:
         return f"Answer:\n{_tail(answer or '')}"
     if answer is None:
-        return f"Thinking… (the answer comes after the reasoning)\n\nReasoning:\n{_tail(reasoning)}"
+        thinking = "Thinking… (the answer comes after the reasoning)"
+        return f"{thinking}\n\nReasoning:\n{_tail(reasoning)}" if reasoning else thinking
     return f"Answer:\n{_tail(answer)}\n\nReasoning:\n{_tail(reasoning, REASONING_PREVIEW_CHARS)}"
 
 
-def _label_live_text(text: str, reasoning_open: bool, can_reason: bool = True) -> str:
-    """Label generated-so-far text the way the reasoning parser will split it.
-
-    ``reasoning_open`` is the parser's own starting point (the prompt opened a
-    ``<think>`` block); a model without a reasoning parser only shows ``Answer:``.
-    """
-    if not can_reason:
-        return _compose(text.strip(), None)
-    if _THINK_CLOSE in text:
-        head, _, answer = text.partition(_THINK_CLOSE)
-        return _compose(answer.strip(), head.replace(_THINK_OPEN, "").strip())
-    if reasoning_open or _THINK_OPEN in text:
-        head, _, body = text.partition(_THINK_OPEN) if _THINK_OPEN in text else ("", "", text)
-        if head.strip():
-            return _compose(head.strip(), body.strip())
-        return _compose(None, body.strip())
-    return _compose(text.strip(), None)
+def _label_live_text(split: LiveSplit) -> str:
+    """Label generated-so-far text as the reasoning parser splits it (``live_split``)."""
+    if split.thinking:
+        return _compose(None, split.reasoning or "")
+    return _compose(split.response, split.reasoning or None)
 
 
 class ComfyGlue:
@@ -142,7 +133,7 @@ class ComfyGlue:
 
     Args:
         node_id: The node's unique id (hidden input), for the bar and live text.
-        reasoning_enabled: Whether the live text starts inside the reasoning.
+        reasoning_enabled: The request's ``enable_reasoning`` (the parser's choice).
         text_interval: Seconds between live-text messages.
     """
 
@@ -159,8 +150,9 @@ class ComfyGlue:
         self._node_id = node_id
         self._bar: Any = None
         self._bar_steps = -1  # last value handed to the current bar
-        self._reasoning_open = reasoning_enabled
-        self._can_reason = True  # until the profile says which parser it has
+        self._reasoning_enabled = reasoning_enabled
+        # (reasoning_parser, architecture) of the resolved profile: the parser's selection
+        self._parser_of: tuple[str | None, str | None] = (None, None)
         self._text_interval = text_interval
         self._last_text = 0.0
         self._last_stage: ProgressStage | None = None
@@ -175,11 +167,11 @@ class ComfyGlue:
         self._send_text(words, force=True)
 
     def use_profile(self, profile: Any) -> None:
-        """Label the live text by the resolved profile's reasoning parser."""
-        parser = getattr(profile, "reasoning_parser", None)
-        if parser == "none":
-            self._can_reason = False
-            self._reasoning_open = False
+        """Split the live text with the resolved profile's reasoning parser."""
+        self._parser_of = (
+            getattr(profile, "reasoning_parser", None),
+            getattr(profile, "architecture", None),
+        )
 
     def progress(self, event: ProgressEvent) -> None:
         """ProgressCallback: check for Cancel, move the bar, show the stage."""
@@ -197,8 +189,7 @@ class ComfyGlue:
         if event.stage is ProgressStage.GENERATE and event.text is not None:
             # Build the labelled text only when it will be sent: it grows with the answer.
             if first_of_stage or self._text_due():
-                live = _label_live_text(event.text, self._reasoning_open, self._can_reason)
-                self._send_text(live, force=True)
+                self._send_text(_label_live_text(self._live_split(event)), force=True)
         elif event.stage is not ProgressStage.DONE and (first_of_stage or event.message):
             # caption batches report "Captioned 2/5 images (name)" as they go
             force = first_of_stage or event.unit == "images"  # each image's status is shown
@@ -254,9 +245,26 @@ class ComfyGlue:
         if isinstance(error, self._mm.InterruptProcessingException):
             self._send_text("Cancelled", force=True)
         else:
-            self._send_text(f"Stopped: {type(error).__name__} (see the error message)", force=True)
+            # the message in plain words (tokens scrubbed); the class is not for the artist
+            self._send_text(f"Stopped: {render_error(error)}", force=True)
 
     # -- helpers ------------------------------------------------------------
+    def _live_split(self, event: ProgressEvent) -> LiveSplit:
+        """The text so far, split as the outputs will be.
+
+        The same parser, and the same ``<think>`` state of the rendered prompt
+        (the backend's report; an engine that did not report it is taken as
+        not having opened one).
+        """
+        reasoning_parser, architecture = self._parser_of
+        return live_split(
+            event.text or "",
+            reasoning_parser=reasoning_parser,
+            architecture=architecture,
+            enable_reasoning=self._reasoning_enabled,
+            prompt_opened_reasoning=bool(event.prompt_opened_reasoning),
+        )
+
     def _later_phase(self, stage: ProgressStage) -> bool:
         if self._phase is None:
             return True

@@ -9,7 +9,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from comfy_llm_core import ErrorAction, defaults, redact, render_error
+from comfy_llm_core import ComfyLLMError, ErrorAction, defaults, redact, render_error
 from comfy_llm_residency import GenerationSettings
 
 from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
@@ -17,9 +17,8 @@ from comfy_llm._comfyui._host_memory import host_bridge
 from comfy_llm._notes import NODE_WORDS, explain
 from comfy_llm._pipeline import LLMRequest, run_request
 from comfy_llm._storage import register_model_folder, storage_root
-from comfy_llm.errors import NodeError
 
-__all__ = ["metadata_json", "reserve_for", "run_node", "scrub_errors", "scrubbed"]
+__all__ = ["comfyui_errors", "for_comfyui", "metadata_json", "reserve_for", "run_node"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,37 +28,86 @@ def metadata_json(metadata: dict[str, Any]) -> str:
     return redact(json.dumps(metadata, sort_keys=True, indent=2, ensure_ascii=False, default=str))
 
 
-def scrubbed(error: Exception) -> Exception:
-    """``error`` itself, or a :class:`NodeError` when its text would show a token.
+_PLAIN_KINDS: tuple[type[Exception], ...] = (
+    FileNotFoundError,
+    PermissionError,
+    TimeoutError,
+    ConnectionError,
+    OSError,
+    MemoryError,
+    ModuleNotFoundError,
+    ImportError,
+    NotImplementedError,
+    TypeError,
+    ValueError,
+    RuntimeError,
+)
+"""Builtin kinds an error may reach ComfyUI as; each reads its one argument as the text."""
 
-    ComfyUI puts ``str(error)`` in the UI and logs the chained traceback;
-    both are checked. Errors without a token stay as they are (ComfyUI's own
-    out-of-memory handling looks at the class).
+
+def for_comfyui(error: Exception) -> Exception:
+    """The exception ComfyUI gets for ``error``: ``error`` itself, or a plain builtin.
+
+    ComfyUI 0.33 sends ``module.QualName`` of the raised class as the
+    ``execution_error``'s ``exception_type`` (execution.py ``full_type_name``)
+    and the frontend shows it; for a builtin it sends the bare name. So a
+    comfy-llm error, whose class lives in a ``comfy_llm_*`` module, is re-raised
+    as the builtin it derives from (``PromptTooLongError`` is a ``ValueError``;
+    none: ``RuntimeError``) with its rendered message, and a note that names
+    its class and action. Its class stays in the server log (the note, and the
+    chained original). Other errors reach ComfyUI unchanged (its OOM handling
+    looks at torch's class; ``InterruptProcessingException`` is its own), unless
+    their text would show a Hub token. Any error whose text, or whose causes'
+    text, holds a token is replaced and raised ``from None`` (the caller's
+    :func:`comfyui_errors` does that), with the scrubbed traceback logged at
+    debug level.
     """
-    full = "".join(traceback.format_exception(error))
-    if redact(full) == full:
+    token = _shows_token(error)
+    if not token and not isinstance(error, ComfyLLMError):
         return error
-    logger.debug("Scrubbed error from the node:\n%s", redact(full))
-    action = getattr(error, "action", ErrorAction.FATAL)
-    return NodeError(render_error(error), type(error).__name__, ErrorAction(action).value)
+    kind = next((base for base in type(error).__mro__ if base in _PLAIN_KINDS), RuntimeError)
+    replacement = kind(render_error(error))
+    action = ErrorAction(getattr(error, "action", ErrorAction.FATAL))
+    name = f"{type(error).__module__}.{type(error).__qualname__}"
+    replacement.add_note(f"comfy-llm error class: {name} (action: {action.value})")
+    if token:
+        logger.debug("Scrubbed error from the node:\n%s", redact(_format(error)))
+    return replacement
+
+
+def _format(error: BaseException) -> str:
+    return "".join(traceback.format_exception(error))
+
+
+def _shows_token(error: BaseException) -> bool:
+    """Whether ComfyUI's log of ``error`` (its text and chained traceback) would show a token."""
+    full = _format(error)
+    return redact(full) != full
 
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def scrub_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Re-raise what ``function`` raises through :func:`scrubbed` (node entry points)."""
+def comfyui_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Re-raise what ``function`` raises as :func:`for_comfyui` has it (node entry points).
+
+    A replacement is chained to the original (ComfyUI logs the chain: the class
+    and its traceback stay in the server log), except when the original's text
+    shows a token: then ``from None``.
+    """
 
     @functools.wraps(function)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return function(*args, **kwargs)
         except Exception as error:
-            replacement = scrubbed(error)
+            replacement = for_comfyui(error)
             if replacement is error:
                 raise
-            raise replacement from None
+            if _shows_token(error):
+                raise replacement from None
+            raise replacement from error
 
     return wrapper
 
@@ -77,7 +125,7 @@ def reserve_for(
     return reserve_free_vram_gb if run_on_modal else local_reserve_free_memory_gb
 
 
-@scrub_errors
+@comfyui_errors
 def run_node(
     *,
     prompt: str,
@@ -94,9 +142,9 @@ def run_node(
 
     Raises:
         Exception: Whatever the pipeline raises, ComfyUI's
-            ``InterruptProcessingException`` included, unchanged, unless its
-            text would show a Hub token: then a :class:`NodeError` with the
-            scrubbed message (see :func:`scrubbed`).
+            ``InterruptProcessingException`` included, as :func:`for_comfyui`
+            has it: a comfy-llm error (or any error whose text shows a Hub
+            token) as a plain builtin with the rendered message.
     """
     glue = ComfyGlue(node_id, reasoning_enabled=enable_reasoning)
     glue.start()
