@@ -193,10 +193,20 @@ def test_a_container_sees_only_the_image_environment(
     monkeypatch.setenv("SOMETHING_ONLY_HERE", "1")
     monkeypatch.setenv("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", "1")
     transport.ensure_ready(lambda event: None)
-    env = transport.container("default").state()["env"]
+    first = transport.container("default").state()
+    env = first["env"]
     assert "SOMETHING_ONLY_HERE" not in env and "HF_ENDPOINT" not in env
     assert env["COMFY_MODAL_LLM_MAX_RESIDENT_MODELS"] == "1"
     assert env["COMFY_MODAL_LLM_CODE_FINGERPRINT"] == transport.expected_fingerprint()
+    # Forked from one preloaded zygote, each container is still its own process
+    # with its own disk: its own pid, HOME and compile-cache mount, nothing else.
+    second = transport.container("other").state()
+    assert second["pid"] != first["pid"]
+    assert second["env"]["HOME"] != env["HOME"]
+    own = {"HOME", "COMFY_MODAL_LLM_COMPILE_CACHE_ROOT"}
+    assert {k: v for k, v in second["env"].items() if k not in own} == {
+        k: v for k, v in env.items() if k not in own
+    }
 
 
 def test_a_failed_compile_cache_commit_is_reported(tmp_path: Path) -> None:

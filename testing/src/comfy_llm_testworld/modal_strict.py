@@ -13,6 +13,11 @@ client implements (each rule cites ``site-packages/modal``):
   variables). A warm container keeps its process, so module state (vLLM
   execution modes, loaded models) survives between its inputs and never
   leaks into another container. :meth:`StrictTransport.scaledown` ends one.
+  Engine containers are forked from a zygote that imported torch and
+  Transformers once (:mod:`._modal_zygote`: its own process and memory all
+  the same, the environment replaced whole, and a refusal when a preloaded
+  module captured a per-container value at import); ``preload=None`` spawns
+  each one fresh.
 * **Inputs run one at a time in the main thread** (sync, no
   ``@modal.concurrent``), and **cancellation is a signal**: ``cancel()``
   sends SIGUSR1, whose handler raises ``InputCancellation`` at whatever
@@ -73,7 +78,6 @@ import queue as queue_module
 import secrets
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -83,7 +87,7 @@ from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Any
 
-from .modal_standin import GIB, FixedMemoryProbe
+from ._modal_forks import ENGINE_PRELOAD, check_zygote_home_untouched, start_container_process
 
 __all__ = [
     "GIB",
@@ -94,10 +98,38 @@ __all__ = [
     "StrictTransport",
 ]
 
+GIB = 1024**3
 MAX_PARTITION_ITEMS = 5000
 MAX_PARTITION_BYTES = 64 * 1024 * 1024
 _START_SECONDS = 120.0
 _SECRET_ENV_PREFIXES = ("HF_",)
+
+
+@dataclasses.dataclass
+class FixedMemoryProbe:
+    """A GPU-like device reading that never changes; its fields travel to the container as data.
+
+    A small ``available_bytes`` models memory that does not come back after
+    an eviction (the unsafe-worker path).
+    """
+
+    total_bytes: int = 80 * GIB
+    available_bytes: int = 80 * GIB
+    device: str = "cuda:0"
+
+    def snapshot(self) -> Any:
+        """The fixed reading (for a manager in the test process)."""
+        from comfy_llm_residency import MemorySnapshot
+
+        return MemorySnapshot(self.available_bytes, self.total_bytes, self.device)
+
+    def clear_cache(self) -> None:
+        """Nothing to clear."""
+        return None
+
+    def allocated_bytes(self) -> int | None:
+        """Unknown: the manager falls back to the change of ``available_bytes``."""
+        return None
 
 
 class QueueService:
@@ -240,9 +272,10 @@ class StrictContainer:
         address = os.path.join(socket_dir, "c")
         authkey = secrets.token_bytes(16)
         listener = Listener(address, family="AF_UNIX", authkey=authkey)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "comfy_llm_testworld._modal_container", address],
-            env={**env, "STANDIN_AUTHKEY": authkey.hex()},
+        self.process = start_container_process(
+            {**env, "STANDIN_AUTHKEY": authkey.hex()},
+            address,
+            transport.preload if spec["kind"] == "engine" else None,
         )
         accepted: list[Any] = []
         acceptor = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
@@ -421,6 +454,8 @@ class StrictTransport:
             image bakes in). An explicit knob for what a test's own backend
             factory reads in the container, e.g. :func:`comfy_llm_testworld.timed_gpu.env`
             (the benchmark "GPU"'s service times); never copied from this process.
+        preload: What engine containers' zygote imports before forking them
+            (:mod:`._modal_zygote`); None spawns every container fresh.
     """
 
     def __init__(
@@ -435,6 +470,7 @@ class StrictTransport:
         background_commit_seconds: float = 0.5,
         strategy: str | None = None,
         engine_env: Mapping[str, str] | None = None,
+        preload: tuple[str, ...] | None = ENGINE_PRELOAD,
     ) -> None:
         from comfy_llm_modal_remote._deploy import DEPLOY_STRATEGY
 
@@ -445,6 +481,7 @@ class StrictTransport:
         self.compile_store = self.root / "compile-cache"
         self.queue = QueueService()
         self.strategy = strategy or DEPLOY_STRATEGY
+        self.preload = preload
         self.containers: dict[str, StrictContainer] = {}
         self.retired: list[StrictContainer] = []
         self.calls: list[tuple[str, dict[str, Any], StrictCall]] = []
@@ -460,6 +497,7 @@ class StrictTransport:
         self._current: _Deployment | None = None
         self._implicit = False
         self._started = 0
+        self._tag = uuid.uuid4().hex[:8]
         self._lock = threading.RLock()
 
     # -- deployments ----------------------------------------------------------
@@ -542,6 +580,8 @@ class StrictTransport:
             container.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 container.process.wait(10)
+        for container in [*self.containers.values(), *self.retired]:
+            check_zygote_home_untouched(container.process)
 
     # -- containers -------------------------------------------------------
     def _spec(self, key: str, kind: str) -> tuple[dict[str, Any], dict[str, str]]:
@@ -550,7 +590,7 @@ class StrictTransport:
             self._implicit = True
         assert self._current is not None
         self._started += 1
-        name = f"{kind}-{self._started}"
+        name = f"{kind}-{self._tag}-{self._started}"  # transports may share a root
         home = self.root / "containers" / name
         home.mkdir(parents=True, exist_ok=True)
         env = {
