@@ -1,7 +1,7 @@
 """``comfy-llm caption --on-modal`` and the caption node's ``run_on_modal`` on N workers.
 
-The transport is the in-process Modal stand-in (the real stager and engine
-bodies in worker threads); no Modal credentials are set.
+The transport is the strict Modal stand-in (the real stager and engine
+bodies in container processes); no Modal credentials are set.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from comfy_llm_testworld import FakeHub
-from comfy_llm_testworld.modal_standin import StandinTransport
+from comfy_llm_testworld.modal_strict import StrictTransport
 from PIL import Image
 
 pytestmark = pytest.mark.slow
@@ -22,18 +22,20 @@ SCRIPTED = "tiny/smolvlm-scripted"
 
 
 @pytest.fixture
-def standin(tmp_path: Path) -> Iterator[list[StandinTransport]]:
+def standin(tmp_path: Path) -> Iterator[list[StrictTransport]]:
     from comfy_llm_modal_remote import use_transport
 
-    made: list[StandinTransport] = []
+    made: list[StrictTransport] = []
 
-    def factory(name: str, directory: Path) -> StandinTransport:
-        made.append(StandinTransport(name, directory, root=tmp_path / "modal"))
+    def factory(name: str, directory: Path) -> StrictTransport:
+        made.append(StrictTransport(name, directory, root=tmp_path / "modal"))
         return made[-1]
 
     use_transport(factory)
     yield made
     use_transport(None)
+    for transport in made:
+        transport.close()
 
 
 def _folder(tmp_path: Path, count: int) -> Path:
@@ -45,7 +47,7 @@ def _folder(tmp_path: Path, count: int) -> Path:
     return folder
 
 
-def _answered(transport: StandinTransport) -> list[int]:
+def _answered(transport: StrictTransport) -> list[int]:
     """Image indices whose chunk call came back with captions (completed engine requests)."""
     done: list[int] = []
     for kind, info, call in transport.calls:
@@ -60,7 +62,7 @@ def _answered(transport: StandinTransport) -> list[int]:
 def test_cli_caption_on_modal_writes_like_the_local_run_with_cost_on_record(
     model_hub: FakeHub,
     storage: Path,
-    standin: list[StandinTransport],
+    standin: list[StrictTransport],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -101,7 +103,7 @@ def test_cli_caption_on_modal_writes_like_the_local_run_with_cost_on_record(
 
 
 def test_cancel_at_half_then_rerun_captions_every_image_exactly_once(
-    model_hub: FakeHub, storage: Path, standin: list[StandinTransport], tmp_path: Path
+    model_hub: FakeHub, storage: Path, standin: list[StrictTransport], tmp_path: Path
 ) -> None:
     from comfy_llm._caption import CaptionJob, caption_items
     from comfy_llm._caption_modal import ModalCaptionOptions, run_captions_on_modal
@@ -141,7 +143,7 @@ def test_caption_node_runs_on_modal_workers_with_its_new_inputs_last(
     model_hub: FakeHub,
     storage: Path,
     comfyui: Path,
-    standin: list[StandinTransport],
+    standin: list[StrictTransport],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -1,7 +1,7 @@
-"""``comfy-llm modal-bench``: the CLI, the harness's plan and report, on the in-process stand-in.
+"""``comfy-llm modal-bench``: the CLI, the harness's plan and report, on the strict stand-in.
 
 The transport is the only part replaced: the real stager and engine bodies
-run in the stand-in's threads (Transformers here; the vLLM tier runs the same
+run in the stand-in's container processes (Transformers here; the vLLM tier runs the same
 command against vLLM and sees the compilation states). No Modal credentials.
 """
 
@@ -14,31 +14,33 @@ from pathlib import Path
 
 import pytest
 from comfy_llm_testworld import FakeHub
-from comfy_llm_testworld.modal_standin import StandinTransport
+from comfy_llm_testworld.modal_strict import StrictTransport
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPTED = "tiny/smolvlm-scripted"
 
 
 @pytest.fixture
-def standin(tmp_path: Path) -> Iterator[list[StandinTransport]]:
+def standin(tmp_path: Path) -> Iterator[list[StrictTransport]]:
     from comfy_llm_modal_remote import use_transport
 
-    made: list[StandinTransport] = []
+    made: list[StrictTransport] = []
 
-    def factory(name: str, directory: Path) -> StandinTransport:
-        made.append(StandinTransport(name, directory, root=tmp_path / "modal"))
+    def factory(name: str, directory: Path) -> StrictTransport:
+        made.append(StrictTransport(name, directory, root=tmp_path / "modal"))
         return made[-1]
 
     use_transport(factory)
     yield made
     use_transport(None)
+    for transport in made:
+        transport.close()
 
 
 @pytest.mark.slow
 def test_modal_bench_runs_cold_cycles_and_writes_the_report(
     model_hub: FakeHub,
-    standin: list[StandinTransport],
+    standin: list[StrictTransport],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -121,7 +123,7 @@ def test_modal_bench_without_credentials_is_one_clear_error(
 @pytest.mark.slow
 def test_modal_bench_caption_plans_cold_passes_per_worker_count_and_reports_the_cost(
     model_hub: FakeHub,
-    standin: list[StandinTransport],
+    standin: list[StrictTransport],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

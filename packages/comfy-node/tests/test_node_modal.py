@@ -1,8 +1,9 @@
 """The node with run_on_modal on, end to end through the dispatcher.
 
-The transport is the in-process stand-in: the real ModelStager and
-RemoteEngine bodies run in worker threads, and every request, event, answer
-and error crosses ``pickle`` on the way. No Modal credentials are set.
+The transport is the strict Modal stand-in: the real ModelStager and
+RemoteEngine bodies run in container processes that see only the image's
+environment, and every request, event, answer and error crosses the wire
+as data. No Modal credentials are set.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from comfy_llm_testworld import FakeHub
-from comfy_llm_testworld.modal_standin import StandinTransport
+from comfy_llm_testworld.modal_strict import StrictTransport
 
 from .conftest import node_raises
 
@@ -23,18 +24,20 @@ SCRIPTED = "tiny/smolvlm-scripted"
 
 
 @pytest.fixture
-def standin(tmp_path: Path) -> Iterator[list[StandinTransport]]:
+def standin(tmp_path: Path) -> Iterator[list[StrictTransport]]:
     from comfy_llm_modal_remote import use_transport
 
-    made: list[StandinTransport] = []
+    made: list[StrictTransport] = []
 
-    def factory(name: str, directory: Path) -> StandinTransport:
-        made.append(StandinTransport(name, directory, root=tmp_path / "modal"))
+    def factory(name: str, directory: Path) -> StrictTransport:
+        made.append(StrictTransport(name, directory, root=tmp_path / "modal"))
         return made[-1]
 
     use_transport(factory)
     yield made
     use_transport(None)
+    for transport in made:
+        transport.close()
 
 
 def _execute(comfyui: Path, **kwargs: Any) -> tuple[str, dict[str, Any], str]:
@@ -54,7 +57,7 @@ def test_run_on_modal_answers_like_the_local_run(
     model_hub: FakeHub,
     storage: Path,
     comfyui: Path,
-    standin: list[StandinTransport],
+    standin: list[StrictTransport],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import comfy.utils
@@ -94,7 +97,7 @@ def test_run_on_modal_answers_like_the_local_run(
 
 @pytest.mark.slow
 def test_cancel_in_comfyui_cancels_the_remote_call(
-    model_hub: FakeHub, storage: Path, comfyui: Path, standin: list[StandinTransport]
+    model_hub: FakeHub, storage: Path, comfyui: Path, standin: list[StrictTransport]
 ) -> None:
     import threading
     import time
@@ -102,38 +105,41 @@ def test_cancel_in_comfyui_cancels_the_remote_call(
     import comfy.model_management as mm
     from modal.exception import InputCancellation
 
-    _execute(comfyui, prompt="warm", model_profile=SCRIPTED, run_on_modal=True)
+    # One model throughout: a warm container asked for a model it has not staged
+    # reloads its Volume view, which Modal refuses while a resident model holds
+    # files open (the worker retires; test_strict_modal covers that path).
+    other = "tiny/smolvlm"  # random weights: runs to max_new_tokens
+    _execute(comfyui, prompt="warm", model_profile=other, run_on_modal=True, max_new_tokens=2)
     (transport,) = standin
     before = len(transport.calls)
 
-    def press_cancel_once_generating() -> None:  # as POST /interrupt does
+    def press_cancel_once_the_input_runs() -> None:  # as POST /interrupt does
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             calls = transport.calls[before:]
             if calls and calls[-1][0] == "generate":
+                calls[-1][2].started.wait(120)  # the container took the input
                 break
             time.sleep(0.01)
-        time.sleep(0.2)
         mm.interrupt_current_processing(True)
 
-    presser = threading.Thread(target=press_cancel_once_generating)
+    presser = threading.Thread(target=press_cancel_once_the_input_runs)
     presser.start()
     with pytest.raises(mm.InterruptProcessingException):
         _execute(
-            comfyui,
-            prompt="long",
-            model_profile="tiny/smolvlm",  # random weights: runs to max_new_tokens
-            run_on_modal=True,
-            max_new_tokens=4000,
+            comfyui, prompt="long", model_profile=other, run_on_modal=True, max_new_tokens=4000
         )
     presser.join()
     kind, _, call = transport.calls[-1]
     call.join()
     assert kind == "generate"
     assert isinstance(call.raised, InputCancellation)
-    # The worker is free: the next request is served warm at once.
-    _, metadata, _ = _execute(comfyui, prompt="again", model_profile=SCRIPTED, run_on_modal=True)
-    assert metadata["cache_status"] == "warm"
+    # The worker is free: the next request is served warm at once, in the same container.
+    _, metadata, _ = _execute(
+        comfyui, prompt="again", model_profile=other, run_on_modal=True, max_new_tokens=2
+    )
+    assert metadata["cache_status"] == "warm" and metadata["modal_retry_count"] == 0
+    assert transport.calls[-1][2].container is call.container
 
 
 def test_without_credentials_one_clear_error_before_inputs(

@@ -1,4 +1,4 @@
-"""The benchmark harness's planning and report, against the in-process stand-in."""
+"""The benchmark harness's planning and report, on the strict stand-in (container processes)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from comfy_llm_modal_remote._bench import (
 from comfy_llm_modal_remote.bench import TransportBenchTarget
 from comfy_llm_residency import GenerationSettings
 from comfy_llm_testworld import FakeHub
-from comfy_llm_testworld.modal_standin import StandinTransport
+from comfy_llm_testworld.modal_strict import StrictTransport
 
 from .conftest import SCRIPTED
 
@@ -81,7 +81,7 @@ def test_source_names_the_commit_and_a_dirty_tree(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_report_from_two_cold_cycles(model_hub: FakeHub, transport: StandinTransport) -> None:
+def test_report_from_two_cold_cycles(model_hub: FakeHub, transport: StrictTransport) -> None:
     target = TransportBenchTarget(transport)
     workload = Workload(model=SCRIPTED, gpu="L4", image_size=0, max_new_tokens=8)
     settings = GenerationSettings(temperature=0.0, max_new_tokens=8)

@@ -1,4 +1,4 @@
-"""The ModelStager body against the fake Hub, a directory standing in for the Volume."""
+"""The ModelStager body against the fake Hub, on the strict stand-in's Volume view."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from comfy_llm_modal_remote import StageRequest, stage_model
 from comfy_llm_profiles import ProgressEvent, ProgressStage
 from comfy_llm_testworld import FakeHub
-from comfy_llm_testworld.modal_standin import DirectoryVolume
+from comfy_llm_testworld._modal_container import StrictVolume
 
 from .conftest import SCRIPTED
 
@@ -15,7 +15,7 @@ from .conftest import SCRIPTED
 def test_commits_only_when_something_changed_and_restages_nothing(
     model_hub: FakeHub, tmp_path: Path
 ) -> None:
-    volume = DirectoryVolume(tmp_path / "store", tmp_path / "stager")
+    volume = StrictVolume(tmp_path / "store", tmp_path / "stager")
     events: list[ProgressEvent] = []
     first = stage_model(
         StageRequest("r1", SCRIPTED),
@@ -47,7 +47,7 @@ def test_commits_only_when_something_changed_and_restages_nothing(
 
 
 def test_a_new_manifest_alone_is_committed(model_hub: FakeHub, tmp_path: Path) -> None:
-    volume = DirectoryVolume(tmp_path / "store", tmp_path / "stager")
+    volume = StrictVolume(tmp_path / "store", tmp_path / "stager")
     first = stage_model(
         StageRequest("r1", SCRIPTED), storage_root=volume.view, volume=volume, progress=print
     )
