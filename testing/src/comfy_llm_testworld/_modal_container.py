@@ -48,6 +48,8 @@ from typing import Any
 __all__ = ["StrictVolume", "main"]
 
 _PUT_RETRY_SECONDS = 0.05
+#: How a commit or reload names a file it is still copying (never published itself).
+_TEMPORARY_PREFIX = ".standin-"
 
 
 def _open_under(root: Path) -> list[str]:
@@ -95,13 +97,18 @@ class StrictVolume:
     def _copy(source: Path, dest: Path) -> None:
         """Publish each changed file whole (temporary name, then rename).
 
-        A container killed mid-commit leaves old or new files, never a torn one.
+        A container killed mid-commit leaves old or new files, never a torn one,
+        and another container's half-copied temporary is never published: a
+        reload racing a background commit must not mount it.
         """
         for folder, _, names in os.walk(source):
             target_dir = dest / Path(folder).relative_to(source)
             target_dir.mkdir(parents=True, exist_ok=True)
             for name in names:
+                if name.startswith(_TEMPORARY_PREFIX):
+                    continue
                 origin, target = Path(folder, name), target_dir / name
+                temporary = target_dir / f"{_TEMPORARY_PREFIX}{os.getpid()}-{name}"
                 try:
                     stat = origin.stat()
                     if target.exists() and (
@@ -109,10 +116,10 @@ class StrictVolume:
                         and target.stat().st_mtime_ns == stat.st_mtime_ns
                     ):
                         continue
-                    temporary = target_dir / f".standin-{os.getpid()}-{name}"
                     shutil.copy2(origin, temporary)
                     os.replace(temporary, target)
                 except FileNotFoundError:
+                    temporary.unlink(missing_ok=True)
                     continue  # removed while walking
 
     def _refuse_open_files(self, what: str) -> None:
