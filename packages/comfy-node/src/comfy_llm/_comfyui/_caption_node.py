@@ -175,16 +175,11 @@ class CaptionImagesNode(io.ComfyNode):
 
     @classmethod
     def _execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
-        from comfy_llm._comfyui._glue import ComfyGlue
+        from comfy_llm._comfyui._run import hidden_node_id, node_status
 
-        node_id = getattr(cls.hidden, "unique_id", None) if cls.hidden is not None else None
-        glue = ComfyGlue(node_id, reasoning_enabled=optional.get("enable_reasoning", False))
-        glue.start()
-        try:
+        reasoning = optional.get("enable_reasoning", False)
+        with node_status(hidden_node_id(cls), reasoning_enabled=reasoning) as glue:
             return cls._caption(glue, model_profile, prompt, **optional)
-        except BaseException as error:
-            glue.fail(error)
-            raise
 
     @classmethod
     def _caption(cls, glue: Any, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:

@@ -193,12 +193,11 @@ class ModalLLMNode(io.ComfyNode):
     @classmethod
     def execute(cls, prompt: str, model_profile: str, **optional: Any) -> io.NodeOutput:
         """Run one request; returns response, metadata_json and reasoning."""
-        from comfy_llm._comfyui._run import run_node
+        from comfy_llm._comfyui._run import hidden_node_id, run_node
 
-        node_id = getattr(cls.hidden, "unique_id", None) if cls.hidden is not None else None
         model = chosen_model(model_profile, optional.pop("custom_model", None))
         response, metadata_json, reasoning = run_node(
-            prompt=prompt, model_profile=model, node_id=node_id, **optional
+            prompt=prompt, model_profile=model, node_id=hidden_node_id(cls), **optional
         )
         # The answer as UI output, the shape of ui.PreviewText(response).as_dict()
         # (comfy_api/latest/_ui.py): ComfyUI keeps UI output in the prompt's history,

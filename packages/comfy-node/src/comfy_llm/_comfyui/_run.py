@@ -6,7 +6,8 @@ import functools
 import json
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from comfy_llm_core import ComfyLLMError, ErrorAction, defaults, redact, render_error
@@ -18,7 +19,15 @@ from comfy_llm._notes import NODE_WORDS, explain
 from comfy_llm._pipeline import LLMRequest, run_request
 from comfy_llm._storage import register_model_folder, storage_root
 
-__all__ = ["comfyui_errors", "for_comfyui", "metadata_json", "reserve_for", "run_node"]
+__all__ = [
+    "comfyui_errors",
+    "for_comfyui",
+    "hidden_node_id",
+    "metadata_json",
+    "node_status",
+    "reserve_for",
+    "run_node",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +121,29 @@ def comfyui_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
+def hidden_node_id(node: Any) -> str | None:
+    """The executing node's unique id (its hidden input), or None outside a prompt."""
+    hidden = getattr(node, "hidden", None)
+    return getattr(hidden, "unique_id", None) if hidden is not None else None
+
+
+@contextmanager
+def node_status(node_id: str | None, *, reasoning_enabled: bool) -> Iterator[ComfyGlue]:
+    """One node run's glue, the preamble both nodes share.
+
+    The previous run's status is replaced at once (:meth:`ComfyGlue.start`);
+    whatever leaves the block replaces it with what stopped the run
+    (:meth:`ComfyGlue.fail`: "Cancelled" or "Stopped: <message>") and goes on.
+    """
+    glue = ComfyGlue(node_id, reasoning_enabled=reasoning_enabled)
+    glue.start()
+    try:
+        yield glue
+    except BaseException as error:
+        glue.fail(error)
+        raise
+
+
 def reserve_for(
     *, run_on_modal: bool, reserve_free_vram_gb: float, local_reserve_free_memory_gb: float
 ) -> float:
@@ -146,13 +178,8 @@ def run_node(
             has it: a comfy-llm error (or any error whose text shows a Hub
             token) as a plain builtin with the rendered message.
     """
-    glue = ComfyGlue(node_id, reasoning_enabled=enable_reasoning)
-    glue.start()
-    try:
+    with node_status(node_id, reasoning_enabled=enable_reasoning) as glue:
         result = _run(glue, prompt, model_profile, enable_reasoning=enable_reasoning, **inputs)
-    except BaseException as error:
-        glue.fail(error)
-        raise
     metadata = dict(result.metadata)
     note = metadata.get("empty_answer")
     message = None
