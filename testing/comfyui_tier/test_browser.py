@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from comfy_llm_testworld.browser import Frontend, launched_browser
+from comfy_llm_testworld.checkpoints import SCRIPTED_ANSWER
 from comfy_llm_testworld.real_comfyui import ComfyUIServer
 from PIL import Image, ImageDraw
 
@@ -85,7 +86,12 @@ def test_image_template_shows_its_values_uploads_runs_and_answers_on_the_page(
         ".startsWith('red-square')"
     )
     frontend.run()
-    texts = frontend.wait_text("v => v.includes('\"execution_target\"')")
+    frontend.wait_text("v => v.includes('\"execution_target\"')")
+    # the three previews fill one after another (ComfyUI runs each output node in
+    # turn): the answer may land a moment after the metadata
+    answer = json.dumps(SCRIPTED_ANSWER)
+    frontend.wait_text(f"v => v.includes({answer}) && !v.includes('{{') && !v.includes('Answer:')")
+    texts = frontend.texts()
     metadata = json.loads(next(t for t in texts if '"execution_target"' in t))
     assert metadata["execution_target"] == "local_cpu"
     assert saved["ModalLLM"][1] in json.dumps(metadata)  # the model the template names
