@@ -25,7 +25,7 @@ from comfy_llm_backend_cuda import (
     VllmNotInstalledError,
     create_backend,
 )
-from comfy_llm_backend_cuda._vllm_cache import CACHE_ENV_DIRS, apply_compile_cache
+from comfy_llm_backend_cuda._vllm_cache import apply_compile_cache
 from comfy_llm_backend_cuda._vllm_modes import MAX_OBSERVED_WORKFLOWS
 from comfy_llm_core import ErrorAction, InvalidSettingError
 
@@ -141,16 +141,26 @@ def test_cache_variables_point_into_the_namespace_for_the_engine_only(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(COMPILE_CACHE_ROOT_ENV, str(tmp_path / "volume"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "disk"))
     monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/own")
     monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)
     before = dict(os.environ)
     applied = apply_compile_cache(STACK)
     assert applied.root == tmp_path / "volume"
     assert applied.metadata() == {"vllm_compile_cache_namespace": STACK.namespace}
-    directories = dict(applied.directories)
-    for variable, folder in CACHE_ENV_DIRS:
-        path = tmp_path / "volume" / STACK.namespace / folder
-        assert directories[variable] == str(path) and path.is_dir()
+    local = tmp_path / "disk" / "comfy-llm" / "compile-cache" / STACK.namespace
+    shared = tmp_path / "volume" / STACK.namespace
+    # Only vLLM's own cache (what a new container reads back) is on the Volume;
+    # Triton (which dlopens its launcher from its cache), Inductor's default and
+    # the CUDA JIT cache stay on the container's disk.
+    assert dict(applied.directories) == {
+        "VLLM_CACHE_ROOT": str(shared / "vllm"),
+        "TORCHINDUCTOR_CACHE_DIR": str(local / "inductor"),
+        "TRITON_CACHE_DIR": str(local / "triton"),
+        "CUDA_CACHE_PATH": str(local / "cuda"),
+    }
+    assert all(Path(path).is_dir() for _, path in applied.directories)
+    assert sorted(p.name for p in shared.iterdir()) == ["vllm"]
     assert dict(os.environ) == before  # ComfyUI's environment is untouched
 
 

@@ -4,9 +4,24 @@
 ``CUDA_CACHE_PATH`` point below ``<root>/<namespace>/``, where the namespace
 is derived from the GPU type, the Python version, the torch build and the
 vLLM version. Compatible stacks (an ordinary source redeploy) share the
-artifacts; a change of any of the four never reads another stack's. The
-root is ``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT`` (the Modal worker mounts its
-compile-cache Volume there), else ``<user cache>/comfy-llm/compile-cache``.
+artifacts; a change of any of the four never reads another stack's.
+
+Two roots. vLLM's own cache (``VLLM_CACHE_ROOT``) is what a new container
+reads back: compiled graphs under ``torch_compile_cache/<hash>/``, each with
+the Inductor output vLLM keeps beside it (vLLM points
+``TORCHINDUCTOR_CACHE_DIR`` at ``<hash>/inductor_cache`` itself while it
+compiles: vllm/compilation/compiler_interface.py ``InductorAdaptor.initialize_cache``
+and vllm/compilation/decorators.py). It lives under the shared root,
+``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT`` (the Modal worker mounts its
+compile-cache Volume there). Triton's cache, Inductor's process-wide default
+and the CUDA driver's JIT cache stay on the process's own disk (the user
+cache, ``<user cache>/comfy-llm/compile-cache``): Triton dlopens its launcher
+``.so`` straight from its cache (triton/runtime/build.py), and a file held
+open under a Volume mount makes ``Volume.commit()``'s reload fail
+(modal volume.py:902-935). vLLM keeps a Triton cache the caller set
+(``initialize_cache`` only fills in its own when ``TRITON_CACHE_DIR`` is unset).
+Without ``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT`` both roots are the user cache.
+
 The variables reach the engine-core process only (``_vllm_process``): this
 process's environment, ComfyUI's, is never changed. The GPU name comes from
 vLLM's platform layer (NVML on CUDA), which creates no CUDA context here.
@@ -35,12 +50,13 @@ __all__ = [
 ]
 
 COMPILE_CACHE_ROOT_ENV: Final = "COMFY_MODAL_LLM_COMPILE_CACHE_ROOT"
-#: Each variable and its folder below the namespace.
+#: Each variable, its folder below the namespace, and whether it lives under the shared
+#: root (True: what another container reads back) or on this process's disk.
 CACHE_ENV_DIRS: Final = (
-    ("VLLM_CACHE_ROOT", "vllm"),
-    ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
-    ("TRITON_CACHE_DIR", "triton"),
-    ("CUDA_CACHE_PATH", "cuda"),
+    ("VLLM_CACHE_ROOT", "vllm", True),
+    ("TORCHINDUCTOR_CACHE_DIR", "inductor", False),
+    ("TRITON_CACHE_DIR", "triton", False),
+    ("CUDA_CACHE_PATH", "cuda", False),
 )
 
 
@@ -118,29 +134,39 @@ def current_stack(torch: Any, vllm_version: str, platform: Any = None) -> CacheS
     return CacheStack(gpu, python, build, vllm_version)
 
 
-def compile_cache_root() -> Path:
-    """The configured root (``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT``) or the default."""
-    configured = env_str(COMPILE_CACHE_ROOT_ENV)
-    if configured:
-        return Path(configured).expanduser()
+def local_cache_root() -> Path:
+    """This process's own compile-cache folder: ``<user cache>/comfy-llm/compile-cache``."""
     base = env_str("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "comfy-llm" / "compile-cache"
 
 
-def apply_compile_cache(stack: CacheStack, root: Path | None = None) -> CompileCache:
+def compile_cache_root() -> Path:
+    """The shared root (``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT``), else :func:`local_cache_root`."""
+    configured = env_str(COMPILE_CACHE_ROOT_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    return local_cache_root()
+
+
+def apply_compile_cache(
+    stack: CacheStack, root: Path | None = None, local_root: Path | None = None
+) -> CompileCache:
     """Create the namespace's folders; the four variables for the engine process.
 
     Args:
         stack: This process's stack.
-        root: The root; None reads :func:`compile_cache_root`.
+        root: The shared root (vLLM's cache); None reads :func:`compile_cache_root`.
+        local_root: This process's disk (Triton, Inductor, CUDA); None reads
+            :func:`local_cache_root`.
 
     Returns:
         The folders (``directories``: variable -> folder, for the engine process only).
     """
-    base = (root if root is not None else compile_cache_root()) / stack.namespace
+    shared = (root if root is not None else compile_cache_root()) / stack.namespace
+    local = (local_root if local_root is not None else local_cache_root()) / stack.namespace
     directories = []
-    for variable, folder in CACHE_ENV_DIRS:
-        path = base / folder
+    for variable, folder, on_shared_root in CACHE_ENV_DIRS:
+        path = (shared if on_shared_root else local) / folder
         path.mkdir(parents=True, exist_ok=True)
         directories.append((variable, str(path)))
-    return CompileCache(base.parent, stack.namespace, tuple(directories), stack.gpu_type)
+    return CompileCache(shared.parent, stack.namespace, tuple(directories), stack.gpu_type)
