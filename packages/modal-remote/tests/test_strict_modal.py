@@ -82,6 +82,36 @@ def test_a_cancel_during_a_cold_load_leaves_the_model_owned_and_the_next_request
     assert unwrap(again.outcome())["metadata"]["cache_status"] == "warm"
 
 
+def test_a_cancel_during_prefill_frees_the_worker_and_the_next_request_is_warm(
+    model_hub: FakeHub, make_transport: Any, tmp_path: Path
+) -> None:
+    """SIGUSR1 lands after admission and load, before the first token."""
+    from comfy_llm_testworld import long_prefill
+    from modal.exception import InputCancellation
+
+    marker = tmp_path / "in-prefill"
+    transport = make_transport(
+        backend_factory=long_prefill.FACTORY, engine_env={long_prefill.MARKER_ENV: str(marker)}
+    )
+    staged = _stage(transport)
+    call = transport.start_generate(_request(staged, "prefill"), gpu="L4", affinity_key="default")
+    deadline = time.monotonic() + 180
+    while not marker.exists():
+        assert time.monotonic() < deadline and not call.done()
+        time.sleep(0.02)
+    events = call.events(0.0)
+    assert not [e for e in events if e["stage"] == "generate" and e.get("value")]  # no token yet
+    call.cancel()
+    with pytest.raises(InputCancellation):
+        call.outcome()
+    state = transport.container("default").state()
+    assert state["resident_profiles"] == [staged.profile["profile_id"]] and state["busy"] is False
+    again = transport.start_generate(_request(staged, "next"), gpu="L4", affinity_key="default")
+    answer = unwrap(again.outcome())
+    assert answer["metadata"]["cache_status"] == "warm" and answer["response"]
+    assert transport.container("default").pid == state["pid"]
+
+
 def test_a_cancel_during_staging_stops_it_and_the_next_stage_completes(
     model_hub: FakeHub, transport: StrictTransport
 ) -> None:
