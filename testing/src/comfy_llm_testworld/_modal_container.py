@@ -311,16 +311,18 @@ class _Container:
                 Path(spec["compile_cache_store"]), Path(spec["compile_cache_view"])
             )
         self.service: Any = None
+        self.probe: _Probe | None = None
         if spec["kind"] == "engine":
             from comfy_llm_modal_remote import EngineService
 
             probe = spec.get("probe")
+            self.probe = _Probe(**probe) if probe else None
             self.service = EngineService(
                 storage_root=self.volume.view,
                 volume=self.volume,
                 container=self.control,
                 backend_factory=_resolve(spec.get("backend_factory")),
-                memory_probe=_Probe(**probe) if probe else None,
+                memory_probe=self.probe,
                 event_interval=float(spec.get("event_interval", 0.0)),
                 compile_cache=self.compile_cache,
             )
@@ -366,6 +368,29 @@ class _Container:
             )
         return info
 
+    def residents(self) -> list[dict[str, Any]]:
+        """Each resident backend as data: what a test may ask of a model in this container.
+
+        ``backend_id`` tells one backend object from its successor; ``last_abort``
+        and ``unfinished_requests`` are the vLLM backend's (None elsewhere).
+        """
+        found: list[dict[str, Any]] = []
+        for entry in self.service.manager._resident.values():
+            backend = entry.backend
+            processor = getattr(getattr(backend, "_engine", None), "output_processor", None)
+            last_abort = getattr(backend, "last_abort", None)
+            found.append(
+                {
+                    "repository": backend.profile.repository,
+                    "backend_id": id(backend),
+                    "last_abort": list(last_abort) if last_abort else None,
+                    "unfinished_requests": (
+                        processor.get_num_unfinished_requests() if processor is not None else None
+                    ),
+                }
+            )
+        return found
+
     def command(self, name: str, argument: Any) -> Any:
         if name == "state":
             return self.state()
@@ -378,6 +403,12 @@ class _Container:
         if name == "unload_all":
             self.service.manager.unload_all()
             return None
+        if name == "set_available_bytes":  # the GPU's free memory from now on
+            assert self.probe is not None
+            self.probe.available_bytes = int(argument)
+            return None
+        if name == "residents":
+            return self.residents()
         if name == "hold_open":  # a test holds a file open under the mount
             self._held = open(self.volume.view / argument, "rb")  # noqa: SIM115
             return None

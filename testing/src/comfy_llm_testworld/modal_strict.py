@@ -56,7 +56,8 @@ API (what tests and the fan-out's helpers use)::
     container = transport.container(key)   # started on demand
     container.state()  # pid, resident_profiles, busy, unsafe, reloads, promotion_state, env
     container.import_promotion_state(state); container.hold_open(relative_path)
-    container.mark_unsafe(); container.unload_all()
+    container.mark_unsafe(); container.unload_all(); container.residents()
+    container.set_available_bytes(n)   # the GPU's free memory from now on
     transport.kill(key); transport.scaledown(key); transport.stop_app()
     transport.redeploy(strategy="rolling"|"recreate"); transport.deploy_elsewhere(fp)
     transport.queue.partition_size(request_id)  # items, bytes
@@ -417,6 +418,15 @@ class StrictContainer:
         """Unload the engine's resident models."""
         self.command("unload_all")
 
+    def set_available_bytes(self, available: int) -> None:
+        """The container's GPU reports ``available`` free bytes from now on."""
+        self.command("set_available_bytes", available)
+
+    def residents(self) -> list[dict[str, Any]]:
+        """The resident backends as data (see ``_modal_container._Container.residents``)."""
+        value: list[dict[str, Any]] = self.command("residents")
+        return value
+
     def hold_open(self, relative: str) -> None:
         """Open a file under the weight Volume in the container (until it exits)."""
         self.command("hold_open", relative)
@@ -478,7 +488,8 @@ class StrictTransport:
         self.directory = directory
         self.root = Path(root)
         self.store = self.root / "volume"
-        self.compile_store = self.root / "compile-cache"
+        self.compile_stores = self.root / "compile-cache"
+        """One store per compile-cache Volume name (the deployment's setting), as on Modal."""
         self.queue = QueueService()
         self.strategy = strategy or DEPLOY_STRATEGY
         self.preload = preload
@@ -617,7 +628,8 @@ class StrictTransport:
                 "device": probe.device,
             }
             spec["backend_factory"] = self._backend_factory
-            spec["compile_cache_store"] = str(self.compile_store)
+            volume_name = env.get("COMFY_MODAL_LLM_COMPILE_CACHE_VOLUME_NAME", "default")
+            spec["compile_cache_store"] = str(self.compile_stores / volume_name)
             spec["compile_cache_view"] = str(home / "llm-compile-cache")
             env["COMFY_MODAL_LLM_COMPILE_CACHE_ROOT"] = spec["compile_cache_view"]
             env.update(self._engine_env)
