@@ -83,18 +83,18 @@ def test_a_cancel_during_a_cold_load_leaves_the_model_owned_and_the_next_request
 
 
 def test_a_cancel_during_prefill_frees_the_worker_and_the_next_request_is_warm(
-    model_hub: FakeHub, make_transport: Any, tmp_path: Path
+    model_hub: FakeHub, make_transport: Any
 ) -> None:
     """SIGUSR1 lands after admission and load, before the first token."""
     from comfy_llm_testworld import long_prefill
     from modal.exception import InputCancellation
 
-    marker = tmp_path / "in-prefill"
     transport = make_transport(
-        backend_factory=long_prefill.FACTORY, engine_env={long_prefill.MARKER_ENV: str(marker)}
+        backend_factory=long_prefill.FACTORY, engine_env={long_prefill.MARKER_ENV: "1"}
     )
     staged = _stage(transport)
     call = transport.start_generate(_request(staged, "prefill"), gpu="L4", affinity_key="default")
+    marker = transport.containers["default"].volume_view.parent / "in-prefill"  # its HOME
     deadline = time.monotonic() + 180
     while not marker.exists():
         assert time.monotonic() < deadline and not call.done()

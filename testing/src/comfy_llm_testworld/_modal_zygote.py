@@ -149,18 +149,21 @@ def main(address: str) -> None:
         return
     connection.send(("ready", os.getpid(), found))
     while True:
-        if connection.poll(0.05):
-            try:
-                message = connection.recv()
-            except (EOFError, OSError):
-                os._exit(0)  # at once: tearing down torch's modules is no container's business
-            if message[0] == "fork":
-                _, env, container_address = message
-                pid = os.fork()
-                if pid == 0:
-                    _run_child(connection, env, container_address)
-                connection.send(("forked", pid))
-        _reap(connection)
+        try:
+            ready = connection.poll(0.05)
+            message = connection.recv() if ready else None
+        except (EOFError, OSError):
+            os._exit(0)  # at once: tearing down torch's modules is no container's business
+        if message is not None and message[0] == "fork":
+            _, env, container_address = message
+            pid = os.fork()
+            if pid == 0:
+                _run_child(connection, env, container_address)
+            connection.send(("forked", pid))
+        try:
+            _reap(connection)
+        except OSError:
+            os._exit(0)
 
 
 if __name__ == "__main__":
