@@ -6,10 +6,9 @@ disk; so a test knows the container is in prefill: the model is loaded, the
 request admitted, no token out yet), then holds there for
 :data:`PREFILL_SECONDS` as a long prompt's prefill would (the engine notices a
 cancellation at its next token, as with a real prefill); then the real engine
-answers. Load it in
-a stand-in container by name (:data:`FACTORY`) and carry the marker path
-explicitly (the container sees only the image's environment; a constant
-value keeps one preloaded zygote for every test that uses it)::
+answers. Load it in a stand-in container by name (:data:`FACTORY`) and carry
+the switch explicitly (the container sees only the image's environment; a
+constant value keeps one preloaded zygote for every test that uses it)::
 
     StrictTransport(..., backend_factory=long_prefill.FACTORY,
                     engine_env={long_prefill.MARKER_ENV: "1"})
