@@ -265,3 +265,28 @@ class _NoControl:
 
 def test_profile_round_trip_for_typing() -> None:
     assert ModelProfile  # imported for the request helpers' types
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie waits for init to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in {"Z", "X"}
+
+
+@pytest.mark.parametrize("how", ["kill", "scaledown"])
+def test_a_container_that_ends_takes_the_processes_it_started_with_it(
+    transport: StrictTransport, how: str
+) -> None:
+    # A Modal container ends whole. vLLM's EngineCore is such a child: left
+    # running, each one held ~2 GiB of the test box after its container died.
+    container = transport.container("default")
+    child = int(container.command("start_child"))
+    assert _running(child)
+    getattr(transport, how)("default")
+    deadline = time.monotonic() + 60
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(child)

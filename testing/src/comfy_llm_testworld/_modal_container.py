@@ -36,6 +36,7 @@ import os
 import queue
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -409,6 +410,9 @@ class _Container:
             return None
         if name == "residents":
             return self.residents()
+        if name == "start_child":  # a process the container starts (as vLLM's EngineCore)
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            return child.pid
         if name == "hold_open":  # a test holds a file open under the mount
             self._held = open(self.volume.view / argument, "rb")  # noqa: SIM115
             return None

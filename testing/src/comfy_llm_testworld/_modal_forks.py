@@ -208,8 +208,10 @@ def start_container_process(
 ) -> subprocess.Popen[bytes] | ForkedProcess:
     """The container's process: forked from the zygote of its environment, or spawned."""
     if not preload:
-        return subprocess.Popen(
-            [sys.executable, "-m", "comfy_llm_testworld._modal_container", address], env=env
+        return subprocess.Popen(  # its own process group: a container ends whole
+            [sys.executable, "-m", "comfy_llm_testworld._modal_container", address],
+            env=env,
+            start_new_session=True,
         )
     base = {k: v for k, v in env.items() if k not in PER_CONTAINER and k != "STANDIN_AUTHKEY"}
     return _zygote_for(base, preload).fork(env, address)

@@ -90,6 +90,7 @@ def _run_child(connection: Connection, env: dict[str, str], address: str) -> Non
     code = 1
     try:
         connection.close()  # the zygote's line is not the container's
+        os.setsid()  # its own process group: a container ends whole, children included
         _die_with_parent()
         os.environ.clear()
         os.environ.update(env)

@@ -334,6 +334,16 @@ class StrictContainer:
                 call._finish(None, _raised(message[2], message[3]))
         self._next()
 
+    def _end_group(self) -> None:
+        """Kill what the container started (vLLM's EngineCore, say) with it.
+
+        A Modal container ends whole: its sandbox goes, and every process in
+        it. Each stand-in container leads its own process group, so whatever
+        it spawned is killed with it, never left running on the test box.
+        """
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+
     def _lost(self) -> None:
         self.stopped = True
         with self._lock:
@@ -343,6 +353,9 @@ class StrictContainer:
             call._finish(None, _remote_error("Container terminated unexpectedly"))
         for waiting in pending:  # never started here: the platform places them anew
             self._transport._place(waiting)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5)  # its own exit first (its status is the container's)
+        self._end_group()
 
     def _next(self) -> None:
         with self._lock:
@@ -389,6 +402,7 @@ class StrictContainer:
         self.stopped = True
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
+        self._end_group()
 
     def command(self, name: str, argument: Any = None, timeout: float = 60.0) -> Any:
         """Run an inspection command in the container between inputs."""
