@@ -77,6 +77,8 @@ class InvalidModelReferenceError(ProfileError, ValueError):
         reason: What is wrong with it.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, value: str, reason: str) -> None:
         self.value = value
         self.reason = reason
@@ -92,6 +94,8 @@ class CuratedRegistryError(ProfileError, ValueError):
         entry: The curated id concerned, or None for the file as a whole.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, message: str, entry: str | None = None) -> None:
         self.entry = entry
         super().__init__(message)
@@ -104,6 +108,8 @@ class ProfileValidationError(ProfileError, ValueError):
         field: The offending field.
         value: The value found.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, field: str, value: object, expected: str) -> None:
         self.field = field
@@ -139,6 +145,8 @@ class ManifestConflictError(ManifestError, FileExistsError):
         profile_id: The id both profiles claim.
     """
 
+    action = ErrorAction.FATAL
+
     def __init__(self, path: Path, profile_id: str, problem: str) -> None:
         self.profile_id = profile_id
         super().__init__(
@@ -163,11 +171,11 @@ class HubAccessError(ProfileError):
         super().__init__(message)
 
 
-class _TokenAdviceError(HubAccessError):
-    """A refusal whose fix depends on whether a token was sent and where HF_TOKEN belongs.
+class ModelNotFoundError(HubAccessError, LookupError):
+    """The repository does not exist, or is private and the token cannot see it.
 
     Attributes:
-        target: The execution target, which decides where HF_TOKEN belongs.
+        target: The execution target (decides where HF_TOKEN belongs).
         token_provided: Whether a token was sent.
     """
 
@@ -183,24 +191,16 @@ class _TokenAdviceError(HubAccessError):
     ) -> None:
         self.target = target
         self.token_provided = token_provided
-        super().__init__(repository, revision, self._explain(repository, where_token))
-
-    def _explain(self, repository: str, where_token: str) -> str:
-        raise NotImplementedError
-
-
-class ModelNotFoundError(_TokenAdviceError, LookupError):
-    """The repository does not exist, or is private and the token cannot see it."""
-
-    def _explain(self, repository: str, where_token: str) -> str:
         hint = (
             "the token that was sent cannot see it"
-            if self.token_provided
+            if token_provided
             else f"private repositories need a token: {where_token}"
         )
-        return (
+        super().__init__(
+            repository,
+            revision,
             f"Model repository {repository!r} was not found on the Hugging Face Hub. Check the "
-            f"spelling (owner/model, case-sensitive); if it is private, {hint}."
+            f"spelling (owner/model, case-sensitive); if it is private, {hint}.",
         )
 
 
@@ -219,19 +219,37 @@ class ModelRevisionNotFoundError(HubAccessError, LookupError):
         )
 
 
-class GatedModelError(_TokenAdviceError, PermissionError):
-    """The repository is gated: no token was sent, or the one sent was not granted access."""
+class GatedModelError(HubAccessError, PermissionError):
+    """The repository is gated and no (accepted) token was sent.
 
-    def _explain(self, repository: str, where_token: str) -> str:
+    Attributes:
+        target: The execution target, which decides where HF_TOKEN belongs.
+        token_provided: Whether a token was sent (then access was not granted).
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(
+        self,
+        repository: str,
+        revision: str | None,
+        target: str,
+        where_token: str,
+        token_provided: bool,
+    ) -> None:
+        self.target = target
+        self.token_provided = token_provided
         fix = (
             "the token that was sent has no access: accept the model's terms on its Hub page "
             f"with the token's account, or use another token ({where_token})"
-            if self.token_provided
+            if token_provided
             else f"accept the model's terms on its Hub page, then {where_token}"
         )
-        return (
+        super().__init__(
+            repository,
+            revision,
             f"Model repository {repository!r} is gated on the Hugging Face Hub and needs an "
-            f"access token for target {self.target!r}: {fix}."
+            f"access token for target {target!r}: {fix}.",
         )
 
 
@@ -241,6 +259,8 @@ class HubUnavailableError(HubAccessError, ConnectionError):
     Attributes:
         endpoint: The endpoint that was used.
     """
+
+    action = ErrorAction.RETRY
 
     def __init__(self, repository: str, revision: str | None, endpoint: str, detail: str) -> None:
         self.endpoint = endpoint
@@ -260,6 +280,8 @@ class HubTimeoutError(HubUnavailableError, TimeoutError):
         seconds: The timeout that expired.
         variable: The environment variable that sets it.
     """
+
+    action = ErrorAction.RETRY
 
     def __init__(
         self,
@@ -405,6 +427,8 @@ class UnsafeHubPathError(HubDataError):
         path: The path as sent (may hold any character; quote it with ``ascii()``).
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(
         self, repository: str, revision: str | None, *, path: object, problem: str
     ) -> None:
@@ -433,6 +457,8 @@ class ModelRejectedError(ProfileError):
         target: The execution target the check was made for.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, repository: str, revision: str | None, target: str, message: str) -> None:
         self.repository = repository
         self.revision = revision
@@ -442,6 +468,8 @@ class ModelRejectedError(ProfileError):
 
 class MissingConfigError(ModelRejectedError):
     """The repository has no top-level config.json, so nothing can be checked."""
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: str | None, target: str) -> None:
         super().__init__(
@@ -461,6 +489,8 @@ class InvalidConfigError(ModelRejectedError):
         problem: What is wrong with it.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
         self.problem = problem
         super().__init__(
@@ -478,6 +508,8 @@ class UnsafeWeightsError(ModelRejectedError):
     Attributes:
         weight_files: The weight-like files found (pickle formats), possibly empty.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self, repository: str, revision: str | None, target: str, weight_files: Sequence[str]
@@ -506,6 +538,8 @@ class DownloadTooLargeError(ModelRejectedError):
         limit_bytes: The limit (COMFY_MODAL_LLM_MAX_DOWNLOAD_GB).
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(
         self, repository: str, revision: str | None, target: str, size_bytes: int, limit_bytes: int
     ) -> None:
@@ -528,6 +562,8 @@ class SecurityScanError(ModelRejectedError):
         findings: One line per finding (file path and level where known).
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(
         self, repository: str, revision: str | None, target: str, findings: Sequence[str]
     ) -> None:
@@ -549,6 +585,8 @@ class RemoteCodeError(ModelRejectedError):
         reason: What in config.json asks for it.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(self, repository: str, revision: str | None, target: str, reason: str) -> None:
         self.reason = reason
         super().__init__(
@@ -569,6 +607,8 @@ class UnsupportedArchitectureError(ModelRejectedError):
         supported: The architectures the target's registry accepts.
         other_targets: Targets whose registry does accept it.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,
@@ -606,6 +646,8 @@ class UnsupportedQuantizationError(ModelRejectedError):
         allowed: The formats the target accepts for this architecture.
     """
 
+    action = ErrorAction.FIX_INPUT
+
     def __init__(
         self,
         repository: str,
@@ -634,6 +676,8 @@ class LocalFolderError(ModelRejectedError):
         path: The folder (or the reference as typed when no folder was found).
         problem: What is wrong.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, path: str, problem: str, fix: str) -> None:
         self.path = path

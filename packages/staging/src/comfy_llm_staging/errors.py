@@ -59,20 +59,6 @@ class StagingError(ComfyLLMError):
     action = ErrorAction.FATAL
 
 
-class _RevisionError(StagingError):
-    """An error about one pinned revision of one repository.
-
-    Attributes:
-        repository: The repository (``owner/name``) being staged.
-        revision: The 40-hex commit being staged.
-    """
-
-    def __init__(self, repository: str, revision: str, message: str) -> None:
-        self.repository = repository
-        self.revision = revision
-        super().__init__(message)
-
-
 class InvalidRepositoryError(StagingError, ValueError):
     """The repository id is not of the form ``owner/name``.
 
@@ -152,6 +138,11 @@ class InsufficientDiskSpaceError(StagingError, DiskFullError):
         self.margin_bytes = margin_bytes
         files = max(0, needed_bytes - margin_bytes)
         free = f"{_gib_exact(available_bytes)} free there now"
+        where = (
+            f"The disk holding {path}"
+            if during_download or inodes_exhausted
+            else (f"Not enough free disk space under {path}:")
+        )
         if inodes_exhausted:
             head = (
                 f"The disk holding {path} ran out of inodes (free file entries) while staging "
@@ -177,12 +168,12 @@ class InsufficientDiskSpaceError(StagingError, DiskFullError):
                 )
             else:
                 state = free
-            where = (
-                f"The disk holding {path} filled up while staging the model:"
-                if during_download
-                else f"Not enough free disk space under {path}:"
+            verb = "filled up while staging the model" if during_download else ""
+            head = (
+                f"{where} {verb}: {need}{margin}; {state}."
+                if verb
+                else (f"{where} {need}{margin}; {state}.")
             )
-            head = f"{where} {need}{margin}; {state}."
         kept = (
             f" The {_gib(reclaimable_bytes)} already fetched are kept there to resume; delete "
             "that folder to reclaim them."
@@ -201,16 +192,21 @@ class InsufficientDiskSpaceError(StagingError, DiskFullError):
         )
 
 
-class SnapshotAccessError(_RevisionError, PermissionError):
+class SnapshotAccessError(StagingError, PermissionError):
     """The Hub refused access: missing repository, private or gated.
 
     Attributes:
+        repository: The repository asked for.
+        revision: The commit asked for.
         gated: True when the repository is gated (accept its terms, then a token).
     """
 
     action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: str, *, gated: bool, detail: str = "") -> None:
+        self.repository = repository
+        self.revision = revision
+        self.gated = gated
         if gated:
             what = (
                 f"{repository} is gated: accept its terms on the Hub with your account, "
@@ -224,66 +220,72 @@ class SnapshotAccessError(_RevisionError, PermissionError):
             )
         suffix = f" ({detail})" if detail else ""
         super().__init__(
-            repository,
-            revision,
             f"Cannot download revision {revision} of {repository}: {what}: ComfyUI's "
-            f"environment for local runs, the Modal secret for remote runs.{suffix}",
+            f"environment for local runs, the Modal secret for remote runs.{suffix}"
         )
-        self.gated = gated
 
 
-class SnapshotRevisionNotFoundError(_RevisionError, LookupError):
-    """The repository exists but the pinned commit does not."""
+class SnapshotRevisionNotFoundError(StagingError, LookupError):
+    """The repository exists but the pinned commit does not.
+
+    Attributes:
+        repository: The repository asked for.
+        revision: The commit that is missing.
+    """
 
     action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: str) -> None:
+        self.repository = repository
+        self.revision = revision
         super().__init__(
-            repository,
-            revision,
             f"Revision {revision} does not exist in {repository} (it may have been "
             "removed by a force-push). Resolve the model reference again to pin a "
-            "current commit.",
+            "current commit."
         )
 
 
-class SnapshotDownloadError(_RevisionError, OSError):
+class SnapshotDownloadError(StagingError, OSError):
     """The download failed for a network or Hub reason; partial files are kept.
 
     Attributes:
+        repository: The repository being staged.
+        revision: The commit being staged.
         detail: The underlying error, as text.
     """
 
     action = ErrorAction.RETRY
 
     def __init__(self, repository: str, revision: str, detail: str) -> None:
+        self.repository = repository
+        self.revision = revision
+        self.detail = detail
         super().__init__(
-            repository,
-            revision,
             f"Downloading revision {revision} of {repository} failed: {detail}. Files "
             "already fetched are kept; run the stage again to resume. If this keeps "
-            "happening check the network and HF_ENDPOINT (mirror).",
+            "happening check the network and HF_ENDPOINT (mirror)."
         )
-        self.detail = detail
 
 
-class SnapshotContentError(_RevisionError, ValueError):
+class SnapshotContentError(StagingError, ValueError):
     """The revision lacks what a loader needs (e.g. config.json), or metadata is incomplete.
 
     Attributes:
+        repository: The repository being staged.
+        revision: The commit being staged.
         problem: What is missing.
     """
 
     action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: str, problem: str) -> None:
-        super().__init__(
-            repository,
-            revision,
-            f"Revision {revision} of {repository} cannot be staged: {problem}. Choose a "
-            "repository that ships config.json and safetensors weights.",
-        )
+        self.repository = repository
+        self.revision = revision
         self.problem = problem
+        super().__init__(
+            f"Revision {revision} of {repository} cannot be staged: {problem}. Choose a "
+            "repository that ships config.json and safetensors weights."
+        )
 
 
 class UnsafeSnapshotPathError(SnapshotContentError):
@@ -293,6 +295,8 @@ class UnsafeSnapshotPathError(SnapshotContentError):
         path: The name as the Hub sent it (any characters; quoted in the message).
         reason: Why it is refused.
     """
+
+    action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: str, path: object, reason: str) -> None:
         self.path = path
@@ -315,21 +319,23 @@ class SnapshotTimeoutError(SnapshotDownloadError, TimeoutError):
         variable: The environment variable that sets it.
     """
 
+    action = ErrorAction.RETRY
+
     def __init__(
         self, repository: str, revision: str, url: str, seconds: float, variable: str
     ) -> None:
         self.url = url
         self.seconds = seconds
         self.variable = variable
-        _RevisionError.__init__(
+        StagingError.__init__(
             self,
-            repository,
-            revision,
             f"The Hub did not answer {url} within {seconds:g} s while staging revision "
             f"{revision} of {repository} (connect/read timeout {variable}). Files already "
             "fetched are kept; check the network or HF_ENDPOINT (mirror) and stage again, "
             f"or raise {variable} on a slow link.",
         )
+        self.repository = repository
+        self.revision = revision
         self.detail = f"timed out after {seconds:g} s"
 
 
@@ -458,16 +464,21 @@ class LocalFolderChangedError(StagingError):
         )
 
 
-class SnapshotOfflineError(_RevisionError, OSError):
-    """The snapshot is not on disk and the Hub may not be asked (HF_HUB_OFFLINE)."""
+class SnapshotOfflineError(StagingError, OSError):
+    """The snapshot is not on disk and the Hub may not be asked (HF_HUB_OFFLINE).
+
+    Attributes:
+        repository: ``owner/name``.
+        revision: The 40-hex commit.
+    """
 
     action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: str) -> None:
+        self.repository = repository
+        self.revision = revision
         super().__init__(
-            repository,
-            revision,
             f"{repository}@{revision} is not staged here nor complete in the Hugging Face "
             "cache, and HF_HUB_OFFLINE=1 forbids downloading it: unset HF_HUB_OFFLINE once "
-            "to stage it, or pick a model already on disk.",
+            "to stage it, or pick a model already on disk."
         )
