@@ -56,6 +56,12 @@ def _staging_lease() -> object:
     return _settings.lease_timeout_seconds()
 
 
+def _modal_stage_lease() -> object:
+    from comfy_llm_modal_remote import ModalSettings
+
+    return ModalSettings.from_env()
+
+
 def _residency_max_resident() -> object:
     from comfy_llm_residency import max_resident_models
 
@@ -80,6 +86,8 @@ def _residency_recovery() -> object:
         ("COMFY_MODAL_LLM_MAX_DOWNLOAD_GB", "lots", _profiles_download_limit),
         ("HF_ENDPOINT", "huggingface.co", _profiles_endpoint),
         ("COMFY_MODAL_LLM_STAGE_LEASE_TIMEOUT_SECONDS", "0", _staging_lease),
+        ("COMFY_MODAL_LLM_STAGE_LEASE_SECONDS", "0.5", _modal_stage_lease),
+        ("COMFY_MODAL_LLM_STAGE_LEASE_RENEW_SECONDS", "90", _modal_stage_lease),
         ("COMFY_MODAL_LLM_MAX_RESIDENT_MODELS", "two", _residency_max_resident),
         ("COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB", "-1", _residency_local_reserve),
         ("COMFY_MODAL_LLM_MEMORY_RECOVERY_TIMEOUT_SECONDS", "nan", _residency_recovery),

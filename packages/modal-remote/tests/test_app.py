@@ -347,3 +347,22 @@ def test_caption_workers_are_a_variant_that_scales_down_after_a_minute(app_modul
     assert variant._options.scaledown_window == CAPTION_SCALEDOWN_SECONDS == 60
     assert variant._options.resources.gpu_config.gpu_type == "H100"
     assert "caption_chunk" in variant._get_method_names()
+
+
+def test_stage_leases_live_in_a_dict_named_after_the_volume(
+    app_module: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every installation sharing the Volume reaches the same Dict, a name Modal accepts."""
+    import dataclasses
+
+    from comfy_llm_modal_remote import ModalSettings
+    from modal._utils.name_utils import is_valid_object_name
+
+    assert _unwrap(app_module.stage_leases)._name == "comfy-universal-storage-stage-leases"
+    long = dataclasses.replace(ModalSettings.from_env(), volume_name="v" * 64)
+    assert is_valid_object_name(long.stage_lease_dict_name)
+    assert long.stage_lease_dict_name != ModalSettings.from_env().stage_lease_dict_name
+    monkeypatch.setenv("COMFY_MODAL_LLM_STAGE_LEASE_SECONDS", "30")
+    settings = ModalSettings.from_env()
+    assert (settings.stage_lease_seconds, settings.stage_lease_renew_seconds) == (30.0, 7.5)
+    assert settings.container_env()["COMFY_MODAL_LLM_STAGE_LEASE_RENEW_SECONDS"] == "7.5"

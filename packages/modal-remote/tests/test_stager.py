@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from comfy_llm_modal_remote import StageRequest, stage_model
+from comfy_llm_modal_remote import StageLeases, StageRequest, stage_model
 from comfy_llm_profiles import ProgressEvent, ProgressStage
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld._modal_container import StrictVolume
+from comfy_llm_testworld.modal_strict import StrictDict
 
 from .conftest import SCRIPTED
+
+
+def _leases(root: Path) -> StageLeases:
+    return StageLeases(StrictDict.from_name("leases", root=root, create_if_missing=True), 60, 5)
 
 
 def test_commits_only_when_something_changed_and_restages_nothing(
@@ -21,6 +26,7 @@ def test_commits_only_when_something_changed_and_restages_nothing(
         StageRequest("r1", SCRIPTED),
         storage_root=volume.view,
         volume=volume,
+        leases=_leases(tmp_path),
         progress=events.append,
     )
     assert first.downloaded and first.manifest_created and first.committed
@@ -37,6 +43,7 @@ def test_commits_only_when_something_changed_and_restages_nothing(
         StageRequest("r2", SCRIPTED),
         storage_root=volume.view,
         volume=volume,
+        leases=_leases(tmp_path),
         progress=events.append,
     )
     assert not second.downloaded and not second.manifest_created and not second.committed
@@ -49,7 +56,11 @@ def test_commits_only_when_something_changed_and_restages_nothing(
 def test_a_new_manifest_alone_is_committed(model_hub: FakeHub, tmp_path: Path) -> None:
     volume = StrictVolume(tmp_path / "store", tmp_path / "stager")
     first = stage_model(
-        StageRequest("r1", SCRIPTED), storage_root=volume.view, volume=volume, progress=print
+        StageRequest("r1", SCRIPTED),
+        storage_root=volume.view,
+        volume=volume,
+        leases=_leases(tmp_path),
+        progress=print,
     )
     # The weights stay; the manifest is gone (e.g. written by an older app version).
     manifest = volume.view / "profiles" / f"{first.profile['profile_id']}.json"
@@ -57,7 +68,11 @@ def test_a_new_manifest_alone_is_committed(model_hub: FakeHub, tmp_path: Path) -
     manifest.unlink()  # gone from the Volume itself: the stager reloads before staging
     (volume.store / manifest.relative_to(volume.view)).unlink()
     again = stage_model(
-        StageRequest("r2", SCRIPTED), storage_root=volume.view, volume=volume, progress=print
+        StageRequest("r2", SCRIPTED),
+        storage_root=volume.view,
+        volume=volume,
+        leases=_leases(tmp_path),
+        progress=print,
     )
     assert (again.downloaded, again.manifest_created, again.committed) == (False, True, True)
     assert volume.commits == 2

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
-from ._fake_hub_http import Fault, RecordedRequest, Server
+from ._fake_hub_http import Fault, HubGate, RecordedRequest, Server
 from ._fake_hub_repo import Repo, Tamper, validate_repo_id
 from ._fake_hub_routes import Response, RouteContext, route
 
@@ -292,10 +292,22 @@ class FakeHub:
         with self._lock:
             self._faults.append(fault)
 
+    def gate(self, path_contains: str = ".safetensors", method: str = "GET") -> HubGate:
+        """Hold every matching request (before it is answered) until the gate's ``release()``.
+
+        Returns:
+            The gate: ``reached`` is set when the first matching request waits.
+        """
+        gate = HubGate()
+        fault = Fault(method.upper(), path_contains, None, None, 0.0, 1 << 30, gate)
+        with self._lock:
+            self._faults.append(fault)
+        return gate
+
     def pending_faults(self) -> int:
         """How many injected fault occurrences have not fired yet."""
         with self._lock:
-            return sum(f.remaining for f in self._faults)
+            return sum(f.remaining for f in self._faults if f.gate is None)
 
     @property
     def internal_errors(self) -> list[str]:

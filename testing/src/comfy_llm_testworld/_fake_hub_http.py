@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._fake_hub_routes import Response
 
-__all__ = ["Fault", "HubSide", "RecordedRequest", "Server"]
+__all__ = ["Fault", "HubGate", "HubSide", "RecordedRequest", "Server"]
 
 
 class _Headers(dict[str, str]):
@@ -55,6 +55,27 @@ class RecordedRequest:
     filename: str | None = None
 
 
+class HubGate:
+    """Holds matching requests before they are answered until :meth:`release`.
+
+    ``reached`` is set when the first one arrives, so a test acts while a
+    download is known to be in flight, without a sleep.
+    """
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self._open = threading.Event()
+
+    def release(self) -> None:
+        """Let held and later matching requests through."""
+        self._open.set()
+
+    def wait(self, stopping: threading.Event) -> None:
+        self.reached.set()
+        while not self._open.wait(0.05) and not stopping.is_set():
+            pass
+
+
 @dataclass
 class Fault:
     """An injected failure for the next ``remaining`` matching requests."""
@@ -65,6 +86,7 @@ class Fault:
     cut_after_bytes: int | None
     delay: float
     remaining: int
+    gate: HubGate | None = None
 
 
 class HubSide(Protocol):
@@ -121,6 +143,9 @@ class _Handler(BaseHTTPRequestHandler):
         response = hub.answer(self.command, url.path, query, headers)
         fault = hub.take_fault(self.command, path)
         cut: int | None = None
+        if fault is not None and fault.gate is not None:
+            fault.gate.wait(hub.stopping)
+            fault = None
         if fault is not None:
             cut = fault.cut_after_bytes
             if cut is None and fault.delay and hub.stopping.wait(fault.delay):

@@ -27,6 +27,8 @@ the modal 1.6.4 client's (paths under ``site-packages/modal``):
   client-side, as ``_put_many_blocking`` does (queue.py:669-700).
 * ``stop_fetching_inputs``: the current input finishes, then the container
   exits (modal/experimental).
+* Named Dicts (the stager's leases) are :mod:`._modal_dict`'s, shared by
+  every container and app on the same store root.
 """
 
 from __future__ import annotations
@@ -332,11 +334,14 @@ class _Container:
         if function == "stage":
             from comfy_llm_modal_remote import serve_stage
 
+            from ._modal_dict import stage_leases
+
             answer: dict[str, Any] = serve_stage(
                 request,
                 channel,
                 storage_root=self.volume.view,
                 volume=self.volume,
+                leases=stage_leases(Path(self.spec["dict_root"])),  # shared by the store path
                 event_interval=float(self.spec.get("event_interval", 0.0)),
             )
             return answer

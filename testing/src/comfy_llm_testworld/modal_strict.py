@@ -33,6 +33,10 @@ client implements (each rule cites ``site-packages/modal``):
   partition raises ``queue.Full`` (queue.py:719), a blocking one retries
   until its timeout (queue.py:669-700); a partition is cleared
   ``partition_ttl`` seconds after its last put (queue.py:650).
+* **Named Dicts** (:class:`StrictDict`, the stager's leases): one per name
+  under the store root, shared by every app and container on that root, as
+  a workspace's Dict is shared by every app naming it; ``put``'s
+  ``skip_if_exists`` is atomic (dict.py:556-571).
 * **Deploys**: ``"recreate"`` ends every old container at once (in-flight
   inputs fail); ``"rolling"`` lets old containers finish their input while
   new inputs start new ones (app.py:627-628). :meth:`redeploy` and
@@ -74,7 +78,6 @@ import collections
 import contextlib
 import dataclasses
 import os
-import pickle
 import queue as queue_module
 import secrets
 import signal
@@ -88,20 +91,22 @@ from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Any
 
+from ._modal_dict import StrictDict
 from ._modal_forks import ENGINE_PRELOAD, check_zygote_home_untouched, start_container_process
+from ._modal_queue import QueueService
 
 __all__ = [
     "GIB",
+    "STAGER_KEY",
     "FixedMemoryProbe",
     "QueueService",
     "StrictCall",
     "StrictContainer",
+    "StrictDict",
     "StrictTransport",
 ]
 
 GIB = 1024**3
-MAX_PARTITION_ITEMS = 5000
-MAX_PARTITION_BYTES = 64 * 1024 * 1024
 _START_SECONDS = 120.0
 _SECRET_ENV_PREFIXES = ("HF_",)
 
@@ -131,68 +136,6 @@ class FixedMemoryProbe:
     def allocated_bytes(self) -> int | None:
         """Unknown: the manager falls back to the change of ``available_bytes``."""
         return None
-
-
-class QueueService:
-    """The app's progress ``modal.Queue``: partitions with Modal's limits and TTL."""
-
-    def __init__(self, *, max_items: int = MAX_PARTITION_ITEMS) -> None:
-        self.max_items = max_items
-        self.ttl_cap_seconds = float("inf")
-        """Tests shorten time: a partition expires after min(its ttl, this)."""
-        self._partitions: dict[str, collections.deque[tuple[int, Any]]] = {}
-        self._bytes: dict[str, int] = {}
-        self._touched: dict[str, float] = {}
-        self._ttl: dict[str, float] = {}
-        self._cond = threading.Condition()
-
-    def _expire(self, now: float) -> None:
-        for key in [k for k, t in self._touched.items() if now - t > self._ttl.get(k, 0)]:
-            self._partitions.pop(key, None)
-            self._bytes.pop(key, None)
-            self._touched.pop(key, None)
-
-    def put(self, partition: str, items: list[Any], ttl: float) -> str:
-        """Append all or nothing: ``"ok"``, else why it is full.
-
-        The partition is cleared ``ttl`` seconds after this put unless another comes.
-        """
-        sizes = [len(pickle.dumps(item)) for item in items]  # Modal serializes each item
-        with self._cond:
-            now = time.monotonic()
-            self._expire(now)
-            stored = self._partitions.setdefault(partition, collections.deque())
-            if len(stored) + len(items) > self.max_items:
-                return f"{len(stored)} items, limit {self.max_items}"
-            if self._bytes.get(partition, 0) + sum(sizes) > MAX_PARTITION_BYTES:
-                return f"{self._bytes.get(partition, 0)} bytes, limit {MAX_PARTITION_BYTES}"
-            stored.extend(zip(sizes, items, strict=True))
-            self._bytes[partition] = self._bytes.get(partition, 0) + sum(sizes)
-            self._touched[partition] = now
-            self._ttl[partition] = min(ttl, self.ttl_cap_seconds)
-            self._cond.notify_all()
-            return "ok"
-
-    def get_many(self, partition: str, count: int, timeout: float) -> list[Any]:
-        """Up to ``count`` items, waiting at most ``timeout`` for the first."""
-        deadline = time.monotonic() + max(0.0, timeout)
-        with self._cond:
-            self._expire(time.monotonic())
-            while not self._partitions.get(partition):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return []
-                self._cond.wait(remaining)
-            stored = self._partitions[partition]
-            taken = [stored.popleft() for _ in range(min(count, len(stored)))]
-            self._bytes[partition] -= sum(size for size, _ in taken)
-            return [item for _, item in taken]
-
-    def partition_size(self, partition: str) -> tuple[int, int]:
-        """(items, bytes) held for ``partition``."""
-        with self._cond:
-            self._expire(time.monotonic())
-            return len(self._partitions.get(partition, ())), self._bytes.get(partition, 0)
 
 
 class StrictCall:
@@ -628,6 +571,7 @@ class StrictTransport:
         spec: dict[str, Any] = {
             "kind": kind,
             "store": str(self.store),
+            "dict_root": str(self.root),
             "view": str(home / "storage"),
             "event_interval": self._event_interval,
             "background_commit_seconds": self._background,
@@ -702,4 +646,5 @@ class StrictTransport:
             self.retired.append(container)
 
 
-_STAGER = "__stager__"
+STAGER_KEY = _STAGER = "__stager__"
+"""The stager's container key (``transport.kill(STAGER_KEY)`` kills it mid-stage)."""

@@ -32,6 +32,7 @@ from ._fanout import (
 from ._image import ImageSpec, image_spec
 from ._installation import app_name, installation_id
 from ._settings import ModalSettings
+from ._stage_lease import LeaseStore, StageLeases
 from ._stager import serve_stage, stage_model
 from ._transport import (
     ModalTransport,
@@ -71,6 +72,7 @@ __all__ = [
     "FanOutReport",
     "ImageCaption",
     "ImageSpec",
+    "LeaseStore",
     "ModalRemoteError",
     "ModalSettings",
     "ModalTransport",
@@ -80,6 +82,7 @@ __all__ = [
     "RemoteExecutionError",
     "RemoteRun",
     "SnapshotNotVisibleError",
+    "StageLeases",
     "StageRequest",
     "StageResult",
     "Transport",

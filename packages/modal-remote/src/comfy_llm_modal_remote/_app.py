@@ -7,7 +7,9 @@ the container environment, so both sides build the same definitions.
 
 * ``model_stager``: CPU only, the weight Volume and the secret (HF_TOKEN);
   the only function that downloads; one container at most, so staging is
-  serialized across concurrent prompts (see ``_stager``).
+  serialized across concurrent prompts (see ``_stager``), and across
+  installations sharing the Volume by leases in ``stage_leases``, a Dict
+  named after the Volume (see ``_stage_lease``).
 * ``RemoteEngine``: the GPU class, warm across calls, one container pool per
   ``affinity`` key, the weight Volume at the storage root and the
   compile-cache Volume at :data:`COMPILE_CACHE_MOUNT`; no secret (it never
@@ -41,6 +43,7 @@ from ._settings import (
     FINGERPRINT_ENV,
     ModalSettings,
 )
+from ._stage_lease import StageLeases
 from ._stager import serve_stage
 from ._transport import code_fingerprint
 
@@ -57,6 +60,7 @@ __all__ = [
     "model_stager",
     "secret",
     "settings",
+    "stage_leases",
     "weight_volume",
 ]
 
@@ -80,6 +84,7 @@ compile_cache_volume = modal.Volume.from_name(
     settings.compile_cache_volume_name, create_if_missing=True
 )
 secret = modal.Secret.from_name(settings.secret_name)
+stage_leases = modal.Dict.from_name(settings.stage_lease_dict_name, create_if_missing=True)
 app = modal.App(settings.app_name or DEFAULT_APP_NAME, image=image, include_source=False)
 
 
@@ -102,6 +107,7 @@ def model_stager(request: dict[str, Any], queue_name: str) -> dict[str, Any]:
         _channel(queue_name, request),
         storage_root=Path(settings.storage_root),
         volume=ModalVolume(weight_volume),
+        leases=StageLeases.from_settings(stage_leases, settings),
     )
 
 

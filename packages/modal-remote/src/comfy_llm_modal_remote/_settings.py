@@ -9,8 +9,9 @@ container reads what the dispatcher read.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
-from comfy_llm_core import env_float, env_int, env_str
+from comfy_llm_core import InvalidSettingError, env_float, env_int, env_str
 
 __all__ = [
     "APP_NAME_ENV",
@@ -25,6 +26,8 @@ __all__ = [
     "ENGINE_MEMORY_ENV",
     "FINGERPRINT_ENV",
     "SECRET_NAME_ENV",
+    "STAGE_LEASE_ENV",
+    "STAGE_LEASE_RENEW_ENV",
     "STORAGE_ROOT_ENV",
     "VOLUME_NAME_ENV",
     "WORKER_SETTINGS",
@@ -60,6 +63,15 @@ DEFAULT_ENGINE_MEMORY_MB = 32 * 1024
 DEFAULT_ENGINE_MAX_CONTAINERS = 4
 """GPU containers one affinity pool may run at once; concurrent prompts beyond it queue."""
 
+STAGE_LEASE_ENV = "COMFY_MODAL_LLM_STAGE_LEASE_SECONDS"
+STAGE_LEASE_RENEW_ENV = "COMFY_MODAL_LLM_STAGE_LEASE_RENEW_SECONDS"
+DEFAULT_STAGE_LEASE_SECONDS = 120.0
+"""How long a stager's lease across installations (``_stage_lease``) outlives its
+last renewal. Longer than staging's own file-lease staleness (90 s), so the lease
+file a killed holder's background commit left on the Volume is stale by the time
+its Dict lease is taken over."""
+DEFAULT_STAGE_LEASE_RENEW_SECONDS = 15.0
+
 WORKER_SETTINGS = (
     "COMFY_MODAL_LLM_VLLM_EXECUTION_MODE",
     "COMFY_MODAL_LLM_MAX_RESIDENT_MODELS",
@@ -89,6 +101,10 @@ class ModalSettings:
         engine_cpu: Cores the RemoteEngine requests (``COMFY_MODAL_LLM_ENGINE_CPU``).
         engine_memory_mb: Memory it requests in MiB (``COMFY_MODAL_LLM_ENGINE_MEMORY_MB``).
         engine_max_containers: Its ``max_containers`` (``COMFY_MODAL_LLM_ENGINE_MAX_CONTAINERS``).
+        stage_lease_seconds: How long a stage lease outlives its last renewal
+            (``COMFY_MODAL_LLM_STAGE_LEASE_SECONDS``, 1-3600, default 120).
+        stage_lease_renew_seconds: How often its holder renews it
+            (``COMFY_MODAL_LLM_STAGE_LEASE_RENEW_SECONDS``, at most half the lease).
     """
 
     app_name: str | None
@@ -100,6 +116,20 @@ class ModalSettings:
     engine_cpu: float = DEFAULT_ENGINE_CPU
     engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB
     engine_max_containers: int = DEFAULT_ENGINE_MAX_CONTAINERS
+    stage_lease_seconds: float = DEFAULT_STAGE_LEASE_SECONDS
+    stage_lease_renew_seconds: float = DEFAULT_STAGE_LEASE_RENEW_SECONDS
+
+    @property
+    def stage_lease_dict_name(self) -> str:
+        """The ``modal.Dict`` of staging leases: one per weight Volume, whatever the app.
+
+        Dict and Volume names share Modal's rule (at most 64 of ``[a-zA-Z0-9-_.]``,
+        modal/_utils/name_utils.py:26-34), so only the length can break it.
+        """
+        name = f"{self.volume_name}-stage-leases"
+        if len(name) <= 64:
+            return name
+        return "stage-leases-" + hashlib.sha256(self.volume_name.encode()).hexdigest()[:32]
 
     @classmethod
     def from_env(cls) -> ModalSettings:
@@ -122,6 +152,7 @@ class ModalSettings:
             engine_max_containers=env_int(
                 ENGINE_MAX_CONTAINERS_ENV, DEFAULT_ENGINE_MAX_CONTAINERS, minimum=1, maximum=100
             ),
+            **_stage_lease_times(),
         )
 
     def container_env(self) -> dict[str, str]:
@@ -134,5 +165,27 @@ class ModalSettings:
             ENGINE_CPU_ENV: repr(self.engine_cpu),
             ENGINE_MEMORY_ENV: str(self.engine_memory_mb),
             ENGINE_MAX_CONTAINERS_ENV: str(self.engine_max_containers),
+            STAGE_LEASE_ENV: repr(self.stage_lease_seconds),
+            STAGE_LEASE_RENEW_ENV: repr(self.stage_lease_renew_seconds),
             **dict(self.worker_settings),
         }
+
+
+def _stage_lease_times() -> dict[str, float]:
+    """The lease's expiry and renewal interval; a renewal must fit twice in an expiry."""
+    expiry = env_float(STAGE_LEASE_ENV, DEFAULT_STAGE_LEASE_SECONDS, minimum=1.0, maximum=3600.0)
+    renew = env_float(
+        STAGE_LEASE_RENEW_ENV,
+        min(DEFAULT_STAGE_LEASE_RENEW_SECONDS, expiry / 4),
+        minimum=0.05,
+        maximum=600.0,
+    )
+    if renew > expiry / 2:
+        raise InvalidSettingError(
+            STAGE_LEASE_RENEW_ENV,
+            env_str(STAGE_LEASE_RENEW_ENV),
+            f"at most half of {STAGE_LEASE_ENV} ({expiry:g} s), so one late renewal"
+            " does not let another installation take the lease over; lower it or raise"
+            f" {STAGE_LEASE_ENV}",
+        )
+    return {"stage_lease_seconds": expiry, "stage_lease_renew_seconds": renew}

@@ -11,11 +11,16 @@ Staging is serialized across containers by the app (``max_containers=1`` on
 the stager): a file lease cannot work between containers, each of which sees
 its own view of the Volume until commit and reload (modal/volume.py:496).
 Two overlapping prompts therefore stage one after the other in one
-container, and the second finds the first's snapshot complete.
+container, and the second finds the first's snapshot complete. Two
+installations (two apps on one Volume) have a stager each: a snapshot not yet
+complete is staged under a lease in a Dict named after the Volume
+(``_stage_lease``), committed before the lease is released, and whoever
+waited for it reloads the Volume first, so it finds the snapshot complete.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -24,10 +29,11 @@ from typing import Any
 
 from comfy_llm_core import env_str
 from comfy_llm_profiles import ExecutionTarget, ProgressCallback, resolve_profile
-from comfy_llm_staging import stage_snapshot
+from comfy_llm_staging import find_completed_snapshot, stage_snapshot
 
 from ._container import ProgressChannel, VolumeStore
 from ._settings import FINGERPRINT_ENV
+from ._stage_lease import StageLeases, snapshot_lease
 from ._wire import EventSender, StageRequest, StageResult, error_envelope, ok_envelope
 
 __all__ = ["serve_stage", "stage_model"]
@@ -40,6 +46,7 @@ def stage_model(
     *,
     storage_root: Path,
     volume: VolumeStore,
+    leases: StageLeases,
     progress: ProgressCallback,
 ) -> StageResult:
     """Resolve and stage one reference on the Volume.
@@ -48,7 +55,9 @@ def stage_model(
         request: The reference to stage.
         storage_root: Where the weight Volume is mounted.
         volume: The weight Volume (committed when something changed).
-        progress: Receives INSPECT and DOWNLOAD events.
+        leases: The stage leases shared by every installation on the Volume.
+        progress: Receives INSPECT and DOWNLOAD events (and "waiting" ones
+            while another installation stages the snapshot).
 
     Returns:
         The profile, the snapshot's relative path and what changed.
@@ -59,24 +68,32 @@ def stage_model(
     """
     started = time.monotonic()
     root = Path(storage_root)
-    try:
-        volume.reload()
-    except RuntimeError as error:  # files open under the mount: stage on this view
-        logger.warning("Reloading the weight Volume before staging failed: %s", error)
+    _reload(volume)
     resolved = resolve_profile(
         request.reference, ExecutionTarget.MODAL, storage_root=root, progress=progress
     )
     profile = resolved.profile
-    snapshot = stage_snapshot(
-        profile.repository,
-        profile.revision,
-        storage_root=root,
-        profile_id=profile.profile_id,
-        progress=progress,
+    complete = find_completed_snapshot(
+        root, profile.repository, profile.revision, legacy_profile_id=profile.profile_id
     )
-    changed = snapshot.downloaded or resolved.created
-    if changed:
-        volume.commit()
+    lease = (
+        contextlib.nullcontext(None)
+        if complete is not None  # nothing to download: no lease needed
+        else snapshot_lease(leases, profile.repository, profile.revision, progress=progress)
+    )
+    with lease as held:
+        if held is not None and held.waited:
+            _reload(volume)  # what the other installation committed while this one waited
+        snapshot = stage_snapshot(
+            profile.repository,
+            profile.revision,
+            storage_root=root,
+            profile_id=profile.profile_id,
+            progress=progress,
+        )
+        changed = snapshot.downloaded or resolved.created
+        if changed:
+            volume.commit()  # before the lease is released: the next holder must see it
     return StageResult(
         profile=profile.to_dict(),
         snapshot=snapshot.path.resolve().relative_to(root.resolve()).as_posix(),
@@ -89,12 +106,20 @@ def stage_model(
     )
 
 
+def _reload(volume: VolumeStore) -> None:
+    try:
+        volume.reload()
+    except RuntimeError as error:  # files open under the mount: stage on this view
+        logger.warning("Reloading the weight Volume before staging failed: %s", error)
+
+
 def serve_stage(
     request_wire: Mapping[str, Any],
     channel: ProgressChannel,
     *,
     storage_root: Path,
     volume: VolumeStore,
+    leases: StageLeases,
     event_interval: float = 0.2,
 ) -> dict[str, Any]:
     """The stager function's body: wire in, envelope out, progress on ``channel``."""
@@ -104,6 +129,7 @@ def serve_stage(
             StageRequest.from_wire(request_wire),
             storage_root=storage_root,
             volume=volume,
+            leases=leases,
             progress=sender,
         )
     except Exception as error:

@@ -1,0 +1,190 @@
+"""A named ``modal.Dict`` for the strict stand-in: a folder every process with its path shares.
+
+On Modal a named Dict belongs to the workspace, not to an app: two apps
+(two installations) that look up one name reach one Dict. The stand-in keys
+it by the store path, the way its Volumes are shared: every transport with
+the same root, whatever its app name, and every container it starts, opens
+``<root>/dicts/<name>``. Each rule is the modal 1.6.4 client's
+(``site-packages/modal/dict.py``):
+
+* ``from_name`` checks the name (``check_object_name``, dict.py:401;
+  ``_utils/name_utils.py:26-34``: at most 64 characters of ``[a-zA-Z0-9-_.]``);
+  without ``create_if_missing`` a missing Dict fails at its first use
+  (hydration is lazy, dict.py:385-416) with ``NotFoundError``.
+* ``put(key, value, skip_if_exists=True)`` creates the key only if it is
+  absent and says whether it did, atomically on the server
+  (``if_not_exists``, dict.py:556-571); a plain ``put`` overwrites and returns
+  True. Here: a hard link of a finished file (``os.link`` fails when the name
+  exists), or ``os.replace``.
+* ``get(key, default=None)`` returns ``default`` for a missing key
+  (dict.py:494-503); ``pop(key)`` removes and returns the value, ``default``
+  when given, else ``KeyError`` (dict.py:583-595). Only one of two racing pops
+  gets the value (a rename).
+* There is no per-key TTL and no compare-and-swap; an entry expires after 7
+  days without a read or a write (dict.py:265-266): :attr:`IDLE_EXPIRY_SECONDS`,
+  which a test may shorten.
+
+Stricter than Modal on one point: keys are strings and values plain JSON data
+(None, bool, int, float, str, lists and str-keyed dicts of them). Modal
+cloudpickles anything; a value that would not come back the same here (a
+tuple, a dataclass) is refused, so the product writes plain data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+__all__ = ["IDLE_EXPIRY_SECONDS", "StrictDict"]
+
+IDLE_EXPIRY_SECONDS = 7 * 24 * 3600.0
+_NO_DEFAULT: Any = object()
+
+
+def _check_plain(value: Any, where: str) -> None:
+    if value is None or isinstance(value, bool | int | float | str):
+        return
+    if type(value) is list:
+        for item in value:
+            _check_plain(item, where)
+        return
+    if type(value) is dict:
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where}: a dict key {key!r} is not a str")
+            _check_plain(item, where)
+        return
+    raise TypeError(f"{where}: {type(value).__name__} is not plain data (the stand-in's rule)")
+
+
+class StrictDict:
+    """One named Dict: a file per key under ``folder``.
+
+    Args:
+        folder: ``<root>/dicts/<name>``.
+        name: The Dict's name (for messages).
+        create_if_missing: Create the folder on first use.
+    """
+
+    idle_expiry_seconds = IDLE_EXPIRY_SECONDS
+
+    def __init__(self, folder: Path, name: str, *, create_if_missing: bool) -> None:
+        self.folder = Path(folder)
+        self.name = name
+        self._create = create_if_missing
+
+    @classmethod
+    def from_name(cls, name: str, *, root: Path, create_if_missing: bool = False) -> StrictDict:
+        """``modal.Dict.from_name`` over the stand-in's ``root`` (its store path)."""
+        from modal._utils.name_utils import check_object_name
+
+        check_object_name(name, "Dict")
+        return cls(Path(root) / "dicts" / name, name, create_if_missing=create_if_missing)
+
+    def _hydrate(self) -> None:
+        if self.folder.is_dir():
+            return
+        if not self._create:
+            from modal.exception import NotFoundError
+
+            raise NotFoundError(f"Dict '{self.name}' not found")
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: Any) -> Path:
+        if not isinstance(key, str):
+            raise TypeError(f"Dict {self.name}: key {key!r} is not a str (the stand-in's rule)")
+        return self.folder / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".json")
+
+    def _read(self, path: Path, field: str = "value") -> Any:
+        """The entry's ``field``, or ``_NO_DEFAULT`` when it is absent or idle too long."""
+        try:
+            age = time.time() - path.stat().st_mtime
+            if age > self.idle_expiry_seconds:
+                path.unlink(missing_ok=True)
+                return _NO_DEFAULT
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return _NO_DEFAULT
+        os.utime(path)  # a read counts as activity
+        return json.loads(text)[field]
+
+    def _temporary(self, key: str, value: Any) -> Path:
+        _check_plain(value, f"Dict {self.name}[{key!r}]")
+        temporary = self.folder / f".tmp-{uuid.uuid4().hex}"
+        temporary.write_text(json.dumps({"key": key, "value": value}), encoding="utf-8")
+        return temporary
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """The value of ``key``, or ``default`` (dict.py:494-503)."""
+        self._hydrate()
+        value = self._read(self._path(key))
+        return default if value is _NO_DEFAULT else value
+
+    def contains(self, key: Any) -> bool:
+        """Whether ``key`` is present (dict.py:506-510)."""
+        return self.get(key, _NO_DEFAULT) is not _NO_DEFAULT
+
+    def put(self, key: Any, value: Any, *, skip_if_exists: bool = False) -> bool:
+        """Set ``key``; with ``skip_if_exists`` only if absent, atomically (dict.py:556-571)."""
+        self._hydrate()
+        path = self._path(key)
+        temporary = self._temporary(key, value)
+        try:
+            if not skip_if_exists:
+                os.replace(temporary, path)
+                return True
+            if self._read(path) is not _NO_DEFAULT:
+                return False  # present (an idle-expired entry was removed by the read)
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                return False
+            return True
+        finally:
+            temporary.unlink(missing_ok=True)
+
+    def pop(self, key: Any, default: Any = _NO_DEFAULT) -> Any:
+        """Remove ``key`` and return its value (dict.py:583-595)."""
+        self._hydrate()
+        path = self._path(key)
+        taken = self.folder / f".pop-{uuid.uuid4().hex}"
+        try:
+            os.rename(path, taken)  # one of two racing pops wins
+        except FileNotFoundError:
+            taken = path  # absent: fall through to the default
+        value = self._read(taken) if taken != path else _NO_DEFAULT
+        if taken != path:
+            taken.unlink(missing_ok=True)
+        if value is _NO_DEFAULT:
+            if default is not _NO_DEFAULT:
+                return default
+            raise KeyError(f"{key} not in dict {self.name}")
+        return value
+
+    def keys(self) -> list[str]:
+        """Every key present (``Dict.keys``, dict.py:613-622; a list here)."""
+        self._hydrate()
+        found: list[str] = []
+        for path in sorted(self.folder.glob("*.json")):
+            key = self._read(path, "key")
+            if key is not _NO_DEFAULT:
+                found.append(key)
+        return found
+
+
+def stage_leases(root: Path) -> Any:
+    """The stager's leases as ``_app.py`` builds them, over the stand-in's Dicts at ``root``.
+
+    Read in the container, from the image's environment (the Volume's name and
+    the lease times), as the real app reads its settings at import.
+    """
+    from comfy_llm_modal_remote import ModalSettings, StageLeases
+
+    settings = ModalSettings.from_env()
+    store = StrictDict.from_name(settings.stage_lease_dict_name, root=root, create_if_missing=True)
+    return StageLeases.from_settings(store, settings)
