@@ -1,0 +1,102 @@
+"""The stage lease's rules in one process, over the stand-in's Dict (no containers).
+
+The container-level behaviour (two apps, a killed holder, a cancel) is in
+``test_stage_lease.py``; these pin the rules each of those relies on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from comfy_llm_modal_remote import StageLeases
+from comfy_llm_modal_remote._stage_lease import snapshot_lease
+from comfy_llm_profiles import ProgressEvent
+from comfy_llm_testworld.modal_strict import StrictDict
+
+REPOSITORY, REVISION = "owner/model", "a" * 40
+KEY = f"stage:{REPOSITORY}@{REVISION}"
+
+
+def _leases(tmp_path: Path, expiry: float, renew: float) -> StageLeases:
+    store = StrictDict.from_name("leases", root=tmp_path, create_if_missing=True)
+    return StageLeases(store, expiry, renew)
+
+
+def test_an_expired_holder_is_taken_over_by_exactly_one_waiter(tmp_path: Path) -> None:
+    leases = _leases(tmp_path, expiry=30.0, renew=0.05)
+    leases.store.put(KEY, {"holder": "dead", "deadline": time.time() - 1})
+    start = threading.Barrier(6)
+    lock = threading.Lock()
+    inside: list[int] = []
+    most_inside = [0]
+    takeovers: list[str | None] = []
+
+    def stage() -> None:
+        start.wait()
+        with snapshot_lease(leases, REPOSITORY, REVISION, progress=lambda event: None) as held:
+            with lock:
+                inside.append(1)
+                most_inside[0] = max(most_inside[0], len(inside))
+                takeovers.append(held.took_over_from)
+            time.sleep(0.02)  # widens the window two holders would share
+            with lock:
+                inside.pop()
+
+    threads = [threading.Thread(target=stage) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(takeovers) == 6 and most_inside[0] == 1
+    assert takeovers.count("dead") == 1 and takeovers.count(None) == 5
+    left = leases.store.keys()
+    assert [key.split("#")[1] for key in left] == ["takeover"], left
+
+
+def test_a_renewing_holder_outlives_its_first_deadline(tmp_path: Path) -> None:
+    leases = _leases(tmp_path, expiry=2.0, renew=0.1)
+    release = threading.Event()
+    waited: list[float] = []
+
+    def hold() -> None:
+        with snapshot_lease(leases, REPOSITORY, REVISION, progress=lambda event: None):
+            release.wait(120)
+
+    def waiting(event: ProgressEvent) -> None:
+        assert "Waiting for another installation staging owner/model@aaaaaaaaaaaa" in event.message
+        waited.append(event.elapsed_seconds or 0.0)
+        if waited[-1] > 1.5 * leases.expiry_seconds:
+            release.set()  # well past the holder's first deadline: let it go
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    while leases.store.get(KEY) is None:
+        time.sleep(0.01)
+    with snapshot_lease(leases, REPOSITORY, REVISION, progress=waiting) as held:
+        assert release.is_set(), "the waiter entered while the holder still held the lease"
+        assert held.waited and held.took_over_from is None
+    holder.join(60)
+    assert leases.store.keys() == []
+
+
+def test_a_waiter_interrupted_leaves_nothing_and_an_unreadable_lease_is_expired(
+    tmp_path: Path,
+) -> None:
+    leases = _leases(tmp_path, expiry=30.0, renew=0.05)
+    leases.store.put(KEY, {"holder": "alive", "deadline": time.time() + 600})
+
+    def cancel(event: ProgressEvent) -> None:
+        raise KeyboardInterrupt  # as InputCancellation lands at any bytecode
+
+    with (
+        pytest.raises(KeyboardInterrupt),
+        snapshot_lease(leases, REPOSITORY, REVISION, progress=cancel),
+    ):
+        pass
+    assert leases.store.keys() == [KEY] and leases.store.get(KEY)["holder"] == "alive"
+    leases.store.put(KEY, "garbage written by something else")
+    with snapshot_lease(leases, REPOSITORY, REVISION, progress=lambda event: None) as held:
+        assert held.took_over_from == "unreadable"
