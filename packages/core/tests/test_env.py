@@ -39,3 +39,21 @@ def test_env_scope_sets_for_the_block_and_restores_exactly(monkeypatch) -> None:
         assert os.environ["COMFY_SCOPE_NEW"] == "x"
         assert "HOME" not in os.environ
     assert dict(os.environ) == before
+
+
+def test_env_scope_also_undoes_what_the_block_itself_wrote(monkeypatch) -> None:
+    # vLLM writes its own settings into os.environ while it builds an engine
+    # (platforms/cpu.py: LD_PRELOAD, NUMEXPR_MAX_THREADS, ...): the host keeps none.
+    import os
+
+    from comfy_llm_core import env_scope
+
+    monkeypatch.setenv("COMFY_SCOPE_USER", "user")
+    monkeypatch.setenv("COMFY_SCOPE_GONE", "kept")
+    monkeypatch.delenv("COMFY_SCOPE_WRITTEN", raising=False)
+    before = dict(os.environ)
+    with env_scope({"COMFY_SCOPE_SET": "engine"}):
+        os.environ["COMFY_SCOPE_WRITTEN"] = "by the library"
+        os.environ["COMFY_SCOPE_USER"] = "overwritten"
+        del os.environ["COMFY_SCOPE_GONE"]
+    assert dict(os.environ) == before

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from comfy_llm_core import library_progress_bars_quiet
+from comfy_llm_core import env_scope, library_progress_bars_quiet
 from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
 
 from .errors import ModelLoadError
@@ -64,13 +64,18 @@ def hide_library_bars(transformers: Any) -> None:
 def load_processor(transformers: Any, profile: ModelProfile, path: Path) -> Any:
     """Transformers' processor for a snapshot, local files only and no remote code.
 
+    The host's environment is the same afterwards: a processor's first load
+    imports its helpers, and OpenCV's loader (imported by mistral_common's
+    tokenizers) writes ``LD_LIBRARY_PATH`` for every later child of ComfyUI.
+
     Raises:
         ModelLoadError: Transformers could not read the processor files.
     """
     try:
-        return _processor_class(transformers, profile.model_type).from_pretrained(
-            str(path), local_files_only=True, trust_remote_code=False
-        )
+        with env_scope({}):
+            return _processor_class(transformers, profile.model_type).from_pretrained(
+                str(path), local_files_only=True, trust_remote_code=False
+            )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ModelLoadError(profile.profile_id, str(path), "processor", str(error)) from error
 

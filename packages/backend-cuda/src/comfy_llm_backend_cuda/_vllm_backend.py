@@ -157,14 +157,6 @@ class VllmBackend:
             for key in ("kv_cache_memory_bytes", "gpu_memory_utilization")
             if key in kwargs
         }
-        from vllm.config import StructuredOutputsConfig
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
-
-        kwargs["structured_outputs_config"] = StructuredOutputsConfig(
-            **kwargs["structured_outputs_config"]
-        )
-
         loop = LoopThread(f"vllm-{self.profile.profile_id[:12]}")
 
         variables = engine_variables(
@@ -172,8 +164,16 @@ class VllmBackend:
         )
 
         async def create() -> Any:
-            with engine_process_scope(variables):  # the child's environment, not ComfyUI's
-                return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+            # The child's environment, not ComfyUI's. The imports belong inside:
+            # importing AsyncLLM imports OpenCV, whose loader writes LD_LIBRARY_PATH.
+            with engine_process_scope(variables):
+                from vllm.config import StructuredOutputsConfig
+                from vllm.engine.arg_utils import AsyncEngineArgs
+                from vllm.v1.engine.async_llm import AsyncLLM
+
+                structured = StructuredOutputsConfig(**kwargs["structured_outputs_config"])
+                arguments = {**kwargs, "structured_outputs_config": structured}
+                return AsyncLLM.from_engine_args(AsyncEngineArgs(**arguments))
 
         try:
             self._engine = loop.call(create())

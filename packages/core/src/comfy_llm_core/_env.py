@@ -68,14 +68,23 @@ _SCOPE_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def env_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
-    """Set (``str``) or remove (``None``) variables for the block, then restore them exactly.
+    """Set (``str``) or remove (``None``) variables for the block; then restore all of them.
 
     For a child process that must inherit values this process must not keep
-    (vLLM's engine core): after the block ``os.environ`` is what it was.
-    Scopes do not nest across threads (one lock).
+    (vLLM's engine core): after the block ``os.environ`` is what it was
+    before it, variable for variable. That includes what code inside the
+    block wrote: vLLM writes its own settings into ``os.environ`` while it is
+    imported (vllm/env_override.py: ``TORCHINDUCTOR_COMPILE_THREADS=1``, which
+    would slow every later torch.compile of the host) and while it builds an
+    engine's config (platforms/cpu.py ``check_and_update_config``: ``LD_PRELOAD``,
+    ``NUMEXPR_MAX_THREADS`` and others; config/vllm.py: a model-dependent
+    ``VLLM_USE_BREAKABLE_CUDAGRAPH`` that the next engine would read as the
+    user's choice). The engine process has inherited them by the time the
+    block ends. Scopes do not nest across threads (one lock); a variable
+    another thread writes during the block is restored too.
     """
     with _SCOPE_LOCK:
-        saved = {name: os.environ.get(name) for name in changes}
+        saved = dict(os.environ)
         try:
             for name, value in changes.items():
                 if value is None:
@@ -84,11 +93,15 @@ def env_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
                     os.environ[name] = value
             yield
         finally:
-            for name, previous in saved.items():
-                if previous is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = previous
+            _restore(saved)
+
+
+def _restore(saved: Mapping[str, str]) -> None:
+    for name in [name for name in os.environ if name not in saved]:
+        os.environ.pop(name, None)
+    for name, value in saved.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 def env_float(
