@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from comfy_llm_modal_remote import StageLeases, StageRequest, stage_model
 from comfy_llm_profiles import ProgressEvent, ProgressStage
 from comfy_llm_testworld import FakeHub
@@ -76,3 +77,31 @@ def test_a_new_manifest_alone_is_committed(model_hub: FakeHub, tmp_path: Path) -
     )
     assert (again.downloaded, again.manifest_created, again.committed) == (False, True, True)
     assert volume.commits == 2
+
+
+def test_a_lease_file_another_container_left_on_the_volume_does_not_stall_the_stager(
+    model_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed holder's background commit published its lease file, fresh and from
+    another host: under the Dict lease it is a leftover, never waited on (finding 10)."""
+    import json
+    import time
+
+    from comfy_llm_staging import snapshot_path
+
+    monkeypatch.setenv("COMFY_MODAL_LLM_STAGE_LEASE_TIMEOUT_SECONDS", "5")  # fail fast if waited
+    snapshot = snapshot_path(tmp_path / "store", SCRIPTED, model_hub.head(SCRIPTED))
+    snapshot.parent.mkdir(parents=True)
+    left = {"pid": 1, "host": "another-container", "token": "t", "heartbeat": time.time()}
+    snapshot.with_name(snapshot.name + ".lease.json").write_text(json.dumps(left))
+    volume = StrictVolume(tmp_path / "store", tmp_path / "stager")
+    events: list[ProgressEvent] = []
+    staged = stage_model(
+        StageRequest("r1", SCRIPTED),
+        storage_root=volume.view,
+        volume=volume,
+        leases=_leases(tmp_path),
+        progress=events.append,
+    )
+    assert staged.downloaded
+    assert not [e.message for e in events if "Waiting for another stager" in e.message]

@@ -16,6 +16,9 @@ installations (two apps on one Volume) have a stager each: a snapshot not yet
 complete is staged under a lease in a Dict named after the Volume
 (``_stage_lease``), committed before the lease is released, and whoever
 waited for it reloads the Volume first, so it finds the snapshot complete.
+Under that lease staging's own lease file is a leftover (a killed stager's
+background commit publishes one, fresh-looking from another host for 90 s),
+so it is removed before staging.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 
 from comfy_llm_core import env_str
 from comfy_llm_profiles import ExecutionTarget, ProgressCallback, resolve_profile
-from comfy_llm_staging import find_completed_snapshot, stage_snapshot
+from comfy_llm_staging import break_lease, find_completed_snapshot, snapshot_path, stage_snapshot
 
 from ._container import ProgressChannel, VolumeStore
 from ._settings import FINGERPRINT_ENV
@@ -84,6 +87,10 @@ def stage_model(
     with lease as held:
         if held is not None and held.waited:
             _reload(volume)  # what the other installation committed while this one waited
+        if held is not None and break_lease(
+            snapshot_path(root, profile.repository, profile.revision)
+        ):  # every stager takes the Dict lease first: a lease file is a leftover
+            logger.warning("Removed a leftover staging lease file for %s", profile.repository)
         snapshot = stage_snapshot(
             profile.repository,
             profile.revision,

@@ -24,6 +24,7 @@ from ._layout import (
     default_storage_root,
     snapshot_path,
 )
+from ._lease import break_lease
 from ._marker import (
     LEGACY_MARKER_FILENAME,
     MARKER_FILENAME,
@@ -58,6 +59,7 @@ __all__ = [
     "StagedSnapshot",
     "stage_snapshot",
     "stage_local_folder",
+    "break_lease",
     # layout and markers
     "snapshot_path",
     "find_completed_snapshot",

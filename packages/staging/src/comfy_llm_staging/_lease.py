@@ -222,6 +222,22 @@ def clear_stale_lease(snapshot: Path) -> bool:
     return True
 
 
+def break_lease(snapshot: Path) -> bool:
+    """Remove the lease file next to ``snapshot`` whatever it says; return whether one was there.
+
+    For a caller that serializes stagers itself and holds that lock now (the
+    Modal stager under its lease across installations): to it, any lease file
+    is a leftover of a stager that no longer holds the lock, e.g. one a killed
+    container's background commit published to a Volume, which from another
+    host would look alive until its heartbeat is 90 s old.
+    """
+    try:
+        _layout.lease_path(snapshot).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def acquire_lease(
     snapshot: Path,
     *,
