@@ -100,3 +100,15 @@ def test_a_waiter_interrupted_leaves_nothing_and_an_unreadable_lease_is_expired(
     leases.store.put(KEY, "garbage written by something else")
     with snapshot_lease(leases, REPOSITORY, REVISION, progress=lambda event: None) as held:
         assert held.took_over_from == "unreadable"
+
+
+def test_a_holder_that_fails_releases_at_once(tmp_path: Path) -> None:
+    leases = _leases(tmp_path, expiry=600.0, renew=0.05)
+    with (
+        pytest.raises(RuntimeError),
+        snapshot_lease(leases, REPOSITORY, REVISION, progress=lambda event: None),
+    ):
+        raise RuntimeError("the download failed")
+    assert leases.store.keys() == []  # no expiry to wait out: the next stager claims at once
+    with snapshot_lease(leases, REPOSITORY, REVISION, progress=lambda event: None) as held:
+        assert not held.waited
