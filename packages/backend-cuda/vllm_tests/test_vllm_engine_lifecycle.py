@@ -118,6 +118,8 @@ def _engine_cores() -> list[psutil.Process]:
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
+            if child.status() == psutil.STATUS_ZOMBIE:  # an unloaded engine's, not yet reaped
+                continue
             text = " ".join([child.name(), *child.cmdline()])
         except psutil.Error:
             continue
@@ -130,7 +132,12 @@ def test_a_killed_engine_core_is_one_retry_error_and_the_next_request_reloads(wo
     from comfy_llm_backend_cuda import EngineDiedError
     from comfy_llm_core import ErrorAction
 
-    _manager().unload_all()
+    # Only the random-weight engine's core may run: the others go. It stays when an
+    # earlier module left it resident (an engine start fewer; a run on its own loads it).
+    manager, (random_profile, _) = _manager(), _resolve(RANDOM)
+    for profile_id in manager.state().resident_profiles:
+        if profile_id != random_profile.profile_id:
+            assert manager.evict_for_host(profile_id, "only the engine under test may run")
     _run("warm", RANDOM, temperature=0.0)
     dead = _backend(RANDOM)
     cores = _engine_cores()
