@@ -12,14 +12,13 @@ the modal 1.6.4 client's (paths under ``site-packages/modal``):
   is installed before the input and restored after it
   (_container_entrypoint.py:250-260). The test process cancels with
   ``os.kill(pid, SIGUSR1)``, as the container's cancel callback does.
-* Volume views (:class:`StrictVolume`): the container sees the Volume as of
-  its start or its last ``reload()``; its writes reach others only after
-  ``commit()``; ``reload()`` fails while the process holds files open under
-  the mount ("Reloading will fail if there are open files", volume.py:917;
-  raised as RuntimeError, volume.py:935), and so does ``commit()``, which
-  reloads after committing (volume.py:902-904). Background commits
-  (allow_background_commits, volume.py:480) publish the view, partial
-  writes included, every ``background_commit_seconds``.
+* Volume views (:class:`StrictVolume`, :mod:`._modal_volume`): the
+  container sees the Volume as of its start or its last ``reload()``; a
+  commit publishes only its own changes since (writes and deletions, never
+  a stale file); ``reload()`` and ``commit()``'s reload fail while the
+  process holds files open under the mount (volume.py:902-935); background
+  commits (allow_background_commits, volume.py:480) publish its changes,
+  partial writes included, every ``background_commit_seconds``.
 * Queue puts: the worker's own ``ModalQueueChannel`` calls
   :class:`_QueueClient`, which has ``Queue.put_many``'s signature and
   semantics over the test process's queue service (partition limits, TTL):
@@ -36,7 +35,6 @@ from __future__ import annotations
 import importlib
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -48,113 +46,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ._modal_volume import StrictVolume
+
 __all__ = ["StrictVolume", "main"]
 
 _PUT_RETRY_SECONDS = 0.05
-#: How a commit or reload names a file it is still copying (never published itself).
-_TEMPORARY_PREFIX = ".standin-"
-
-
-def _open_under(root: Path) -> list[str]:
-    """Files under ``root`` this process holds open or mapped (Linux /proc)."""
-    prefix = str(root.resolve()) + os.sep
-    found: list[str] = []
-    try:
-        for fd in os.listdir("/proc/self/fd"):
-            try:
-                target = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith(prefix):
-                found.append(target)
-        with open("/proc/self/maps", encoding="utf-8") as maps:
-            found.extend(
-                line.split(None, 5)[5].strip()
-                for line in maps
-                if len(line.split(None, 5)) == 6 and line.split(None, 5)[5].startswith(prefix)
-            )
-    except OSError:
-        return found
-    return found
-
-
-class StrictVolume:
-    """One container's view of a Volume; ``store`` holds what was committed."""
-
-    def __init__(self, store: Path, view: Path, *, background_commit_seconds: float = 0.0) -> None:
-        self.store = Path(store)
-        self.view = Path(view)
-        self.store.mkdir(parents=True, exist_ok=True)
-        self.view.mkdir(parents=True, exist_ok=True)
-        self.commits = 0
-        self.reloads = 0
-        self.background_commits = 0
-        self._lock = threading.Lock()
-        self._copy(self.store, self.view)  # what a fresh container mounts
-        if background_commit_seconds > 0:
-            threading.Thread(
-                target=self._background, args=(background_commit_seconds,), daemon=True
-            ).start()
-
-    @staticmethod
-    def _copy(source: Path, dest: Path) -> None:
-        """Publish each changed file whole (temporary name, then rename).
-
-        A container killed mid-commit leaves old or new files, never a torn one,
-        and another container's half-copied temporary is never published: a
-        reload racing a background commit must not mount it.
-        """
-        for folder, _, names in os.walk(source):
-            target_dir = dest / Path(folder).relative_to(source)
-            target_dir.mkdir(parents=True, exist_ok=True)
-            for name in names:
-                if name.startswith(_TEMPORARY_PREFIX):
-                    continue
-                origin, target = Path(folder, name), target_dir / name
-                temporary = target_dir / f"{_TEMPORARY_PREFIX}{os.getpid()}-{name}"
-                try:
-                    stat = origin.stat()
-                    if target.exists() and (
-                        target.stat().st_size == stat.st_size
-                        and target.stat().st_mtime_ns == stat.st_mtime_ns
-                    ):
-                        continue
-                    shutil.copy2(origin, temporary)
-                    os.replace(temporary, target)
-                except FileNotFoundError:
-                    temporary.unlink(missing_ok=True)
-                    continue  # removed while walking
-
-    def _refuse_open_files(self, what: str) -> None:
-        held = _open_under(self.view)
-        if held:
-            raise RuntimeError(
-                f"{what} failed: there are open files under the Volume mount ({held[0]})"
-            )
-
-    def _background(self, seconds: float) -> None:
-        while True:
-            time.sleep(seconds)
-            with self._lock:
-                try:
-                    self._copy(self.view, self.store)
-                except (OSError, shutil.Error):
-                    continue
-                self.background_commits += 1
-
-    def commit(self) -> None:
-        """Publish this view (``Volume.commit``; its reload needs no open files)."""
-        with self._lock:
-            self._copy(self.view, self.store)
-            self.commits += 1
-        self._refuse_open_files("Volume.commit() reload")
-
-    def reload(self) -> None:
-        """See what others committed (``Volume.reload``); refused with files open."""
-        self._refuse_open_files("Volume.reload()")
-        with self._lock:
-            self._copy(self.store, self.view)
-            self.reloads += 1
 
 
 class _Link:

@@ -23,11 +23,12 @@ client implements (each rule cites ``site-packages/modal``):
   sends SIGUSR1, whose handler raises ``InputCancellation`` at whatever
   bytecode runs (_container_entrypoint.py:250-260): staging, a load,
   prefill, generation, a blocked progress put.
-* **Volumes are per-container views** (``_modal_container.StrictVolume``):
-  writes reach others only on ``commit()``, others' writes are seen only
-  after ``reload()``; both fail while the container holds files open under
-  the mount (volume.py:902-935); background commits publish the view at
-  any time (volume.py:480).
+* **Volumes are per-container views** (``_modal_volume.StrictVolume``):
+  a container's changes (writes and deletions) reach others only on
+  ``commit()``, and only its own (a stale view never republishes an old
+  file); others' are seen only after ``reload()``; both fail while the
+  container holds files open under the mount (volume.py:902-935);
+  background commits publish its changes at any time (volume.py:480).
 * **The progress Queue** (:class:`QueueService`): a partition holds at most
   5,000 items and 64 MiB (queue.py:294-295); a non-blocking put on a full
   partition raises ``queue.Full`` (queue.py:719), a blocking one retries
