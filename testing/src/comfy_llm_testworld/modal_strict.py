@@ -70,30 +70,26 @@ API (what tests and the fan-out's helpers use)::
 
 ``backend_factory`` is an importable ``"module:name"`` (it runs in the
 container process); ``probe_for`` returns a :class:`FixedMemoryProbe` whose
-fields travel as data.
+fields travel as data. The test process's end of each container (its
+process, its line, its inputs) is :mod:`._modal_host`; the container's own
+end is :mod:`._modal_container`.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import os
-import queue as queue_module
-import secrets
-import signal
 import subprocess
-import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Mapping
-from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Any
 
 from ._modal_dict import StrictDict
-from ._modal_forks import ENGINE_PRELOAD, check_zygote_home_untouched, start_container_process
+from ._modal_forks import ENGINE_PRELOAD, check_zygote_home_untouched
+from ._modal_host import StrictCall, StrictContainer
 from ._modal_queue import QueueService
 
 __all__ = [
@@ -108,7 +104,6 @@ __all__ = [
 ]
 
 GIB = 1024**3
-_START_SECONDS = 120.0
 _SECRET_ENV_PREFIXES = ("HF_",)
 
 
@@ -137,265 +132,6 @@ class FixedMemoryProbe:
     def allocated_bytes(self) -> int | None:
         """Unknown: the manager falls back to the change of ``available_bytes``."""
         return None
-
-
-class StrictCall:
-    """One spawned input (``FunctionCall``): events from its partition, answer, cancel."""
-
-    def __init__(self, transport: StrictTransport, function: str, request: dict[str, Any]) -> None:
-        self.call_id = uuid.uuid4().hex
-        self.function = function
-        self.request = request
-        self.partition = str(request.get("request_id"))
-        self.container: StrictContainer | None = None
-        self.started = threading.Event()
-        self.finished = threading.Event()
-        self.answer: dict[str, Any] | None = None
-        self.raised: BaseException | None = None
-        self._transport = transport
-        self._cancel_requested = False
-        self.key = ""
-
-    def events(self, timeout: float) -> list[dict[str, Any]]:
-        """Events that arrived in the call's partition (waits at most ``timeout``)."""
-        return list(self._transport.queue.get_many(self.partition, 256, timeout))
-
-    def done(self) -> bool:
-        """True once the input ended (its events may still be queued)."""
-        return self.finished.is_set()
-
-    def outcome(self) -> dict[str, Any]:
-        """The envelope, or what ``FunctionCall.get`` raises."""
-        self.finished.wait()
-        if self.raised is not None:
-            raise self.raised
-        assert self.answer is not None
-        return self.answer
-
-    def cancel(self) -> None:
-        """``FunctionCall.cancel()``: SIGUSR1 to the running container.
-
-        ``terminate_containers=False``, Modal's default: the container lives on.
-        """
-        self._cancel_requested = True
-        container = self.container
-        if container is not None and self.started.is_set() and not self.finished.is_set():
-            container.signal(signal.SIGUSR1)
-
-    def join(self, timeout: float = 120.0) -> None:
-        """Wait for the input to end."""
-        self.finished.wait(timeout)
-
-    def _finish(self, answer: dict[str, Any] | None, raised: BaseException | None) -> None:
-        self.answer, self.raised = answer, raised
-        self.finished.set()
-
-
-def _remote_error(text: str) -> BaseException:
-    from modal.exception import RemoteError
-
-    return RemoteError(text)
-
-
-class StrictContainer:
-    """A container process and the line to it."""
-
-    def __init__(
-        self, transport: StrictTransport, key: str, spec: dict[str, Any], env: dict[str, str]
-    ) -> None:
-        self.key = key
-        self.deployment = transport.deployment
-        self.stopped = False
-        self.draining = False
-        self.volume_view = Path(spec["view"])
-        self._transport = transport
-        self._pending: collections.deque[StrictCall] = collections.deque()
-        self._current: StrictCall | None = None
-        self._replies: queue_module.Queue[tuple[str, Any]] = queue_module.Queue()
-        self._lock = threading.RLock()
-        socket_dir = tempfile.mkdtemp(prefix="mst-")
-        address = os.path.join(socket_dir, "c")
-        authkey = secrets.token_bytes(16)
-        listener = Listener(address, family="AF_UNIX", authkey=authkey)
-        self.process = start_container_process(
-            {**env, "STANDIN_AUTHKEY": authkey.hex()},
-            address,
-            transport.preload if spec["kind"] == "engine" else None,
-        )
-        accepted: list[Any] = []
-        acceptor = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
-        acceptor.start()
-        acceptor.join(_START_SECONDS)
-        if not accepted:
-            self.process.kill()
-            raise RuntimeError(
-                f"stand-in container {key} did not start (exit {self.process.poll()})"
-            )
-        self._connection = accepted[0]
-        listener.close()
-        self._connection.send(spec)
-        ready = self._connection.recv()
-        self.pid = int(ready[1])
-        threading.Thread(target=self._read, name=f"standin-{key}", daemon=True).start()
-
-    # -- the line ------------------------------------------------------------
-    def _send(self, message: tuple[Any, ...]) -> None:
-        with self._lock:
-            self._connection.send(message)
-
-    def _read(self) -> None:
-        while True:
-            try:
-                message = self._connection.recv()
-            except (EOFError, OSError):
-                self._lost()
-                return
-            kind = message[0]
-            if kind == "put":
-                _, partition, items, ttl, sequence = message
-                self._send(
-                    ("put-reply", self._transport.queue.put(partition, items, ttl), sequence)
-                )
-            elif kind == "started":
-                if self._current is not None:
-                    self._current.started.set()
-                    if self._current._cancel_requested:
-                        self.signal(signal.SIGUSR1)
-            elif kind in {"answer", "raised"}:
-                self._done(message)
-            elif kind == "retired":
-                self.stopped = True
-            elif kind in {"reply", "reply-error"}:
-                self._replies.put((kind, message[1]))
-
-    def _done(self, message: tuple[Any, ...]) -> None:
-        with self._lock:
-            call, self._current = self._current, None
-        if call is not None:
-            if message[0] == "answer":
-                call._finish(message[2], None)
-            else:
-                call._finish(None, _raised(message[2], message[3]))
-        self._next()
-
-    def _end_group(self) -> None:
-        """Kill what the container started (vLLM's EngineCore, say) with it.
-
-        A Modal container ends whole: its sandbox goes, and every process in
-        it. Each stand-in container leads its own process group, so whatever
-        it spawned is killed with it, never left running on the test box.
-        """
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-
-    def _lost(self) -> None:
-        self.stopped = True
-        with self._lock:
-            call, self._current = self._current, None
-            pending, self._pending = list(self._pending), collections.deque()
-        if call is not None:
-            call._finish(None, _remote_error("Container terminated unexpectedly"))
-        for waiting in pending:  # never started here: the platform places them anew
-            self._transport._place(waiting)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(5)  # its own exit first (its status is the container's)
-        self._end_group()
-
-    def _next(self) -> None:
-        with self._lock:
-            if self._current is not None or not self._pending:
-                return
-            if self.stopped or self.draining:
-                pending, self._pending = list(self._pending), collections.deque()
-                for waiting in pending:
-                    self._transport._place(waiting)
-                if self.draining:
-                    self.stop()
-                return
-            call = self._current = self._pending.popleft()
-        call.container = self
-        self._send(("input", call.call_id, call.function, call.request))
-
-    def submit(self, call: StrictCall) -> None:
-        """Queue an input on this container (one runs at a time)."""
-        with self._lock:
-            self._pending.append(call)
-        self._next()
-
-    # -- platform operations ------------------------------------------------
-    def signal(self, number: int) -> None:
-        """Send a signal to the container process."""
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, number)
-
-    def busy(self) -> bool:
-        """An input runs or waits here."""
-        return self._current is not None or bool(self._pending)
-
-    def stop(self) -> None:
-        """Scale down: the process ends (after its input, when one runs)."""
-        self.stopped = True
-        if self._current is None:
-            with contextlib.suppress(OSError):
-                self._send(("stop",))
-        else:
-            self.draining = True
-
-    def kill(self) -> None:
-        """The process dies where it is."""
-        self.stopped = True
-        with contextlib.suppress(ProcessLookupError):
-            self.process.kill()
-        self._end_group()
-
-    def command(self, name: str, argument: Any = None, timeout: float = 60.0) -> Any:
-        """Run an inspection command in the container between inputs."""
-        deadline = time.monotonic() + timeout
-        while self._current is not None and time.monotonic() < deadline:
-            time.sleep(0.02)  # one thing at a time on the main thread, as in Modal
-        self._send(("command", name, argument))
-        kind, value = self._replies.get(timeout=timeout)
-        if kind == "reply-error":
-            raise RuntimeError(value)
-        return value
-
-    def state(self) -> dict[str, Any]:
-        """What the container process reports about itself (see the module docstring)."""
-        value: dict[str, Any] = self.command("state")
-        return value
-
-    def import_promotion_state(self, state: dict[str, Any]) -> None:
-        """Hand the engine a promotion state (as a retry would)."""
-        self.command("import_promotion_state", dict(state))
-
-    def mark_unsafe(self) -> None:
-        """Mark the engine retired, as after a failed memory recovery."""
-        self.command("mark_unsafe")
-
-    def unload_all(self) -> None:
-        """Unload the engine's resident models."""
-        self.command("unload_all")
-
-    def set_available_bytes(self, available: int) -> None:
-        """The container's GPU reports ``available`` free bytes from now on."""
-        self.command("set_available_bytes", available)
-
-    def residents(self) -> list[dict[str, Any]]:
-        """The resident backends as data (see ``_modal_container._Container.residents``)."""
-        value: list[dict[str, Any]] = self.command("residents")
-        return value
-
-    def hold_open(self, relative: str) -> None:
-        """Open a file under the weight Volume in the container (until it exits)."""
-        self.command("hold_open", relative)
-
-
-def _raised(name: str, message: str) -> BaseException:
-    if name == "InputCancellation":
-        from modal.exception import InputCancellation
-
-        return InputCancellation(message)
-    return _remote_error(f"{name}: {message}")
 
 
 @dataclasses.dataclass
