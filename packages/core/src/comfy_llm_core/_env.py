@@ -99,9 +99,9 @@ def env_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
 def _restore(saved: Mapping[str, str]) -> None:
     for name in [name for name in os.environ if name not in saved]:
         os.environ.pop(name, None)
-    for name, value in saved.items():
-        if os.environ.get(name) != value:
-            os.environ[name] = value
+    for name, previous in saved.items():
+        if os.environ.get(name) != previous:
+            os.environ[name] = previous
 
 
 def env_float(
