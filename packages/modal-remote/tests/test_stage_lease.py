@@ -70,17 +70,25 @@ def _weight_requests(hub: FakeHub) -> list[str]:
     return [f for f in hub.file_requests() if f.endswith(".safetensors")]
 
 
+def _second_waits_on_first(
+    model_hub: FakeHub, first_app: StrictTransport, second_app: StrictTransport
+) -> tuple[Any, StrictCall, StrictCall]:
+    """The first installation downloading (held at its weights), the second waiting on the lease."""
+    gate = model_hub.gate(".safetensors")
+    first = _stage(first_app, "stage-first")
+    assert gate.reached.wait(_OUTER_SECONDS), "the first stager never reached the weights"
+    second = _stage(second_app, "stage-second")
+    _wait_for_message(second, WAITING)
+    return gate, first, second
+
+
 def test_two_installations_on_one_volume_download_a_snapshot_once(
     model_hub: FakeHub,
     installations: tuple[StrictTransport, StrictTransport],
     tmp_path: Path,
 ) -> None:
     first_app, second_app = installations
-    gate = model_hub.gate(".safetensors")
-    first = _stage(first_app, "stage-first")
-    assert gate.reached.wait(_OUTER_SECONDS), "the first stager never reached the weights"
-    second = _stage(second_app, "stage-second")
-    _wait_for_message(second, WAITING)  # the second installation waits on the lease
+    gate, first, second = _second_waits_on_first(model_hub, first_app, second_app)
     gate.release()
     results = [_answer(first), _answer(second)]
     assert [r.downloaded for r in results] == [True, False]
@@ -101,11 +109,7 @@ def test_a_killed_holder_is_taken_over_after_its_lease_expires(
     monkeypatch.setenv(STAGE_LEASE_ENV, "2")  # baked into both apps' images at deploy
     monkeypatch.setenv(STAGE_LEASE_RENEW_ENV, "0.25")
     first_app, second_app = installations
-    gate = model_hub.gate(".safetensors")
-    first = _stage(first_app, "stage-first")
-    assert gate.reached.wait(_OUTER_SECONDS), "the first stager never reached the weights"
-    second = _stage(second_app, "stage-second")
-    _wait_for_message(second, WAITING)
+    gate, first, second = _second_waits_on_first(model_hub, first_app, second_app)
     first_app.kill(STAGER_KEY)  # the holder's container dies mid-download
     first.join(_OUTER_SECONDS)
     with pytest.raises(RemoteError):
@@ -139,11 +143,7 @@ def test_a_cancel_while_waiting_on_the_lease_ends_cleanly(
     from modal.exception import InputCancellation
 
     first_app, second_app = installations
-    gate = model_hub.gate(".safetensors")
-    first = _stage(first_app, "stage-first")
-    assert gate.reached.wait(_OUTER_SECONDS), "the first stager never reached the weights"
-    second = _stage(second_app, "stage-second")
-    _wait_for_message(second, WAITING)
+    gate, first, second = _second_waits_on_first(model_hub, first_app, second_app)
     second.cancel()
     second.join(_OUTER_SECONDS)
     with pytest.raises(InputCancellation):
