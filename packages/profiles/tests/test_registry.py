@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from comfy_llm_profiles import (
-    BACKENDS,
+    ENGINES,
     FAMILIES,
     REGISTRY_VERSIONS,
     ExecutionTarget,
@@ -24,7 +24,7 @@ from comfy_llm_profiles import (
 
 ConfigFactory = Callable[..., dict[str, Any]]
 
-ALL = frozenset(BACKENDS)
+ALL = frozenset(ENGINES)
 NO_VLLM = ALL - {"vllm"}
 APPLE, CUDA, CPU, MODAL = (
     ExecutionTarget.LOCAL_APPLE,
@@ -456,7 +456,7 @@ def test_every_backend_pins_an_engine_that_the_lock_resolves() -> None:
     for target in ExecutionTarget:
         for rule in registry_for(target).rules:
             for choice in rule.backends:
-                assert choice.requirements, (target, rule.family, choice.backend)
+                assert choice.requirements, (target, rule.family, choice.name)
                 for requirement in choice.requirements:
                     name, version = requirement.split("==")
                     assert (name, version) in locked, requirement

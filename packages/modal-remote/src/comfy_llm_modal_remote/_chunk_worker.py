@@ -36,7 +36,7 @@ from typing import Any
 
 from comfy_llm_core import render_error
 from comfy_llm_inputs import InputError, InputLimits, prepare_inputs
-from comfy_llm_profiles import ModelProfile, ProgressEvent, ProgressStage
+from comfy_llm_profiles import ModelProfile, ProgressEvent, ProgressStage, engine_spec
 from comfy_llm_residency import BatchItem, GenerationSettings, InsufficientMemoryError
 
 from ._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
@@ -94,9 +94,10 @@ def caption_chunk(
         else:
             ready.append((image.index, BatchItem(prepared, settings)))
     done = len(answers)
-    # vLLM's continuous batching takes the whole chunk at once; the other
-    # engines batch ``batch_size`` images at a time, as they do locally.
-    size = max(1, len(ready)) if profile.backend == "vllm" else request.batch_size
+    # An engine that batches continuously (vLLM) takes the whole chunk at once;
+    # the others batch ``batch_size`` images at a time, as they do locally.
+    whole = engine_spec(profile.backend).continuous_batching
+    size = max(1, len(ready)) if whole else request.batch_size
     shield = _CancelShield()  # a cancel during the cold load waits for the load, as in generate
     progress = shield.relay(sender)
     try:

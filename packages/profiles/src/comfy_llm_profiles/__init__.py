@@ -19,6 +19,7 @@ from comfy_llm_profiles._decide import (
     decide,
     estimate_memory_bytes,
 )
+from comfy_llm_profiles._engines import ENGINES, EngineSpec, engine_spec
 from comfy_llm_profiles._families import FAMILIES, Family
 from comfy_llm_profiles._hf_cache import (
     OFFLINE_ENV,
@@ -61,11 +62,8 @@ from comfy_llm_profiles._manifest import (
     write_manifest,
 )
 from comfy_llm_profiles._profile import (
-    BACKENDS,
     COMPATIBILITY_POLICY_VERSION,
     MODALITIES,
-    OUT_OF_PROCESS_BACKENDS,
-    QUANTIZATION_METHODS,
     REASONING_PARSERS,
     SCHEMA_VERSION,
     SOURCES,
@@ -86,7 +84,6 @@ from comfy_llm_profiles._reference import ModelReference, is_commit
 from comfy_llm_profiles._registry import (
     REGISTRY_VERSIONS,
     ArchitectureRule,
-    BackendChoice,
     CompatibilityRegistry,
     TargetPolicy,
     known_architectures,
@@ -139,10 +136,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SOURCES",
     "COMPATIBILITY_POLICY_VERSION",
-    "BACKENDS",
-    "OUT_OF_PROCESS_BACKENDS",
     "MODALITIES",
-    "QUANTIZATION_METHODS",
     "REASONING_PARSERS",
     "BackendOptionValue",
     "ModelProfile",
@@ -180,12 +174,15 @@ __all__ = [
     "fetch_model_info",
     "hub_timeout_seconds",
     "install_hub_timeouts",
+    # engines, as data
+    "ENGINES",
+    "EngineSpec",
+    "engine_spec",
     # compatibility
     "REGISTRY_VERSIONS",
     "FAMILIES",
     "Family",
     "ArchitectureRule",
-    "BackendChoice",
     "CompatibilityRegistry",
     "TargetPolicy",
     "known_architectures",

@@ -18,22 +18,22 @@ loads by it::
     estimate = ceil(runtime_weights x weight_overhead) + kv_cache + activation_bytes
 
 with weight_overhead, kv_element_bytes and activation_bytes from the
-target's :class:`TargetPolicy`. A vLLM profile's estimate is instead the sum
-of the engine's own terms (weights, KV, activation peak, CUDA-graph pool,
-CUDA context; :mod:`._vllm_memory`), each kept in its backend options as
-``memory_<term>_bytes``.
+target's :class:`TargetPolicy`. An engine with memory terms of its own
+(``EngineSpec.memory_terms``; vLLM's: weights, KV, activation peak,
+CUDA-graph pool, CUDA context, :mod:`._vllm_memory`) gets their sum instead,
+each term kept in its backend options as ``memory_<term>_bytes``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from comfy_llm_profiles._profile import BACKENDS, ModelProfile, ProfileLimits
+from comfy_llm_profiles._engines import ENGINES, EngineFacts, EngineSpec
+from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
 from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
 from comfy_llm_profiles._registry import (
     ArchitectureRule,
@@ -42,11 +42,6 @@ from comfy_llm_profiles._registry import (
     registry_for,
 )
 from comfy_llm_profiles._targets import ExecutionTarget
-from comfy_llm_profiles._vllm_memory import (
-    MAX_NUM_BATCHED_TOKENS,
-    MAX_NUM_SEQS,
-    vllm_memory_terms,
-)
 from comfy_llm_profiles.errors import (
     InvalidConfigError,
     RemoteCodeError,
@@ -143,16 +138,13 @@ class CompatibilityDecision:
 
 
 def available_backends(target: ExecutionTarget) -> frozenset[str]:
-    """Backends a target can use from this process.
+    """Engines a target can use from this process.
 
-    Only ``local_cuda`` depends on the installation: vLLM is an optional
-    extra there, so it counts only when importable (checked without
-    importing it). The Modal image always carries every backend, and the
-    resolver of a Modal profile usually runs elsewhere (the CPU stager).
+    An engine that is an optional extra on ``target`` (``EngineSpec.optional_on``:
+    vLLM on ``local_cuda``) counts only when importable, checked without
+    importing it; every other engine counts.
     """
-    if target is ExecutionTarget.LOCAL_CUDA and importlib.util.find_spec("vllm") is None:
-        return frozenset(BACKENDS) - {"vllm"}
-    return frozenset(BACKENDS)
+    return frozenset(name for name, spec in ENGINES.items() if spec.available(target))
 
 
 def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -261,27 +253,6 @@ def _runtime_weights(weight_bytes: int, registry: CompatibilityRegistry, dtype: 
     return weight_bytes * factor
 
 
-def _vllm_terms(
-    config: Mapping[str, Any],
-    weight_bytes: int,
-    limits: ProfileLimits,
-    registry: CompatibilityRegistry,
-    *,
-    dtype: str,
-    options: Mapping[str, str | int | float | bool],
-) -> dict[str, int]:
-    """The vLLM engine's memory terms for this checkpoint (see :mod:`._vllm_memory`)."""
-    element = registry.policy.kv_element_bytes
-    return vllm_memory_terms(
-        config,
-        runtime_weight_bytes=_runtime_weights(weight_bytes, registry, dtype),
-        attention_kv_bytes=_kv_cache_bytes(config, limits.context_tokens, element),
-        kv_element_bytes=element,
-        max_num_seqs=int(options["max_num_seqs"]),
-        max_num_batched_tokens=int(options["max_num_batched_tokens"]),
-    )
-
-
 def _limits(
     config: Mapping[str, Any],
     registry: CompatibilityRegistry,
@@ -310,29 +281,40 @@ def _limits(
     )
 
 
-def _options(
-    backend: str,
-    registry: CompatibilityRegistry,
-    rule: ArchitectureRule,
+def _capped(limits: ProfileLimits, rule: ArchitectureRule) -> ProfileLimits:
+    """The family's reviewed caps applied (a value above a cap is lowered to it)."""
+    caps = {name: min(getattr(limits, name), cap) for name, cap in rule.record.limits}
+    return dataclasses.replace(limits, **caps) if caps else limits
+
+
+def _engine_facts(
+    config: Mapping[str, Any],
+    weight_bytes: int,
     limits: ProfileLimits,
+    registry: CompatibilityRegistry,
+    *,
+    dtype: str,
     quantization: QuantizationInfo,
-) -> tuple[tuple[str, str | int | float | bool], ...]:
+) -> EngineFacts:
     policy = registry.policy
+    return EngineFacts(
+        config=config,
+        context_tokens=limits.context_tokens,
+        max_images=limits.max_images,
+        quantization=quantization.method,
+        runtime_dtype=policy.runtime_dtype,
+        device=policy.device,
+        kv_element_bytes=policy.kv_element_bytes,
+        runtime_weight_bytes=_runtime_weights(weight_bytes, registry, dtype),
+        attention_kv_bytes=_kv_cache_bytes(config, limits.context_tokens, policy.kv_element_bytes),
+    )
+
+
+def _options(
+    engine: EngineSpec, rule: ArchitectureRule, facts: EngineFacts
+) -> dict[str, str | int | float | bool]:
     options: dict[str, str | int | float | bool] = {"trust_remote_code": False}
-    if backend == "transformers":
-        options |= {"torch_dtype": policy.runtime_dtype, "device": policy.device}
-    elif backend == "vllm":
-        options |= {
-            "dtype": "auto",
-            "max_model_len": limits.context_tokens,
-            "limit_images": limits.max_images,
-            "max_num_seqs": MAX_NUM_SEQS,
-            "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
-        }
-        if quantization.method != "none":
-            options["quantization"] = quantization.method
-    options |= rule.options_for(backend)
-    return tuple(sorted(options.items()))
+    return options | engine.options(facts) | rule.options_for(engine.name)
 
 
 def decide(
@@ -405,10 +387,13 @@ def decide(
         )
     quantization = detect_quantization(config)
     usable = available_backends(target) if backends is None else frozenset(backends)
-    candidates = [c for c in rule.backends if c.backend in usable]
-    choice = next((c for c in candidates if quantization.method in c.quantizations), None)
+    candidates = [c for c in rule.backends if c.name in usable]
+    choice = next((c for c in candidates if rule.accepts(c, quantization.method)), None)
     if choice is None:
-        allowed = sorted({q for c in candidates for q in c.quantizations}) or ["none"]
+        reviewed = rule.record.quantizations
+        allowed = sorted(
+            {q for c in candidates for q in c.quantizations if reviewed is None or q in reviewed}
+        ) or ["none"]
         label = (
             quantization.method if quantization.known else f"unknown ({quantization.description})"
         )
@@ -416,17 +401,20 @@ def decide(
             *where, quantization=label, allowed=allowed, advice=registry.quantization_advice
         )
     dtype = _dtype(config)
-    limits = _limits(config, registry, rule, limit_overrides)
-    options = dict(_options(choice.backend, registry, rule, limits, quantization))
+    limits = _capped(_limits(config, registry, rule, limit_overrides), rule)
+    facts = _engine_facts(
+        config, weight_bytes, limits, registry, dtype=dtype, quantization=quantization
+    )
+    options = _options(choice, rule, facts)
     estimate = estimate_memory_bytes(config, weight_bytes, limits.context_tokens, registry, dtype)
-    if choice.backend == "vllm":
-        terms = _vllm_terms(config, weight_bytes, limits, registry, dtype=dtype, options=options)
+    if choice.memory_terms is not None:
+        terms = choice.memory_terms(facts, options)
         options |= {f"memory_{term}_bytes": value for term, value in terms.items()}
         estimate = sum(terms.values())
     return CompatibilityDecision(
         target=target,
         registry_version=registry.version,
-        backend=choice.backend,
+        backend=choice.name,
         architecture=architecture,
         model_type=model_type,
         dtype=dtype,

@@ -1,10 +1,18 @@
-"""The reviewed model families: architectures, modalities (with why) and parsers.
+"""The reviewed model families: one record each, everything the review decided.
 
-A family is what the registries of every target share about a model line;
-which backend runs it is per target (``_registry``). Modalities are a review
-claim, each written down with its reason: a family gets ``video`` only where
-the model was trained for it and its processor takes it, so a request with a
-video is refused up front rather than fed to a model that never saw one.
+A family is what the registries of every target share about a model line:
+its architectures, modalities (with why), reasoning parser, the engines it
+was reviewed on (in order of preference), their family-specific options, and
+any reviewed caps on its limits or quantizations. Which of its engines a
+target uses follows from where each engine runs (``EngineSpec.targets``), so
+adding a reviewed family is one record here plus a version bump of each
+target it reaches (``_registry``); an architecture that is in no record is
+refused before any download (``_decide``).
+
+Modalities are a review claim, each written down with its reason: a family
+gets ``video`` only where the model was trained for it and its processor
+takes it, so a request with a video is refused up front rather than fed to a
+model that never saw one.
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ from dataclasses import dataclass
 from typing import Final
 
 __all__ = ["FAMILIES", "Family", "family_of"]
+
+_Options = tuple[tuple[str, str | int | float | bool], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +38,16 @@ class Family:
         modality_reason: One line: why these modalities.
         reasoning_parser: ``qwen3`` or ``none``.
         allow_mixed_image_video: Whether images and video may share a request.
+        engines: Engines it was reviewed on, in order of preference (names in
+            ``ENGINES``); on each target the first available one that loads
+            the checkpoint's format runs it.
+        engine_options: Family-specific backend options per engine (part of
+            the profile identity).
+        quantizations: Quantization methods reviewed for it, None for whatever
+            its engines load.
+        limits: Reviewed caps on :class:`ProfileLimits` values (e.g. one image
+            per request); a target's or curated entry's value above a cap is
+            lowered to it.
     """
 
     name: str
@@ -37,10 +57,20 @@ class Family:
     modality_reason: str
     reasoning_parser: str
     allow_mixed_image_video: bool
+    engines: tuple[str, ...]
+    engine_options: tuple[tuple[str, _Options], ...] = ()
+    quantizations: tuple[str, ...] | None = None
+    limits: tuple[tuple[str, int], ...] = ()
+
+    def options_for(self, engine: str) -> dict[str, str | int | float | bool]:
+        """Family-specific options for ``engine``."""
+        return dict(dict(self.engine_options).get(engine, ()))
 
 
 _WITH_VIDEO = ("text", "image", "video", "file")
 _NO_VIDEO = ("text", "image", "file")
+# Reviewed on Transformers (CUDA, CPU, Modal) and MLX-VLM (Apple).
+_TRANSFORMERS_MLX = ("transformers", "mlx_vlm")
 
 FAMILIES: Final = {
     family.name: family
@@ -59,6 +89,10 @@ FAMILIES: Final = {
             ),
             reasoning_parser="qwen3",
             allow_mixed_image_video=True,
+            # vLLM first where it is installed (local_cuda falls back on Transformers).
+            engines=("vllm", "transformers", "mlx_vlm"),
+            # The seed hands MLX a thinking budget of half of max_new_tokens.
+            engine_options=(("mlx_vlm", (("thinking_budget_fraction", 0.5),)),),
         ),
         Family(
             name="qwen3_vl",
@@ -76,6 +110,7 @@ FAMILIES: Final = {
             # architecture and do.
             reasoning_parser="qwen3",
             allow_mixed_image_video=True,
+            engines=_TRANSFORMERS_MLX,
         ),
         Family(
             name="smolvlm2",
@@ -89,6 +124,7 @@ FAMILIES: Final = {
             reasoning_parser="none",
             # The seed's reviewed SmolVLM2 limits: one kind of visual input per request.
             allow_mixed_image_video=False,
+            engines=_TRANSFORMERS_MLX,
         ),
         Family(
             name="smolvlm",
@@ -101,6 +137,7 @@ FAMILIES: Final = {
             ),
             reasoning_parser="none",
             allow_mixed_image_video=False,
+            engines=_TRANSFORMERS_MLX,
         ),
         Family(
             name="muse_glimmer",
@@ -113,6 +150,7 @@ FAMILIES: Final = {
             ),
             reasoning_parser="none",
             allow_mixed_image_video=False,
+            engines=_TRANSFORMERS_MLX,
         ),
     )
 }

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from comfy_llm_profiles._engines import ENGINES
 from comfy_llm_profiles._targets import ExecutionTarget
 
 __all__ = [
@@ -25,7 +26,6 @@ __all__ = [
 COMPATIBILITY_POLICY_VERSION: Final = 1
 PROFILE_ID_PREFIX: Final = "hf-"
 _GIB = 1024**3
-_VRAM_OVERHEAD_GB: Final = {"vllm": 12, "transformers": 8, "mlx_vlm": 2}
 
 
 def _canonical(data: Mapping[str, Any]) -> bytes:
@@ -38,13 +38,14 @@ def estimated_vram_gb(artifact_bytes: int, quantization_method: str, backend: st
     Args:
         artifact_bytes: Total safetensors bytes.
         quantization_method: ``none`` or a quantization method.
-        backend: ``vllm`` (overhead 12), ``transformers`` (8) or ``mlx_vlm`` (2).
+        backend: An engine name; its ``vram_overhead_gb`` is added (vllm 12,
+            transformers 8, mlx_vlm 2).
 
     Raises:
-        KeyError: ``backend`` is not one of those.
+        KeyError: ``backend`` is not an engine.
     """
     factor = 1.08 if quantization_method == "none" else 1.12
-    return round(artifact_bytes / _GIB * factor + _VRAM_OVERHEAD_GB[backend], 1)
+    return round(artifact_bytes / _GIB * factor + ENGINES[backend].vram_overhead_gb, 1)
 
 
 def identity_of(fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ plus ``execution_target`` for every target except ``modal`` (the seed's
 Modal ids never hashed their target; a local profile never collides with a
 Modal one). ``estimated_vram_gb`` is the seed's coarse figure,
 ``round(artifact GiB x (1.12 if quantized else 1.08) + overhead, 1)`` with
-overhead 12 (vllm), 8 (transformers), 2 (mlx_vlm); residency admits loads by
+the engine's overhead (``EngineSpec.vram_overhead_gb``); residency admits loads by
 the finer ``estimated_memory_bytes`` instead, which, like the input limits
 other than the context, the model type, the registry version, the display
 name and the requested revision, is recorded but not hashed.
@@ -28,6 +28,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+from comfy_llm_profiles._engines import ENGINES, quantization_methods
 from comfy_llm_profiles._identity import (
     COMPATIBILITY_POLICY_VERSION,
     PROFILE_ID_PREFIX,
@@ -40,14 +41,11 @@ from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import ProfileValidationError
 
 __all__ = [
-    "BACKENDS",
     "MODALITIES",
     "COMPATIBILITY_POLICY_VERSION",
     "PROFILE_ID_PREFIX",
-    "QUANTIZATION_METHODS",
     "REASONING_PARSERS",
     "SCHEMA_VERSION",
-    "OUT_OF_PROCESS_BACKENDS",
     "SOURCES",
     "BackendOptionValue",
     "ModelProfile",
@@ -57,11 +55,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION: Final = 2
-BACKENDS: Final = ("mlx_vlm", "transformers", "vllm")
-#: Backends whose engine allocates device memory in a process of its own (vLLM's
-#: EngineCore): this process's cached-but-unused memory is no room for them.
-OUT_OF_PROCESS_BACKENDS: Final = frozenset({"vllm"})
-QUANTIZATION_METHODS: Final = ("none", "mlx", "fp8", "modelopt_fp4")
 MODALITIES: Final = ("text", "image", "video", "file")
 REASONING_PARSERS: Final = ("qwen3", "none")
 SOURCES: Final = ("hub", "local")
@@ -158,11 +151,11 @@ class ModelProfile:
         revision: The pinned 40-hex commit.
         requested_revision: What the user asked for (branch/tag/commit), or None.
         execution_target: The target this profile was resolved for.
-        backend: ``mlx_vlm``, ``transformers`` or ``vllm``.
+        backend: The engine, a name in ``ENGINES`` (``transformers``, ...).
         architecture: ``architectures[0]`` of config.json.
         model_type: ``model_type`` of config.json.
         dtype: The checkpoint's declared dtype (``bfloat16``, ... or ``auto``).
-        quantization_method: ``none``, ``mlx``, ``fp8`` or ``modelopt_fp4``.
+        quantization_method: ``none`` or a method some engine loads (``fp8``, ...).
         modalities: Accepted inputs, a subset of text/image/video/file.
         limits: Input bounds.
         reasoning_parser: ``qwen3``, ``none``, or None (older profile: the
@@ -231,8 +224,8 @@ class ModelProfile:
                 known = ", ".join(t.value for t in ExecutionTarget)
                 raise _fail("execution_target", self.execution_target, f"one of {known}") from None
             object.__setattr__(self, "execution_target", target)
-        self._check_choice("backend", self.backend, BACKENDS)
-        self._check_choice("quantization_method", self.quantization_method, QUANTIZATION_METHODS)
+        self._check_choice("backend", self.backend, tuple(ENGINES))
+        self._check_choice("quantization_method", self.quantization_method, quantization_methods())
         if self.reasoning_parser is not None:
             self._check_choice("reasoning_parser", self.reasoning_parser, REASONING_PARSERS)
         for name in ("architecture", "model_type", "dtype", "registry_version"):

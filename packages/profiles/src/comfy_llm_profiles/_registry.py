@@ -1,12 +1,14 @@
 """Versioned compatibility registries, one per execution target.
 
 A registry is the reviewed list of what a target can run: which
-architectures, on which backend, with which quantization formats, and with
+architectures, on which engine, with which quantization formats, and with
 which input bounds. Nothing outside it runs, because every entry stands for
-a combination somebody validated (see the seed's live validations). Any
-change to a table below must bump that target's version string: the version
-is part of every profile's identity, so a profile decided under old rules
-gets a new id instead of silently changing meaning.
+a combination somebody validated (see the seed's live validations). The
+rules are not written per target: each is a family's record (``_families``)
+narrowed to the engines that run on the target (``EngineSpec.targets``).
+Any change that reaches a target's rules must bump that target's version
+string below (``tests`` pin each version to its rules): the version is
+recorded in every profile, so a profile decided under old rules says so.
 """
 
 from __future__ import annotations
@@ -14,16 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from comfy_llm_profiles._families import FAMILIES
+from comfy_llm_profiles._engines import ENGINES, EngineSpec
+from comfy_llm_profiles._families import FAMILIES, Family
 from comfy_llm_profiles._targets import ExecutionTarget
 
 __all__ = [
-    "MLX_VLM",
     "REGISTRY_VERSIONS",
-    "TRANSFORMERS",
-    "VLLM",
     "ArchitectureRule",
-    "BackendChoice",
     "CompatibilityRegistry",
     "TargetPolicy",
     "known_architectures",
@@ -35,46 +34,47 @@ _GIB = 1024**3
 
 
 @dataclass(frozen=True, slots=True)
-class BackendChoice:
-    """One backend a rule may use, and the formats it accepts there.
-
-    Attributes:
-        backend: ``mlx_vlm``, ``transformers`` or ``vllm``.
-        quantizations: Accepted quantization methods.
-        requirements: The pinned engine requirements a profile on this
-            backend runs with (part of the profile identity).
-    """
-
-    backend: str
-    quantizations: tuple[str, ...]
-    requirements: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class ArchitectureRule:
-    """How one model family runs on one target.
+    """How one model family runs on one target: its record, narrowed to the target.
 
     Attributes:
-        family: A short name (``qwen3_5``, ``qwen3_vl``, ``smolvlm2``, ...).
+        record: The family's reviewed record.
         architectures: ``architectures[0]`` values of config.json, each
-            mapped to the ``model_type`` it must come with.
-        backends: Backends in order of preference; the first one available
-            that accepts the checkpoint's format wins.
-        modalities: Inputs the family accepts.
-        modality_reason: One line saying why (what was reviewed).
-        reasoning_parser: ``qwen3`` or ``none``.
-        allow_mixed_image_video: Whether images and video may share a request.
-        extra_options: Family-specific backend options, per backend.
+            mapped to the ``model_type`` it must come with (the family's,
+            without its MoE members where the target runs dense models only).
+        backends: The family's engines that run on this target, in order of
+            preference; the first one available that accepts the
+            checkpoint's format wins.
     """
 
-    family: str
+    record: Family
     architectures: tuple[tuple[str, str], ...]
-    backends: tuple[BackendChoice, ...]
-    modalities: tuple[str, ...]
-    modality_reason: str
-    reasoning_parser: str
-    allow_mixed_image_video: bool
-    extra_options: tuple[tuple[str, tuple[tuple[str, str | int | float | bool], ...]], ...] = ()
+    backends: tuple[EngineSpec, ...]
+
+    @property
+    def family(self) -> str:
+        """The family's short name (``qwen3_5``, ...)."""
+        return self.record.name
+
+    @property
+    def modalities(self) -> tuple[str, ...]:
+        """Inputs the family accepts."""
+        return self.record.modalities
+
+    @property
+    def modality_reason(self) -> str:
+        """One line saying why (what was reviewed)."""
+        return self.record.modality_reason
+
+    @property
+    def reasoning_parser(self) -> str:
+        """``qwen3`` or ``none``."""
+        return self.record.reasoning_parser
+
+    @property
+    def allow_mixed_image_video(self) -> bool:
+        """Whether images and video may share a request."""
+        return self.record.allow_mixed_image_video
 
     def model_type_for(self, architecture: str) -> str | None:
         """The model_type that must accompany ``architecture``, or None if not in this rule."""
@@ -82,7 +82,14 @@ class ArchitectureRule:
 
     def options_for(self, backend: str) -> dict[str, str | int | float | bool]:
         """Family-specific options for ``backend``."""
-        return dict(dict(self.extra_options).get(backend, ()))
+        return self.record.options_for(backend)
+
+    def accepts(self, engine: EngineSpec, quantization: str) -> bool:
+        """Whether ``engine`` runs this family's checkpoints of ``quantization``."""
+        reviewed = self.record.quantizations
+        return quantization in engine.quantizations and (
+            reviewed is None or quantization in reviewed
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,67 +160,30 @@ class CompatibilityRegistry:
         return None
 
 
-_Options = tuple[tuple[str, tuple[tuple[str, str | int | float | bool], ...]], ...]
-
-# The pinned engines a profile runs with (what the lock resolves for each backend).
-MLX_VLM: Final = BackendChoice("mlx_vlm", ("none", "mlx"), ("mlx-vlm==0.7.10",))
-TRANSFORMERS: Final = BackendChoice("transformers", ("none",), ("transformers==5.24.0",))
-VLLM: Final = BackendChoice("vllm", ("none", "fp8", "modelopt_fp4"), ("vllm==0.32.0",))
-
-
-def _rules(
-    table: tuple[tuple[str, tuple[BackendChoice, ...]], ...],
-    *,
-    dense_only: bool = False,
-    extra_options: dict[str, _Options] | None = None,
-) -> tuple[ArchitectureRule, ...]:
-    """One rule per ``(family name, backends in order of preference)`` row."""
+def _rules(target: ExecutionTarget, *, dense_only: bool) -> tuple[ArchitectureRule, ...]:
+    """Every family with an engine on ``target``, narrowed to it (table order)."""
     rules = []
-    for name, backends in table:
-        family = FAMILIES[name]
-        rules.append(
-            ArchitectureRule(
-                family=family.name,
-                architectures=tuple(
-                    pair
-                    for pair in family.architectures
-                    if not (dense_only and pair[0] in family.moe_architectures)
-                ),
-                backends=backends,
-                modalities=family.modalities,
-                modality_reason=family.modality_reason,
-                reasoning_parser=family.reasoning_parser,
-                allow_mixed_image_video=family.allow_mixed_image_video,
-                extra_options=(extra_options or {}).get(name, ()),
+    for family in FAMILIES.values():
+        engines = tuple(ENGINES[name] for name in family.engines if target in ENGINES[name].targets)
+        if engines:
+            architectures = tuple(
+                pair
+                for pair in family.architectures
+                if not (dense_only and pair[0] in family.moe_architectures)
             )
-        )
+            rules.append(ArchitectureRule(family, architectures, engines))
     return tuple(rules)
 
 
-# Which backend runs each family, per target: data, one row per family (adding a
-# backend to a family is one edit of its row, plus a version bump).
-_APPLE_TABLE = (
-    ("qwen3_5", (MLX_VLM,)),
-    ("qwen3_vl", (MLX_VLM,)),
-    ("smolvlm2", (MLX_VLM,)),
-    ("smolvlm", (MLX_VLM,)),
-    ("muse_glimmer", (MLX_VLM,)),
-)
-_CUDA_TABLE = (
-    # Qwen3.5 falls back on Transformers where vLLM is not installed (local_cuda).
-    ("qwen3_5", (VLLM, TRANSFORMERS)),
-    ("qwen3_vl", (TRANSFORMERS,)),
-    ("smolvlm2", (TRANSFORMERS,)),
-    ("smolvlm", (TRANSFORMERS,)),
-    ("muse_glimmer", (TRANSFORMERS,)),
-)
-_CPU_TABLE = (
-    ("qwen3_5", (TRANSFORMERS,)),
-    ("qwen3_vl", (TRANSFORMERS,)),
-    ("smolvlm2", (TRANSFORMERS,)),
-    ("smolvlm", (TRANSFORMERS,)),
-    ("muse_glimmer", (TRANSFORMERS,)),
-)
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """What a target's registry has of its own: version, numbers and advice."""
+
+    version: str
+    policy: TargetPolicy
+    quantization_advice: str
+    dense_only: bool = False
+
 
 _GPU_POLICY = TargetPolicy(
     context_cap=32768,
@@ -231,15 +201,9 @@ _GPU_POLICY = TargetPolicy(
     device="cuda",
 )
 
-_REGISTRIES: Final = {
-    ExecutionTarget.LOCAL_APPLE: CompatibilityRegistry(
-        target=ExecutionTarget.LOCAL_APPLE,
+_TARGETS: Final = {
+    ExecutionTarget.LOCAL_APPLE: _Target(
         version="local_apple/2026.12.1",
-        rules=_rules(
-            _APPLE_TABLE,
-            # The seed hands MLX a thinking budget of half of max_new_tokens.
-            extra_options={"qwen3_5": (("mlx_vlm", (("thinking_budget_fraction", 0.5),)),)},
-        ),
         policy=TargetPolicy(
             context_cap=32768,
             default_context=4096,
@@ -260,10 +224,8 @@ _REGISTRIES: Final = {
             "repository or an mlx-community conversion (e.g. mlx-community/<model>-4bit)."
         ),
     ),
-    ExecutionTarget.LOCAL_CUDA: CompatibilityRegistry(
-        target=ExecutionTarget.LOCAL_CUDA,
+    ExecutionTarget.LOCAL_CUDA: _Target(
         version="local_cuda/2026.12.1",
-        rules=_rules(_CUDA_TABLE),
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
@@ -271,20 +233,16 @@ _REGISTRIES: Final = {
             "backend (install comfy-llm[cuda,vllm])."
         ),
     ),
-    ExecutionTarget.MODAL: CompatibilityRegistry(
-        target=ExecutionTarget.MODAL,
+    ExecutionTarget.MODAL: _Target(
         version="modal/2026.12.1",
-        rules=_rules(_CUDA_TABLE),
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
             "local_apple); only Qwen3.5 accepts block-FP8 or ModelOpt NVFP4 checkpoints."
         ),
     ),
-    ExecutionTarget.LOCAL_CPU: CompatibilityRegistry(
-        target=ExecutionTarget.LOCAL_CPU,
+    ExecutionTarget.LOCAL_CPU: _Target(
         version="local_cpu/2026.12.1",
-        rules=_rules(_CPU_TABLE, dense_only=True),
         policy=TargetPolicy(
             context_cap=8192,
             default_context=4096,
@@ -304,22 +262,34 @@ _REGISTRIES: Final = {
             "The CPU target runs only unquantized checkpoints; pick the original unquantized "
             "repository of a small model."
         ),
+        dense_only=True,  # mixture-of-experts members are too big for it
     ),
 }
 
-REGISTRY_VERSIONS: Final = {target: reg.version for target, reg in _REGISTRIES.items()}
+REGISTRY_VERSIONS: Final = {target: spec.version for target, spec in _TARGETS.items()}
 """The current registry version of every target."""
 
 
 def registry_for(target: ExecutionTarget | str) -> CompatibilityRegistry:
     """Return the compatibility registry of ``target``.
 
+    Built from the family and engine tables as they are now (a test that adds
+    a record with ``monkeypatch.setitem`` sees it here).
+
     Raises:
         ValueError: ``target`` is not an execution target.
     """
-    return _REGISTRIES[ExecutionTarget(target)]
+    target = ExecutionTarget(target)
+    spec = _TARGETS[target]
+    return CompatibilityRegistry(
+        target=target,
+        version=spec.version,
+        rules=_rules(target, dense_only=spec.dense_only),
+        policy=spec.policy,
+        quantization_advice=spec.quantization_advice,
+    )
 
 
 def known_architectures() -> frozenset[str]:
     """Every architecture some registry accepts; anything else counts as custom code."""
-    return frozenset(a for reg in _REGISTRIES.values() for a in reg.architectures)
+    return frozenset(a for target in _TARGETS for a in registry_for(target).architectures)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from comfy_llm_profiles import OUT_OF_PROCESS_BACKENDS, ExecutionTarget, ProgressCallback
+from comfy_llm_profiles import ExecutionTarget, ProgressCallback, engine_spec
 from comfy_llm_staging import require_completed_snapshot
 
 from . import _settings
@@ -156,8 +156,7 @@ class ResidentSet:
             reserve_bytes=reserve_bytes,
             reserve_name=_settings.reserve_input_name(self.target),
             over_limit=max(0, len(self.entries) + 1 - max_resident),
-            other_process=str(getattr(profile.backend, "value", profile.backend))
-            in OUT_OF_PROCESS_BACKENDS,
+            other_process=engine_spec(profile.backend).out_of_process,
         )
         try:
             outcome = self._admission(progress).run(request)

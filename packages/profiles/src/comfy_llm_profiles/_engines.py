@@ -1,0 +1,255 @@
+"""The engines, as data: one frozen record per engine a profile can name.
+
+Everything the rest of the house needs to know about an engine is a field of
+its :class:`EngineSpec`: where it runs, which package loads it (imported by
+name, by residency's ``create_backend``, never here: profiles stays
+engine-free), which ``comfy-llm`` extra installs it, the formats it loads,
+its pinned requirements, the options and memory terms it adds to a decision,
+and how it is scheduled. Nothing outside this table spells an engine's name
+in a branch: a new engine is its package, one record here and one extra (the
+"add an engine" recipe in the README).
+
+The table lives in profiles because a profile names its engine (``backend``)
+and its identity hashes the engine's figures (``estimated_vram_gb``'s
+overhead, the options, the requirements): the lowest package that decides
+profiles must own them, and every package above reads them from here.
+
+Which families an engine runs is the families' review, not the engine's
+(``Family.engines``); the registry of a target keeps those engines of a
+family that run on the target (:attr:`EngineSpec.targets`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from comfy_llm_profiles._targets import ExecutionTarget
+from comfy_llm_profiles._vllm_memory import (
+    MAX_NUM_BATCHED_TOKENS,
+    MAX_NUM_SEQS,
+    vllm_memory_terms,
+)
+from comfy_llm_profiles.errors import ProfileValidationError
+
+__all__ = [
+    "ENGINES",
+    "WEIGHT_FORMATS",
+    "EngineFacts",
+    "EngineSpec",
+    "engine_spec",
+    "quantization_methods",
+]
+
+OptionValue = str | int | float | bool
+"""A backend option's value: a JSON scalar (profiles stay hashable and portable)."""
+
+WEIGHT_FORMATS: Final = ("safetensors",)
+"""Weight formats inspection and staging admit (``_inspect``: the weights counted and
+required; staging's ``ALLOW_PATTERNS``: the files downloaded). Admitting another
+(GGUF) is a security decision made there first, then named here."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFacts:
+    """What an engine's option and memory builders see of one decision.
+
+    Attributes:
+        config: The checkpoint's parsed config.json.
+        context_tokens: The configured context.
+        max_images: The profile's image limit.
+        quantization: The detected quantization method.
+        runtime_dtype: The target's runtime dtype (``auto``: the checkpoint's).
+        device: The target's device string (``cuda``/``cpu``; empty on Apple).
+        kv_element_bytes: Bytes per KV-cache element on the target.
+        runtime_weight_bytes: Weights as they sit on the device.
+        attention_kv_bytes: Full-attention KV of one sequence of the whole context.
+    """
+
+    config: Mapping[str, Any]
+    context_tokens: int
+    max_images: int
+    quantization: str
+    runtime_dtype: str
+    device: str
+    kv_element_bytes: int
+    runtime_weight_bytes: int
+    attention_kv_bytes: int
+
+
+def _no_options(facts: EngineFacts) -> dict[str, OptionValue]:
+    return {}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSpec:
+    """One engine: what a profile naming it means everywhere.
+
+    Attributes:
+        name: The profile's ``backend`` value (part of the identity).
+        label: The engine's name in messages (``vLLM``).
+        module: The backend package, imported by name; it exports the backend
+            vocabulary (``create_backend``, ``ENGINE_NAMES``, the shared errors).
+        extras: The ``comfy-llm`` extras that install it.
+        targets: Where it runs; a family's engine counts on these targets only.
+        quantizations: Quantization methods it loads (``none`` = unquantized).
+        requirements: The pinned engine a profile runs with (part of the identity).
+        vram_overhead_gb: The seed's identity figure ``estimated_vram_gb`` adds
+            this to the weights (never change it: ids hash it).
+        options: Its backend options for one decision (family options and
+            ``trust_remote_code`` are added around them).
+        memory_terms: Its own memory terms (bytes by term) given the facts and
+            the final options; their sum replaces the target's generic estimate,
+            each kept in the options as ``memory_<term>_bytes``. None: generic.
+        out_of_process: It allocates device memory in a process of its own, so
+            this process's cached-but-unused memory is no room for it.
+        optional_on: Targets where it is an optional extra: there it counts only
+            when ``import_name`` is importable (checked without importing it).
+        import_name: The engine library's top-level module (for ``optional_on``).
+        continuous_batching: It schedules every request it is handed at once, so
+            a caption chunk goes in whole rather than ``batch_size`` at a time.
+        weight_format: The weights it loads (one of :data:`WEIGHT_FORMATS`).
+        install_note: Said after the install command (platform, alternative).
+    """
+
+    name: str
+    label: str
+    module: str
+    extras: tuple[str, ...]
+    targets: frozenset[ExecutionTarget]
+    quantizations: tuple[str, ...]
+    requirements: tuple[str, ...]
+    vram_overhead_gb: float
+    options: Callable[[EngineFacts], dict[str, OptionValue]] = _no_options
+    memory_terms: Callable[[EngineFacts, Mapping[str, OptionValue]], dict[str, int]] | None = None
+    out_of_process: bool = False
+    optional_on: frozenset[ExecutionTarget] = frozenset()
+    import_name: str = ""
+    continuous_batching: bool = False
+    weight_format: str = "safetensors"
+    install_note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.weight_format not in WEIGHT_FORMATS:
+            raise ValueError(
+                f"Engine {self.name!r} loads {self.weight_format!r} weights, which inspection and "
+                f"staging do not admit (admitted: {', '.join(WEIGHT_FORMATS)}); decide that first."
+            )
+        if self.optional_on and not self.import_name:
+            raise ValueError(f"Engine {self.name!r} is optional somewhere but names no import_name")
+
+    @property
+    def install_hint(self) -> str:
+        """The command that installs it, e.g. ``pip install "comfy-llm[cuda,vllm]"``."""
+        command = f'pip install "comfy-llm[{",".join(self.extras)}]"'
+        return f"{command} {self.install_note}" if self.install_note else command
+
+    def available(self, target: ExecutionTarget) -> bool:
+        """Whether ``target`` can use it from this process (see :attr:`optional_on`)."""
+        if target in self.optional_on:
+            return importlib.util.find_spec(self.import_name) is not None
+        return True
+
+
+def _transformers_options(facts: EngineFacts) -> dict[str, OptionValue]:
+    return {"torch_dtype": facts.runtime_dtype, "device": facts.device}
+
+
+def _vllm_options(facts: EngineFacts) -> dict[str, OptionValue]:
+    options: dict[str, OptionValue] = {
+        "dtype": "auto",
+        "max_model_len": facts.context_tokens,
+        "limit_images": facts.max_images,
+        "max_num_seqs": MAX_NUM_SEQS,
+        "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
+    }
+    if facts.quantization != "none":
+        options["quantization"] = facts.quantization
+    return options
+
+
+def _vllm_memory(facts: EngineFacts, options: Mapping[str, OptionValue]) -> dict[str, int]:
+    return vllm_memory_terms(
+        facts.config,
+        runtime_weight_bytes=facts.runtime_weight_bytes,
+        attention_kv_bytes=facts.attention_kv_bytes,
+        kv_element_bytes=facts.kv_element_bytes,
+        max_num_seqs=int(options["max_num_seqs"]),
+        max_num_batched_tokens=int(options["max_num_batched_tokens"]),
+    )
+
+
+_GPU = frozenset({ExecutionTarget.LOCAL_CUDA, ExecutionTarget.MODAL})
+
+ENGINES: Final[dict[str, EngineSpec]] = {
+    spec.name: spec
+    for spec in (
+        EngineSpec(
+            name="mlx_vlm",
+            label="MLX-VLM",
+            module="comfy_llm_backend_mlx",
+            extras=("apple",),
+            install_note="(macOS on Apple Silicon; on Linux the dev environment uses mlx[cpu])",
+            targets=frozenset({ExecutionTarget.LOCAL_APPLE}),
+            quantizations=("none", "mlx"),
+            requirements=("mlx-vlm==0.7.10",),
+            vram_overhead_gb=2,
+        ),
+        EngineSpec(
+            name="transformers",
+            label="Transformers",
+            module="comfy_llm_backend_cuda",
+            extras=("cuda",),
+            targets=_GPU | {ExecutionTarget.LOCAL_CPU},
+            quantizations=("none",),
+            requirements=("transformers==5.24.0",),
+            vram_overhead_gb=8,
+            options=_transformers_options,
+        ),
+        EngineSpec(
+            name="vllm",
+            label="vLLM",
+            module="comfy_llm_backend_cuda",
+            extras=("cuda", "vllm"),
+            install_note=(
+                "(Linux), or re-resolve the model without vLLM installed to get a "
+                "Transformers profile"
+            ),
+            targets=_GPU,
+            quantizations=("none", "fp8", "modelopt_fp4"),
+            requirements=("vllm==0.32.0",),
+            vram_overhead_gb=12,
+            options=_vllm_options,
+            memory_terms=_vllm_memory,  # _vllm_memory.py: weights, kv, activation, graphs, context
+            out_of_process=True,  # the EngineCore process
+            # An optional extra inside ComfyUI; the Modal image always carries it, and a
+            # Modal profile is usually resolved elsewhere (the CPU stager).
+            optional_on=frozenset({ExecutionTarget.LOCAL_CUDA}),
+            import_name="vllm",
+            continuous_batching=True,
+        ),
+    )
+}
+"""Every engine by name. Tests add a record with ``monkeypatch.setitem``."""
+
+
+def engine_spec(name: str) -> EngineSpec:
+    """The record of engine ``name``.
+
+    Raises:
+        ProfileValidationError: No engine has that name.
+    """
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise ProfileValidationError("backend", name, f"one of {', '.join(ENGINES)}") from None
+
+
+def quantization_methods() -> tuple[str, ...]:
+    """Every quantization method some engine loads, ``none`` first, in table order."""
+    methods = dict.fromkeys(["none"])
+    for spec in ENGINES.values():
+        methods.update(dict.fromkeys(spec.quantizations))
+    return tuple(methods)

@@ -1,0 +1,140 @@
+"""The engine table and the family records: what the registries are built from."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+import pytest
+from comfy_llm_profiles import (
+    ENGINES,
+    FAMILIES,
+    REGISTRY_VERSIONS,
+    EngineSpec,
+    ExecutionTarget,
+    ProfileValidationError,
+    engine_spec,
+    registry_for,
+)
+from comfy_llm_profiles._engines import quantization_methods
+
+APPLE, CUDA, CPU, MODAL = (
+    ExecutionTarget.LOCAL_APPLE,
+    ExecutionTarget.LOCAL_CUDA,
+    ExecutionTarget.LOCAL_CPU,
+    ExecutionTarget.MODAL,
+)
+
+# What each target runs, family by family (engines in order of preference): the
+# per-target tables the registries were written as before engines became data.
+EXPECTED = {
+    APPLE: {f: ("mlx_vlm",) for f in FAMILIES},
+    CUDA: {f: ("transformers",) for f in FAMILIES} | {"qwen3_5": ("vllm", "transformers")},
+    MODAL: {f: ("transformers",) for f in FAMILIES} | {"qwen3_5": ("vllm", "transformers")},
+    CPU: {f: ("transformers",) for f in FAMILIES},
+}
+
+# Each registry version pinned to a digest of the rules it stands for: a record that
+# changes what a target runs without a version bump fails here (bump the version in
+# _registry.py, then put the new digest beside it).
+PINNED = {
+    "local_apple/2026.12.1": "068df29868bb02ad",
+    "local_cuda/2026.12.1": "1a3acca922e7258f",
+    "modal/2026.12.1": "1a3acca922e7258f",
+    "local_cpu/2026.12.1": "e3f342ed1bd818cf",
+}
+
+
+def _rules_digest(target: ExecutionTarget) -> str:
+    rules = [
+        {
+            "family": rule.family,
+            "architectures": rule.architectures,
+            "engines": [(e.name, e.quantizations, e.requirements) for e in rule.backends],
+            "record": {
+                k: v
+                for k, v in dataclasses.asdict(rule.record).items()
+                if k not in {"name", "architectures", "moe_architectures", "engines"}
+            },
+        }
+        for rule in registry_for(target).rules
+    ]
+    text = json.dumps(rules, sort_keys=True, default=sorted)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def test_each_target_runs_the_reviewed_engines_in_order() -> None:
+    for target, expected in EXPECTED.items():
+        rules = registry_for(target).rules
+        assert {r.family: tuple(e.name for e in r.backends) for r in rules} == expected, target
+
+
+def test_each_registry_version_stands_for_its_rules() -> None:
+    for target in ExecutionTarget:
+        version = REGISTRY_VERSIONS[target]
+        assert PINNED.get(version) == _rules_digest(target), (
+            f"{target.value}'s rules changed under version {version}: bump it"
+        )
+
+
+def test_every_family_names_known_engines_in_preference_order() -> None:
+    for family in FAMILIES.values():
+        assert family.engines, family.name
+        assert len(set(family.engines)) == len(family.engines), family.name
+        assert set(family.engines) <= set(ENGINES), family.name
+        assert {engine for engine, _ in family.engine_options} <= set(family.engines)
+
+
+def test_the_table_holds_what_used_to_be_literals() -> None:
+    assert list(ENGINES) == ["mlx_vlm", "transformers", "vllm"]
+    assert {n: s.vram_overhead_gb for n, s in ENGINES.items()} == {
+        "mlx_vlm": 2,
+        "transformers": 8,
+        "vllm": 12,
+    }
+    assert {n for n, s in ENGINES.items() if s.out_of_process} == {"vllm"}
+    assert {n for n, s in ENGINES.items() if s.continuous_batching} == {"vllm"}
+    assert quantization_methods() == ("none", "mlx", "fp8", "modelopt_fp4")
+    assert engine_spec("vllm").install_hint.startswith('pip install "comfy-llm[cuda,vllm]" (Linux)')
+    assert engine_spec("transformers").install_hint == 'pip install "comfy-llm[cuda]"'
+    assert {s.weight_format for s in ENGINES.values()} == {"safetensors"}
+
+
+def test_an_unknown_engine_is_a_profile_error() -> None:
+    with pytest.raises(ProfileValidationError, match="one of mlx_vlm, transformers, vllm"):
+        engine_spec("llamacpp")
+
+
+def test_a_weight_format_nobody_admits_is_refused_when_declared() -> None:
+    with pytest.raises(ValueError, match=r"'gguf' weights.*decide that first"):
+        dataclasses.replace(engine_spec("transformers"), name="gguf_engine", weight_format="gguf")
+
+
+def test_a_family_cap_lowers_a_limit_and_a_quantization_review_narrows(
+    monkeypatch: pytest.MonkeyPatch, make_config: object
+) -> None:
+    from comfy_llm_profiles import UnsupportedQuantizationError, decide
+
+    capped = dataclasses.replace(
+        FAMILIES["smolvlm"], limits=(("max_images", 1),), quantizations=("none",)
+    )
+    monkeypatch.setitem(FAMILIES, "smolvlm", capped)
+    config = make_config("idefics3")  # type: ignore[operator]
+    decision = decide(CPU, config, weight_bytes=1000, backends=set(ENGINES))
+    assert decision.limits.max_images == 1  # the CPU policy says 4
+    fp8 = make_config(
+        "qwen3_5", quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]}
+    )  # type: ignore[operator]
+    narrowed = dataclasses.replace(FAMILIES["qwen3_5"], quantizations=("none",))
+    monkeypatch.setitem(FAMILIES, "qwen3_5", narrowed)
+    with pytest.raises(UnsupportedQuantizationError) as caught:
+        decide(MODAL, fp8, weight_bytes=1000, backends=set(ENGINES))
+    assert caught.value.allowed == ("none",)
+
+
+def test_a_spec_is_frozen_data() -> None:
+    spec = engine_spec("mlx_vlm")
+    assert isinstance(spec, EngineSpec)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.name = "other"  # type: ignore[misc]
