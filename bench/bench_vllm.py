@@ -213,10 +213,9 @@ def _node(mode: str, runs: int, tokens: int) -> dict[str, Any]:
     median of the per-pair ratios.
     """
     from comfy_api.latest import io
-    from comfy_llm._backends import create_backend
     from comfy_llm._comfyui._modal_llm import ModalLLMNode
     from comfy_llm_backend_cuda._messages import build_messages
-    from comfy_llm_residency import PsutilMemoryProbe, get_manager, reset_managers
+    from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager, reset_managers
 
     os.environ["COMFY_MODAL_LLM_VLLM_EXECUTION_MODE"] = mode
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="bench-1")

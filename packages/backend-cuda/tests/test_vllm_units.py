@@ -18,11 +18,11 @@ from comfy_llm_backend_cuda import (
     COMPILE_CACHE_ROOT_ENV,
     EXECUTION_MODE_ENV,
     CacheStack,
+    EngineNotInstalledError,
     ExecutionModes,
     InvalidExecutionStateError,
     PromptTooLongError,
     UnsupportedQuantizationError,
-    VllmNotInstalledError,
     create_backend,
 )
 from comfy_llm_backend_cuda._vllm_cache import apply_compile_cache
@@ -247,14 +247,14 @@ def test_a_missing_vllm_names_the_extra(staged, monkeypatch: pytest.MonkeyPatch)
     profile = dataclasses.replace(staged["qwen"].profile, profile_id="", backend="vllm")
     with pytest.raises(ImportError, match=r'pip install "comfy-llm\[cuda,vllm\]"') as caught:
         create_backend(profile, staged["qwen"].path, lambda event: None)
-    assert isinstance(caught.value, VllmNotInstalledError)
-    assert caught.value.profile_id == profile.profile_id
+    assert isinstance(caught.value, EngineNotInstalledError)
+    assert (caught.value.engine, caught.value.module) == ("vllm", "vllm")
 
 
 @pytest.mark.parametrize(
     "error",
     [
-        VllmNotInstalledError("hf-abc", "No module named 'vllm'"),
+        EngineNotInstalledError("vllm", "vllm", "No module named 'vllm'"),
         UnsupportedQuantizationError("hf-abc", "modelopt_fp4", "8.9", "10.0", "vLLM says so"),
         InvalidExecutionStateError({"version": 9}, "a mapping with version 1"),
     ],

@@ -60,8 +60,7 @@ def compile_root(factory: pytest.TempPathFactory) -> Path:
 
 def host_measured_manager() -> object:
     """Create the local_cuda manager with a psutil probe (no GPU to measure here)."""
-    from comfy_llm._backends import create_backend
-    from comfy_llm_residency import PsutilMemoryProbe, get_manager
+    from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager
 
     return get_manager(
         "local_cuda", backend_factory=create_backend, memory_probe=PsutilMemoryProbe("cpu")

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from comfy_llm_backend_mlx import (
-    BackendTargetError,
     BackendUnloadedError,
     MlxVlmBackend,
+    UnsupportedBackendError,
     create_backend,
 )
 from comfy_llm_inputs import PreparedInputs as Inputs
@@ -179,13 +179,13 @@ def test_load_reports_progress_and_implements_the_backend_protocol(qwen_scripted
 
 def test_profiles_for_other_engines_or_targets_are_refused(qwen_scripted: Loaded) -> None:
     cuda = dataclasses.replace(qwen_scripted.profile, backend="transformers", profile_id="")
-    with pytest.raises(BackendTargetError, match="backend=transformers") as error:
+    with pytest.raises(UnsupportedBackendError, match="backend=transformers") as error:
         create_backend(cuda, qwen_scripted.path, lambda event: None)
     assert error.value.expected == "mlx_vlm"
     modal = dataclasses.replace(
         qwen_scripted.profile, execution_target=ExecutionTarget.MODAL, profile_id=""
     )
-    with pytest.raises(BackendTargetError, match="execution_target=modal"):
+    with pytest.raises(UnsupportedBackendError, match="execution_target=modal"):
         create_backend(modal, qwen_scripted.path, lambda event: None)
 
 
@@ -341,7 +341,7 @@ def test_unload_drops_the_model(world: World) -> None:
     backend.unload()
     gc.collect()
     assert model() is None
-    assert not backend.is_loaded
+    assert not backend.loaded
     assert backend.runtime_metadata()["model_loaded"] is False
     backend.unload()  # twice is fine
     with pytest.raises(BackendUnloadedError):

@@ -89,12 +89,11 @@ def test_events_in_order_and_the_same_answer_as_the_manager_in_process(
     assert metadata["gpu_free_before_gib"] == 80.0
 
     # The same request served by a manager in this process, without the wire.
-    from comfy_llm_modal_remote._engine import create_cuda_backend
     from comfy_llm_profiles import ExecutionTarget
-    from comfy_llm_residency import ResidentModelManager
+    from comfy_llm_residency import ResidentModelManager, create_backend
 
     manager = ResidentModelManager(
-        ExecutionTarget.MODAL, backend_factory=create_cuda_backend, memory_probe=FixedMemoryProbe()
+        ExecutionTarget.MODAL, backend_factory=create_backend, memory_probe=FixedMemoryProbe()
     )
     direct = manager.run(
         ModelProfile.from_dict(staged.profile),

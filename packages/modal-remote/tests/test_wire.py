@@ -63,13 +63,12 @@ def test_attributes_keep_their_values_and_the_action() -> None:
 
 
 def test_an_import_error_keeps_its_slots() -> None:
-    from comfy_llm_backend_cuda import VllmNotInstalledError
+    from comfy_llm_backend_cuda import EngineNotInstalledError
 
-    original = VllmNotInstalledError("p1", "no vllm")
-    original.name = "vllm"
-    with pytest.raises(VllmNotInstalledError) as raised:
+    original = EngineNotInstalledError("vllm", "vllm", "no vllm")
+    with pytest.raises(EngineNotInstalledError) as raised:
         unwrap(_through_json(error_envelope(original)))
-    assert raised.value.name == "vllm" and raised.value.profile_id == "p1"
+    assert raised.value.name == "vllm" and raised.value.engine == "vllm"
 
 
 def test_paths_and_tuples_become_plain_values() -> None:

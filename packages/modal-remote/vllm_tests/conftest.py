@@ -99,8 +99,7 @@ def remote_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemoteWor
 
 def local_manager() -> object:
     """The local_cuda manager (the node's local path) measuring host memory: no GPU here."""
-    from comfy_llm._backends import create_backend
-    from comfy_llm_residency import PsutilMemoryProbe, get_manager
+    from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager
 
     return get_manager(
         "local_cuda", backend_factory=create_backend, memory_probe=PsutilMemoryProbe("cpu")

@@ -16,9 +16,8 @@ def main(argv: list[str]) -> int:
     """Configure the manager, then hand ``argv`` to the CLI."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    from comfy_llm._backends import create_backend
     from comfy_llm._cli import main as cli_main
-    from comfy_llm_residency import PsutilMemoryProbe, get_manager
+    from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager
 
     get_manager("local_cuda", backend_factory=create_backend, memory_probe=PsutilMemoryProbe("cpu"))
     return cli_main(argv)

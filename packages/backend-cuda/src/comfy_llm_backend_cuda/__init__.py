@@ -14,8 +14,7 @@ importing this package works without them.
 """
 
 from ._backend import ATTENTION_IMPLEMENTATION, TransformersBackend
-from ._factory import create_backend
-from ._processor import ENGINE_NAME, VLLM_ENGINE_NAME
+from ._factory import ENGINE_NAMES, create_backend
 from ._vllm_cache import COMPILE_CACHE_ROOT_ENV, CacheStack
 from ._vllm_modes import EXECUTION_MODE_ENV, ExecutionModes, execution_modes
 from .errors import (
@@ -28,15 +27,13 @@ from .errors import (
     PromptTooLongError,
     UnsupportedBackendError,
     UnsupportedQuantizationError,
-    VllmNotInstalledError,
 )
 
 __all__ = [
     "ATTENTION_IMPLEMENTATION",
     "COMPILE_CACHE_ROOT_ENV",
-    "ENGINE_NAME",
+    "ENGINE_NAMES",
     "EXECUTION_MODE_ENV",
-    "VLLM_ENGINE_NAME",
     "BackendUnloadedError",
     "CacheStack",
     "CudaBackendError",
@@ -49,7 +46,6 @@ __all__ = [
     "TransformersBackend",
     "UnsupportedBackendError",
     "UnsupportedQuantizationError",
-    "VllmNotInstalledError",
     "create_backend",
     "execution_modes",
 ]

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from comfy_llm_profiles import ModelProfile, ProgressCallback
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs, reasoning_end_id
@@ -56,6 +56,8 @@ class TransformersBackend:
         load_seconds: Wall time of the load.
     """
 
+    ENGINE_NAME: ClassVar[str] = ENGINE_NAME
+
     def __init__(
         self,
         profile: ModelProfile,
@@ -103,7 +105,9 @@ class TransformersBackend:
             ModelLoadError: Transformers could not load the files.
         """
         if profile.backend != ENGINE_NAME:
-            raise UnsupportedBackendError(profile.profile_id, profile.backend)
+            raise UnsupportedBackendError(
+                profile.profile_id, "backend", profile.backend, ENGINE_NAME
+            )
         path = require_completed_snapshot(
             Path(snapshot_path), repository=profile.repository, revision=profile.revision
         )
@@ -127,7 +131,8 @@ class TransformersBackend:
                 **placement,
             )
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ModelLoadError(profile.profile_id, str(path), "model", str(error)) from error
+            where = (ENGINE_NAME, profile.profile_id, str(path))
+            raise ModelLoadError(*where, "model", str(error)) from error
         model.eval()
         seconds = time.perf_counter() - started
         report("Model loaded")

@@ -25,7 +25,7 @@ from typing import Any
 
 from comfy_llm_profiles import ModelProfile
 
-from .errors import EngineNotInstalledError
+from .errors import ENGINE_NAME, EngineNotInstalledError
 
 __all__ = ["DevicePlan", "import_engine", "plan_device"]
 
@@ -50,7 +50,7 @@ def import_engine() -> tuple[ModuleType, ModuleType]:
         try:
             modules.append(importlib.import_module(name))
         except ImportError as error:
-            raise EngineNotInstalledError(name, str(error)) from error
+            raise EngineNotInstalledError(ENGINE_NAME, name, str(error)) from error
     return modules[0], modules[1]
 
 

@@ -7,17 +7,20 @@ backend knows it or the other (vLLM is imported only for a vllm profile).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from comfy_llm_profiles import ModelProfile, ProgressCallback
 
 from ._backend import TransformersBackend
-from ._processor import VLLM_ENGINE_NAME
+from .errors import ENGINE_NAME, VLLM_ENGINE_NAME, UnsupportedBackendError
 
 if TYPE_CHECKING:
     from ._vllm_backend import VllmBackend
 
-__all__ = ["create_backend", "create_vllm_backend"]
+__all__ = ["ENGINE_NAMES", "create_backend", "create_vllm_backend"]
+
+ENGINE_NAMES: Final = (ENGINE_NAME, VLLM_ENGINE_NAME)
+"""The engine records (``ModelProfile.backend`` values) this package serves."""
 
 
 def create_vllm_backend(
@@ -27,7 +30,7 @@ def create_vllm_backend(
 
     Raises:
         IncompleteSnapshotError: The snapshot is not complete (from staging).
-        VllmNotInstalledError: vllm cannot be imported (names the extra).
+        EngineNotInstalledError: vllm cannot be imported (names the extra).
         UnsupportedQuantizationError: vLLM says the GPU cannot run the format.
         ModelLoadError: vLLM or the processor could not load the files.
     """
@@ -55,7 +58,7 @@ def create_backend(
 
     Raises:
         UnsupportedBackendError: The profile names another backend.
-        VllmNotInstalledError: A ``vllm`` profile, and vllm cannot be imported.
+        EngineNotInstalledError: A ``vllm`` profile, and vllm cannot be imported.
         IncompleteSnapshotError: ``snapshot_path`` has no valid completion
             marker for the profile's repository and revision (from
             ``comfy_llm_staging``).
@@ -63,6 +66,9 @@ def create_backend(
             ``ImportError`` naming ``comfy-llm[cuda]``).
         ModelLoadError: The engine could not load the processor or model.
     """
+    if profile.backend not in ENGINE_NAMES:
+        expected = " or ".join(ENGINE_NAMES)
+        raise UnsupportedBackendError(profile.profile_id, "backend", profile.backend, expected)
     if profile.backend == VLLM_ENGINE_NAME:
         return create_vllm_backend(profile, snapshot_path, progress)
     return TransformersBackend.load(profile, snapshot_path, progress)

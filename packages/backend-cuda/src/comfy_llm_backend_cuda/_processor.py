@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from comfy_llm_core import env_scope, library_progress_bars_quiet
 from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
 
-from .errors import ModelLoadError
+from .errors import ENGINE_NAME, VLLM_ENGINE_NAME, ModelLoadError
 
 __all__ = [
     "ENGINE_NAME",
@@ -19,9 +19,6 @@ __all__ = [
     "load_processor",
     "load_reporter",
 ]
-
-ENGINE_NAME: Final = "transformers"
-VLLM_ENGINE_NAME: Final = "vllm"
 
 
 def load_reporter(progress: ProgressCallback, started: float) -> Callable[[str], None]:
@@ -77,7 +74,8 @@ def load_processor(transformers: Any, profile: ModelProfile, path: Path) -> Any:
                 str(path), local_files_only=True, trust_remote_code=False
             )
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ModelLoadError(profile.profile_id, str(path), "processor", str(error)) from error
+        where = (profile.backend, profile.profile_id, str(path))
+        raise ModelLoadError(*where, "processor", str(error)) from error
 
 
 def _processor_class(transformers: Any, model_type: str) -> Any:

@@ -22,7 +22,7 @@ import queue
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from comfy_llm_profiles import ModelProfile, ProgressCallback
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs
@@ -81,6 +81,8 @@ class VllmBackend:
         load_seconds: Wall time of the last engine start.
     """
 
+    ENGINE_NAME: ClassVar[str] = VLLM_ENGINE_NAME
+
     def __init__(self, profile: ModelProfile, path: Path, vllm: Any) -> None:
         """Prepare an unstarted backend (use :meth:`load`)."""
         self.profile = profile
@@ -115,7 +117,7 @@ class VllmBackend:
         path = require_completed_snapshot(
             Path(snapshot_path), repository=profile.repository, revision=profile.revision
         )
-        vllm = import_vllm(profile.profile_id)
+        vllm = import_vllm()
         quantization = dict(profile.backend_options).get("quantization")
         check_quantization(profile.profile_id, str(quantization) if quantization else None)
         backend = cls(profile, path, vllm)
@@ -180,9 +182,8 @@ class VllmBackend:
         except BaseException as error:
             loop.stop()
             if isinstance(error, ValueError | RuntimeError | OSError):
-                raise ModelLoadError(
-                    self.profile.profile_id, str(self.snapshot_path), "vLLM engine", str(error)
-                ) from error
+                where = (VLLM_ENGINE_NAME, self.profile.profile_id, str(self.snapshot_path))
+                raise ModelLoadError(*where, "engine", str(error)) from error
             raise
         self._loop = loop
         self.load_seconds = time.perf_counter() - started

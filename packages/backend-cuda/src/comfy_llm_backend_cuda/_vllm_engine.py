@@ -24,7 +24,7 @@ from comfy_llm_core import env_scope, env_str
 from comfy_llm_profiles import ModelProfile
 
 from ._vllm_memory import MemoryReading, gpu_memory_utilization, kv_cache_bytes
-from .errors import UnsupportedQuantizationError, VllmNotInstalledError
+from .errors import VLLM_ENGINE_NAME, EngineNotInstalledError, UnsupportedQuantizationError
 
 __all__ = [
     "LoopThread",
@@ -49,8 +49,8 @@ MAX_NUM_SEQS = 32
 MAX_NUM_BATCHED_TOKENS = 2048
 
 
-def import_vllm(profile_id: str) -> ModuleType:
-    """Import vllm, or raise :class:`VllmNotInstalledError` naming the extra.
+def import_vllm() -> ModuleType:
+    """Import vllm, or raise :class:`EngineNotInstalledError` naming the extra.
 
     vLLM logs to stdout unless told otherwise; stdout belongs to the CLI's
     JSON, so its log stream defaults to stderr here.
@@ -60,7 +60,7 @@ def import_vllm(profile_id: str) -> ModuleType:
         with env_scope(stream):  # read while vLLM configures its logger
             return importlib.import_module("vllm")
     except ImportError as error:
-        raise VllmNotInstalledError(profile_id, str(error)) from error
+        raise EngineNotInstalledError(VLLM_ENGINE_NAME, "vllm", str(error)) from error
 
 
 def engine_variables(

@@ -1,10 +1,13 @@
 """Errors raised by the Transformers and vLLM backends.
 
-Every error derives from :class:`CudaBackendError`. Where a builtin category
-fits, the error also derives from it (``ImportError`` for a missing engine,
-``ValueError`` for a profile or request this backend cannot serve), so
-callers that only know the builtins still catch them. Each message names the
-value, the limit it broke and the fix; the same facts are attributes.
+The backend vocabulary every engine shares (``EngineNotInstalledError``,
+``ModelLoadError``, ``UnsupportedBackendError``, ``BackendUnloadedError``) is
+defined once in ``comfy_llm_residency.errors`` and re-exported here; the
+errors only these engines raise derive from :class:`CudaBackendError`. Where
+a builtin category fits, an error also derives from it (``ValueError`` for a
+request or GPU this backend cannot serve), so callers that only know the
+builtins still catch them. Each message names the value, the limit it broke
+and the fix; the same facts are attributes.
 
 Errors from the snapshot check (``comfy_llm_staging.IncompleteSnapshotError``)
 and whatever a token callback raises pass through unchanged.
@@ -14,11 +17,19 @@ Errors survive pickling (the Modal dispatcher ships them across processes).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from comfy_llm_core import ComfyLLMError, ErrorAction
+from comfy_llm_residency.errors import (
+    BackendUnloadedError,
+    EngineNotInstalledError,
+    ModelLoadError,
+    UnsupportedBackendError,
+)
 
 __all__ = [
+    "ENGINE_NAME",
+    "VLLM_ENGINE_NAME",
     "BackendUnloadedError",
     "CudaBackendError",
     "EngineDiedError",
@@ -28,80 +39,17 @@ __all__ = [
     "PromptTooLongError",
     "UnsupportedBackendError",
     "UnsupportedQuantizationError",
-    "VllmNotInstalledError",
 ]
+
+ENGINE_NAME: Final = "transformers"
+VLLM_ENGINE_NAME: Final = "vllm"
+"""The engine records (``ModelProfile.backend``) this package serves; its errors name them."""
 
 
 class CudaBackendError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_backend_cuda``."""
 
     action = ErrorAction.FATAL
-
-
-class UnsupportedBackendError(CudaBackendError, ValueError):
-    """The profile names a backend this package does not provide.
-
-    Attributes:
-        profile_id: The profile that was offered.
-        backend: The backend it names (``mlx_vlm``, ...).
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, profile_id: str, backend: str) -> None:
-        self.profile_id = profile_id
-        self.backend = backend
-        detail = (
-            "this package runs only the backends 'transformers' and 'vllm'. Load it with the "
-            "package that provides that backend (mlx_vlm: comfy-llm[apple]) or re-resolve the "
-            "model for this execution target"
-        )
-        super().__init__(f"Profile {profile_id} names backend {backend!r}: {detail}.")
-
-
-class EngineNotInstalledError(CudaBackendError, ImportError):
-    """torch or transformers cannot be imported.
-
-    Attributes:
-        module: The module that failed to import.
-        reason: The import error's message.
-    """
-
-    action = ErrorAction.FATAL
-
-    def __init__(self, module: str, reason: str) -> None:
-        self.module = module
-        self.reason = reason
-        super().__init__(
-            f"The Transformers backend needs {module!r}, which cannot be imported ({reason}). "
-            'Install it with: pip install "comfy-llm[cuda]"',
-            name=module,
-        )
-
-
-class ModelLoadError(CudaBackendError, RuntimeError):
-    """Transformers could not load the processor or the model from the snapshot.
-
-    Attributes:
-        profile_id: The profile being loaded.
-        path: The snapshot directory.
-        what: ``processor`` or ``model``.
-        reason: The underlying error's message.
-    """
-
-    # This engine installation cannot load the snapshot.
-    action = ErrorAction.FATAL
-
-    def __init__(self, profile_id: str, path: str, what: str, reason: str) -> None:
-        self.profile_id = profile_id
-        self.path = path
-        self.what = what
-        self.reason = reason
-        super().__init__(
-            f"Could not load the {what} of profile {profile_id} from {path}: {reason}. "
-            "Check that this Transformers version supports the architecture (no remote code "
-            "is run) and re-stage the snapshot if its files are damaged."
-        )
 
 
 class PromptTooLongError(CudaBackendError, ValueError):
@@ -125,24 +73,6 @@ class PromptTooLongError(CudaBackendError, ValueError):
         )
 
 
-class BackendUnloadedError(CudaBackendError, RuntimeError):
-    """``generate`` was called after ``unload``.
-
-    Attributes:
-        profile_id: The profile the backend held.
-    """
-
-    # The manager loads a fresh backend on the next request.
-    action = ErrorAction.RETRY
-
-    def __init__(self, profile_id: str) -> None:
-        self.profile_id = profile_id
-        super().__init__(
-            f"The backend of profile {profile_id} was unloaded; load it again "
-            "(create_backend) before generating."
-        )
-
-
 class EngineDiedError(CudaBackendError, RuntimeError):
     """vLLM's engine core died while serving a request (``EngineDeadError``).
 
@@ -163,27 +93,6 @@ class EngineDiedError(CudaBackendError, RuntimeError):
             f"The vLLM engine of profile {profile_id} died: {reason}. It was unloaded; run "
             "again to start a fresh engine (if it keeps dying, lower the request's images or "
             "context, or free GPU memory: an out-of-memory kills the engine core)."
-        )
-
-
-class VllmNotInstalledError(CudaBackendError, ImportError):
-    """The profile needs vLLM, which cannot be imported here.
-
-    Attributes:
-        profile_id: The profile being loaded.
-        reason: The import error's message.
-    """
-
-    action = ErrorAction.FATAL
-
-    def __init__(self, profile_id: str, reason: str) -> None:
-        self.profile_id = profile_id
-        self.reason = reason
-        super().__init__(
-            f"Profile {profile_id} runs on the vLLM backend, but vllm cannot be imported "
-            f'({reason}). Install the extra: pip install "comfy-llm[cuda,vllm]" (Linux), or '
-            "re-resolve the model without vLLM installed to get a Transformers profile.",
-            name="vllm",
         )
 
 

@@ -1,7 +1,7 @@
 """The MLX-VLM backend: runs ``local_apple`` profiles in-process with MLX-VLM.
 
 Importing this package does not import MLX: the engine is imported when a
-backend is created, and a missing MLX raises :class:`MlxNotInstalledError`
+backend is created, and a missing MLX raises :class:`EngineNotInstalledError`
 (an ``ImportError``) that names ``pip install "comfy-llm[apple]"``.
 
 Example::
@@ -15,28 +15,24 @@ Example::
 
 from __future__ import annotations
 
-from ._backend import BACKEND_NAME, MlxVlmBackend, create_backend
+from ._backend import ENGINE_NAMES, MlxVlmBackend, create_backend
 from ._thinking import thinking_budget_for
 from .errors import (
-    APPLE_EXTRA_HINT,
-    BackendTargetError,
     BackendUnloadedError,
-    MlxBackendError,
-    MlxNotInstalledError,
+    EngineNotInstalledError,
     ModelLoadError,
+    UnsupportedBackendError,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "APPLE_EXTRA_HINT",
-    "BACKEND_NAME",
-    "BackendTargetError",
+    "ENGINE_NAMES",
     "BackendUnloadedError",
-    "MlxBackendError",
-    "MlxNotInstalledError",
+    "EngineNotInstalledError",
     "MlxVlmBackend",
     "ModelLoadError",
+    "UnsupportedBackendError",
     "__version__",
     "create_backend",
     "thinking_budget_for",

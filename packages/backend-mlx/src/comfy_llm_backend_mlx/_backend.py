@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from comfy_llm_profiles import ExecutionTarget, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_reasoning import reasoning_end_id
@@ -20,7 +20,12 @@ from comfy_llm_staging import require_completed_snapshot
 
 from ._prompt import build_messages, collect_images, template_kwargs
 from ._thinking import thinking_budget_for
-from .errors import BackendTargetError, BackendUnloadedError, MlxNotInstalledError
+from .errors import (
+    ENGINE_NAME,
+    BackendUnloadedError,
+    EngineNotInstalledError,
+    UnsupportedBackendError,
+)
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
@@ -36,10 +41,10 @@ if TYPE_CHECKING:
 
     from ._engine import LoadedModel
 
-__all__ = ["BACKEND_NAME", "MlxVlmBackend", "create_backend"]
+__all__ = ["ENGINE_NAMES", "MlxVlmBackend", "create_backend"]
 
-BACKEND_NAME = "mlx_vlm"
-"""The ``ModelProfile.backend`` value this package serves."""
+ENGINE_NAMES: Final = (ENGINE_NAME,)
+"""The ``ModelProfile.backend`` values (engine records) this package serves."""
 
 _ENGINE_MODULES = ("mlx", "mlx_vlm")
 
@@ -48,7 +53,7 @@ def _import_engine() -> ModuleType:
     """Import ``_engine`` (MLX and MLX-VLM).
 
     Raises:
-        MlxNotInstalledError: MLX or MLX-VLM cannot be imported.
+        EngineNotInstalledError: MLX or MLX-VLM cannot be imported.
     """
     try:
         from . import _engine
@@ -56,7 +61,7 @@ def _import_engine() -> ModuleType:
         missing = (error.name or "").split(".")[0]
         if missing and missing not in _ENGINE_MODULES:
             raise
-        raise MlxNotInstalledError(missing or "mlx", str(error)) from error
+        raise EngineNotInstalledError(ENGINE_NAME, missing or "mlx", str(error)) from error
     return _engine
 
 
@@ -64,13 +69,13 @@ def _check_profile(profile: ModelProfile) -> None:
     """Refuse a profile made for another engine or target.
 
     Raises:
-        BackendTargetError: ``backend`` is not ``mlx_vlm`` or the target is not
-            ``local_apple``.
+        UnsupportedBackendError: ``backend`` is not ``mlx_vlm`` or the target is
+            not ``local_apple``.
     """
-    if profile.backend != BACKEND_NAME:
-        raise BackendTargetError(profile.profile_id, "backend", profile.backend, BACKEND_NAME)
+    if profile.backend != ENGINE_NAME:
+        raise UnsupportedBackendError(profile.profile_id, "backend", profile.backend, ENGINE_NAME)
     if profile.execution_target != ExecutionTarget.LOCAL_APPLE:
-        raise BackendTargetError(
+        raise UnsupportedBackendError(
             profile.profile_id,
             "execution_target",
             ExecutionTarget(profile.execution_target).value,
@@ -85,6 +90,8 @@ class MlxVlmBackend:
     :meth:`load` (or :func:`create_backend`, the residency factory). Calls are
     serialized by an internal lock as well as by the resident manager.
     """
+
+    ENGINE_NAME: ClassVar[str] = ENGINE_NAME
 
     def __init__(
         self,
@@ -136,10 +143,10 @@ class MlxVlmBackend:
             The loaded backend.
 
         Raises:
-            BackendTargetError: The profile is for another engine or target.
+            UnsupportedBackendError: The profile is for another engine or target.
             comfy_llm_staging.errors.IncompleteSnapshotError: The directory is
                 not a completed snapshot of the profile's repository revision.
-            MlxNotInstalledError: MLX or MLX-VLM is not installed.
+            EngineNotInstalledError: MLX or MLX-VLM is not installed.
             ModelLoadError: MLX-VLM failed to load the snapshot.
         """
         _check_profile(profile)
@@ -156,7 +163,7 @@ class MlxVlmBackend:
             )
         )
         engine = _import_engine()
-        loaded = engine.load_snapshot(path)
+        loaded = engine.load_snapshot(path, profile.profile_id)
         backend = cls(profile, path, loaded, engine, time.perf_counter() - started)
         try:
             progress(
@@ -184,7 +191,7 @@ class MlxVlmBackend:
         return self._load_seconds
 
     @property
-    def is_loaded(self) -> bool:
+    def loaded(self) -> bool:
         """False once :meth:`unload` ran."""
         return self._loaded is not None
 
@@ -348,9 +355,9 @@ def create_backend(
         The loaded backend.
 
     Raises:
-        BackendTargetError: The profile is for another engine or target.
+        UnsupportedBackendError: The profile is for another engine or target.
         comfy_llm_staging.errors.IncompleteSnapshotError: Not a completed snapshot.
-        MlxNotInstalledError: MLX or MLX-VLM is not installed; the message
+        EngineNotInstalledError: MLX or MLX-VLM is not installed; the message
             names ``pip install "comfy-llm[apple]"``.
         ModelLoadError: MLX-VLM failed to load the snapshot.
     """

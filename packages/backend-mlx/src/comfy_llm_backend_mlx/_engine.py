@@ -36,7 +36,7 @@ from mlx_vlm.utils import prepare_inputs, should_add_special_tokens
 
 from ._prompt import THINK_CLOSE, THINK_OPEN, prompt_opens_reasoning
 from ._thinking import ThinkingBudget
-from .errors import ModelLoadError
+from .errors import ENGINE_NAME, ModelLoadError
 
 __all__ = [
     "LoadedModel",
@@ -80,12 +80,13 @@ class LoadedModel:
     dtype: str
 
 
-def load_snapshot(path: Path) -> LoadedModel:
+def load_snapshot(path: Path, profile_id: str) -> LoadedModel:
     """Load a completed local snapshot with MLX-VLM (never a Hub id).
 
     Args:
         path: The completed snapshot directory (it must exist: MLX-VLM would
             treat a missing path as a Hub repository id and download it).
+        profile_id: The profile being loaded (for the error).
 
     Returns:
         The loaded model and the facts the generation loop needs.
@@ -95,11 +96,12 @@ def load_snapshot(path: Path) -> LoadedModel:
     """
     directory = Path(path).resolve()
     if not directory.is_dir():
-        raise ModelLoadError(str(directory), "the directory does not exist")
+        raise ModelLoadError(ENGINE_NAME, profile_id, str(directory), "model", "no such directory")
     try:
         model, processor = _mlx_vlm_load(str(directory), trust_remote_code=False)
     except Exception as error:  # MLX-VLM raises many kinds; report them all the same way.
-        raise ModelLoadError(str(directory), f"{type(error).__name__}: {error}") from error
+        reason = f"{type(error).__name__}: {error}"
+        raise ModelLoadError(ENGINE_NAME, profile_id, str(directory), "model", reason) from error
     tokenizer = getattr(processor, "tokenizer", processor)
     vocabulary = TokenVocabulary.from_tokenizer(tokenizer)
     open_id = vocabulary.id_of(THINK_OPEN)

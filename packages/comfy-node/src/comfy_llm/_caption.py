@@ -29,10 +29,10 @@ from comfy_llm_residency import (
     GenerationSettings,
     HostListener,
     TokenCallback,
+    create_backend,
     get_manager,
 )
 
-from comfy_llm._backends import create_backend
 from comfy_llm._pipeline import LLMRequest, prepare_request_inputs, resolve_and_stage
 from comfy_llm._storage import storage_root
 from comfy_llm._targets import detect_target

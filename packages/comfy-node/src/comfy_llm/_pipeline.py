@@ -30,11 +30,11 @@ from comfy_llm_residency import (
     HostListener,
     InferenceResult,
     TokenCallback,
+    create_backend,
     get_manager,
 )
 from comfy_llm_staging import stage_local_folder, stage_snapshot
 
-from comfy_llm._backends import create_backend
 from comfy_llm._notes import empty_answer
 from comfy_llm._storage import model_folders, storage_root
 from comfy_llm._targets import detect_target

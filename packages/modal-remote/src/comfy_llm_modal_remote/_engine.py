@@ -56,6 +56,7 @@ from comfy_llm_residency import (
     InsufficientMemoryError,
     MemoryProbe,
     ResidentModelManager,
+    create_backend,
 )
 from comfy_llm_staging import IncompleteSnapshotError, require_completed_snapshot
 
@@ -64,24 +65,14 @@ from ._settings import COMPILE_CACHE_ROOT_ENV, FINGERPRINT_ENV
 from ._wire import EngineRequest, EventSender, error_envelope, ok_envelope
 from .errors import DeploymentMismatchError, SnapshotNotVisibleError, WorkerUnsafeError
 
-__all__ = ["EngineService", "create_cuda_backend"]
+__all__ = ["EngineService"]
 
 logger = logging.getLogger("comfy_llm_modal_remote")
 _GIB = 1024**3
 _CUDA_BACKEND = "comfy_llm_backend_cuda"
+"""Where the vLLM execution modes a retry carries live (read by name, never imported here)."""
 _COMPILED_DIR = ("vllm", "torch_compile_cache")
 """Where vLLM (0.32) keeps its compiled artifacts below a cache namespace."""
-
-
-def create_cuda_backend(
-    profile: ModelProfile, snapshot_path: Path, progress: ProgressCallback
-) -> Any:
-    """The worker's ``BackendFactory``: Transformers or vLLM, as the profile says.
-
-    Imported by name, like the node's engine table, so importing this package
-    (the node does, for the dispatcher) never reaches an engine.
-    """
-    return importlib.import_module(_CUDA_BACKEND).create_backend(profile, snapshot_path, progress)
 
 
 class EngineService:
@@ -91,7 +82,8 @@ class EngineService:
         storage_root: Where the weight Volume is mounted.
         volume: The weight Volume (reloaded when a snapshot is not visible yet).
         container: Retires the container when memory does not come back.
-        backend_factory: Loads backends; the CUDA backends when None.
+        backend_factory: Loads backends; residency's ``create_backend`` (the
+            package the profile's engine record names, imported by name) when None.
         memory_probe: The manager's probe; ``torch.cuda.mem_get_info`` when None.
         event_interval: Seconds between progress sends while generating.
         compile_cache: The compile-cache Volume mounted at the vLLM backend's
@@ -116,7 +108,7 @@ class EngineService:
         self._container = container
         self.manager = ResidentModelManager(
             ExecutionTarget.MODAL,
-            backend_factory=backend_factory or create_cuda_backend,
+            backend_factory=backend_factory or create_backend,
             memory_probe=memory_probe,
         )
         self._event_interval = event_interval

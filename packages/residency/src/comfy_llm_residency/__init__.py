@@ -5,9 +5,12 @@ loaded models in an LRU of immutable profiles, admits a cold load only when
 its memory estimate plus a reserve fits (after asking the host to free memory
 and evicting older models), serializes every load and generation under one
 lock, and turns a backend's raw token ids into response, reasoning and
-JSON-ready metadata. Backends plug in through :data:`BackendFactory`.
+JSON-ready metadata. Backends plug in through :data:`BackendFactory`; the one
+factory, :func:`create_backend`, loads the package a profile's engine record
+names (``comfy_llm_profiles.ENGINES``).
 """
 
+from ._factory import create_backend
 from ._generation import report_prompt_opened
 from ._host import HostListener, ResidentInfo
 from ._loading import admitted_memory
@@ -44,12 +47,17 @@ from ._types import (
     TokenCallback,
 )
 from .errors import (
+    BackendError,
+    BackendUnloadedError,
+    EngineNotInstalledError,
     GenerationSettingsError,
     InsufficientMemoryError,
     MemoryProbeError,
+    ModelLoadError,
     ReentrantCallError,
     ResidencyError,
     TargetMismatchError,
+    UnsupportedBackendError,
 )
 
 __all__ = [
@@ -90,4 +98,11 @@ __all__ = [
     "probe_for_target",
     "report_prompt_opened",
     "reset_managers",
+    # the one backend factory, and the errors every backend package shares
+    "create_backend",
+    "BackendError",
+    "BackendUnloadedError",
+    "EngineNotInstalledError",
+    "ModelLoadError",
+    "UnsupportedBackendError",
 ]

@@ -1,14 +1,18 @@
-"""Errors raised by the resident model manager.
+"""Errors raised by the resident model manager, and the backends' shared ones.
 
-Every error a user can cause names the input, the limit and the fix. All of
-them derive from :class:`ResidencyError`; each also derives from the
+Every error a user can cause names the input, the limit and the fix. The
+manager's derive from :class:`ResidencyError`; the four every backend package
+raises (not installed, load failed, wrong profile, used after unload) derive
+from :class:`BackendError` and are defined here once, beside the backend
+contract, so every engine speaks the same words. Each also derives from the
 built-in exception a caller would naturally catch (``ValueError``,
-``MemoryError``, ``RuntimeError``).
+``MemoryError``, ``RuntimeError``, ``ImportError``).
 """
 
 from __future__ import annotations
 
 from comfy_llm_core import ComfyLLMError, ErrorAction
+from comfy_llm_profiles import ENGINES
 
 GIB = 1024**3
 """Bytes in one GiB; every size in a message is given in GiB."""
@@ -156,3 +160,116 @@ class ReentrantCallError(ResidencyError, RuntimeError):
     """
 
     action = ErrorAction.FATAL
+
+
+# -- the backend vocabulary: what every backend package raises, defined once ----------------
+# The words come from the engine table (``comfy_llm_profiles.ENGINES``): its label and the
+# extra that installs it. An engine the table does not know (an old wire message, a test's
+# sample) is named as given.
+
+
+def _label(engine: str) -> str:
+    spec = ENGINES.get(engine)
+    return spec.label if spec else engine
+
+
+class BackendError(ComfyLLMError):
+    """Base of the errors every backend package shares (re-exported by each)."""
+
+    action = ErrorAction.FATAL
+
+
+class EngineNotInstalledError(BackendError, ImportError):
+    """An engine, or the package that loads it, cannot be imported here.
+
+    Attributes:
+        engine: The engine (a name in ``ENGINES``).
+        module: The module that failed to import.
+        reason: The import error's message.
+    """
+
+    action = ErrorAction.FATAL
+
+    def __init__(self, engine: str, module: str, reason: str) -> None:
+        self.engine = engine
+        self.module = module
+        self.reason = reason
+        spec = ENGINES.get(engine)
+        install = spec.install_hint if spec else 'pip install "comfy-llm"'
+        super().__init__(
+            f"The {_label(engine)} engine needs {module!r}, which cannot be imported here "
+            f"({reason}). Install it into ComfyUI's Python: {install}.",
+            name=module,
+        )
+
+
+class ModelLoadError(BackendError, RuntimeError):
+    """The engine could not load the processor or the model from the snapshot.
+
+    Attributes:
+        engine: The engine that tried.
+        profile_id: The profile being loaded.
+        path: The snapshot directory.
+        what: ``processor`` or ``model``.
+        reason: The underlying error's message.
+    """
+
+    # This engine installation cannot load the snapshot.
+    action = ErrorAction.FATAL
+
+    def __init__(self, engine: str, profile_id: str, path: str, what: str, reason: str) -> None:
+        self.engine = engine
+        self.profile_id = profile_id
+        self.path = path
+        self.what = what
+        self.reason = reason
+        label = _label(engine)
+        super().__init__(
+            f"{label} could not load the {what} of profile {profile_id} from {path}: {reason}. "
+            f"Check that this {label} version supports the architecture (no remote code is "
+            "run) and that the snapshot is complete; delete the snapshot directory to "
+            "download it again if its files are damaged."
+        )
+
+
+class UnsupportedBackendError(BackendError, ValueError):
+    """A backend package was handed a profile it does not load.
+
+    Attributes:
+        profile_id: The profile that was refused.
+        field: ``backend`` or ``execution_target``.
+        value: What the profile says.
+        expected: What this backend package loads.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, profile_id: str, field: str, value: str, expected: str) -> None:
+        self.profile_id = profile_id
+        self.field = field
+        self.value = value
+        self.expected = expected
+        super().__init__(
+            f"Profile {profile_id} has {field}={value}, but this backend package loads only "
+            f"profiles with {field}={expected}. Load it with comfy_llm_residency.create_backend "
+            "(which picks the package of the profile's engine), or resolve the model again for "
+            "this execution target (a profile of one target is never loaded by another)."
+        )
+
+
+class BackendUnloadedError(BackendError, RuntimeError):
+    """``generate`` was called after ``unload``.
+
+    Attributes:
+        profile_id: The profile the backend held.
+    """
+
+    # The manager loads a fresh backend on the next request.
+    action = ErrorAction.RETRY
+
+    def __init__(self, profile_id: str) -> None:
+        self.profile_id = profile_id
+        super().__init__(
+            f"The backend of profile {profile_id} was unloaded; create a new backend "
+            "(the resident model manager loads it again on the next request)."
+        )

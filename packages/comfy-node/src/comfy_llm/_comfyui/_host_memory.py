@@ -32,9 +32,7 @@ import weakref
 from typing import Any
 
 from comfy_llm_profiles import ExecutionTarget
-from comfy_llm_residency import ResidentInfo, get_manager
-
-from comfy_llm._backends import create_backend
+from comfy_llm_residency import ResidentInfo, create_backend, get_manager
 
 __all__ = ["ComfyHostBridge", "host_bridge", "host_bridge_status", "resident_entries"]
 
