@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 
 import pytest
 from comfy_llm_profiles import (
@@ -18,6 +16,7 @@ from comfy_llm_profiles import (
     registry_for,
 )
 from comfy_llm_profiles._engines import quantization_methods
+from comfy_llm_profiles._registry import _TARGETS
 
 APPLE, CUDA, CPU, MODAL = (
     ExecutionTarget.LOCAL_APPLE,
@@ -27,55 +26,38 @@ APPLE, CUDA, CPU, MODAL = (
 )
 
 # What each target runs, family by family (engines in order of preference): the
-# per-target tables the registries were written as before engines became data.
+# per-target tables the registries were written as before engines became data
+# (a new family is not listed here; the fingerprint test sees it).
+_REVIEWED = ("qwen3_5", "qwen3_vl", "smolvlm2", "smolvlm", "muse_glimmer")
 EXPECTED = {
-    APPLE: {f: ("mlx_vlm",) for f in FAMILIES},
-    CUDA: {f: ("transformers",) for f in FAMILIES} | {"qwen3_5": ("vllm", "transformers")},
-    MODAL: {f: ("transformers",) for f in FAMILIES} | {"qwen3_5": ("vllm", "transformers")},
-    CPU: {f: ("transformers",) for f in FAMILIES},
+    APPLE: dict.fromkeys(_REVIEWED, ("mlx_vlm",)),
+    CUDA: dict.fromkeys(_REVIEWED, ("transformers",)) | {"qwen3_5": ("vllm", "transformers")},
+    MODAL: dict.fromkeys(_REVIEWED, ("transformers",)) | {"qwen3_5": ("vllm", "transformers")},
+    CPU: dict.fromkeys(_REVIEWED, ("transformers",)),
 }
-
-# Each registry version pinned to a digest of the rules it stands for: a record that
-# changes what a target runs without a version bump fails here (bump the version in
-# _registry.py, then put the new digest beside it).
-PINNED = {
-    "local_apple/2026.12.1": "068df29868bb02ad",
-    "local_cuda/2026.12.1": "1a3acca922e7258f",
-    "modal/2026.12.1": "1a3acca922e7258f",
-    "local_cpu/2026.12.1": "e3f342ed1bd818cf",
-}
-
-
-def _rules_digest(target: ExecutionTarget) -> str:
-    rules = [
-        {
-            "family": rule.family,
-            "architectures": rule.architectures,
-            "engines": [(e.name, e.quantizations, e.requirements) for e in rule.backends],
-            "record": {
-                k: v
-                for k, v in dataclasses.asdict(rule.record).items()
-                if k not in {"name", "architectures", "moe_architectures", "engines"}
-            },
-        }
-        for rule in registry_for(target).rules
-    ]
-    text = json.dumps(rules, sort_keys=True, default=sorted)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def test_each_target_runs_the_reviewed_engines_in_order() -> None:
     for target, expected in EXPECTED.items():
-        rules = registry_for(target).rules
-        assert {r.family: tuple(e.name for e in r.backends) for r in rules} == expected, target
+        rules = {r.family: tuple(e.name for e in r.backends) for r in registry_for(target).rules}
+        assert {f: rules[f] for f in expected} == expected, target
 
 
 def test_each_registry_version_stands_for_its_rules() -> None:
     for target in ExecutionTarget:
-        version = REGISTRY_VERSIONS[target]
-        assert PINNED.get(version) == _rules_digest(target), (
-            f"{target.value}'s rules changed under version {version}: bump it"
+        registry, pinned = registry_for(target), _TARGETS[target]
+        assert registry.version == REGISTRY_VERSIONS[target] == pinned.version
+        assert registry.fingerprint == pinned.fingerprint, (
+            f"{target.value}'s registry changed under version {pinned.version}: bump the "
+            f"version in _registry.py and set its fingerprint to {registry.fingerprint!r}"
         )
+
+
+def test_the_fingerprint_sees_a_record_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = {t: registry_for(t).fingerprint for t in ExecutionTarget}
+    changed = dataclasses.replace(FAMILIES["smolvlm"], reasoning_parser="qwen3")
+    monkeypatch.setitem(FAMILIES, "smolvlm", changed)
+    assert all(registry_for(t).fingerprint != before[t] for t in ExecutionTarget)
 
 
 def test_every_family_names_known_engines_in_preference_order() -> None:

@@ -6,13 +6,17 @@ which input bounds. Nothing outside it runs, because every entry stands for
 a combination somebody validated (see the seed's live validations). The
 rules are not written per target: each is a family's record (``_families``)
 narrowed to the engines that run on the target (``EngineSpec.targets``).
-Any change that reaches a target's rules must bump that target's version
-string below (``tests`` pin each version to its rules): the version is
-recorded in every profile, so a profile decided under old rules says so.
+Any change that reaches a target's registry must bump that target's version
+string below, beside the fingerprint of what the version stands for (a test
+compares them, so a forgotten bump fails): the version is recorded in every
+profile, so a profile decided under old rules says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Final
 
@@ -135,7 +139,7 @@ class CompatibilityRegistry:
 
     Attributes:
         target: The execution target.
-        version: Bumped on any change; recorded in each profile's identity.
+        version: Bumped on any change; recorded in each profile (not hashed).
         rules: One rule per model family.
         policy: The target's numbers.
         quantization_advice: What to pick instead when a format is refused.
@@ -159,6 +163,28 @@ class CompatibilityRegistry:
                 return rule
         return None
 
+    @property
+    def fingerprint(self) -> str:
+        """16 hex of a digest of what :attr:`version` stands for: rules, numbers, advice."""
+        rules = [
+            {
+                "record": dataclasses.asdict(rule.record),
+                "architectures": rule.architectures,
+                "engines": [
+                    (e.name, e.quantizations, e.requirements, e.vram_overhead_gb, e.weight_format)
+                    for e in rule.backends
+                ],
+            }
+            for rule in self.rules
+        ]
+        data = {
+            "rules": rules,
+            "policy": dataclasses.asdict(self.policy),
+            "advice": self.quantization_advice,
+        }
+        text = json.dumps(data, sort_keys=True, default=sorted)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
 
 def _rules(target: ExecutionTarget, *, dense_only: bool) -> tuple[ArchitectureRule, ...]:
     """Every family with an engine on ``target``, narrowed to it (table order)."""
@@ -177,9 +203,14 @@ def _rules(target: ExecutionTarget, *, dense_only: bool) -> tuple[ArchitectureRu
 
 @dataclass(frozen=True, slots=True)
 class _Target:
-    """What a target's registry has of its own: version, numbers and advice."""
+    """What a target's registry has of its own: version, numbers and advice.
+
+    ``fingerprint`` is the registry's :attr:`~CompatibilityRegistry.fingerprint`
+    when ``version`` was last bumped (tests compare them).
+    """
 
     version: str
+    fingerprint: str
     policy: TargetPolicy
     quantization_advice: str
     dense_only: bool = False
@@ -204,6 +235,7 @@ _GPU_POLICY = TargetPolicy(
 _TARGETS: Final = {
     ExecutionTarget.LOCAL_APPLE: _Target(
         version="local_apple/2026.12.1",
+        fingerprint="c533279f5346dbbb",
         policy=TargetPolicy(
             context_cap=32768,
             default_context=4096,
@@ -226,6 +258,7 @@ _TARGETS: Final = {
     ),
     ExecutionTarget.LOCAL_CUDA: _Target(
         version="local_cuda/2026.12.1",
+        fingerprint="8bf80bc5ffa05877",
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
@@ -235,6 +268,7 @@ _TARGETS: Final = {
     ),
     ExecutionTarget.MODAL: _Target(
         version="modal/2026.12.1",
+        fingerprint="42779ea5d16bf8b1",
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
@@ -243,6 +277,7 @@ _TARGETS: Final = {
     ),
     ExecutionTarget.LOCAL_CPU: _Target(
         version="local_cpu/2026.12.1",
+        fingerprint="72bb3c3dacbd5865",
         policy=TargetPolicy(
             context_cap=8192,
             default_context=4096,
