@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-HEAVY = {"torch", "torchvision", "transformers", "mlx", "mlx_vlm", "vllm", "modal"}
-ENGINE_PACKAGES = {"backend-mlx", "backend-cuda"}
+HEAVY = {"torch", "torchvision", "transformers", "mlx", "mlx_vlm", "vllm", "modal", "llama_cpp"}
+ENGINE_PACKAGES = {"backend-mlx", "backend-cuda", "backend-llamacpp"}
 COMFYUI = {"comfy", "comfy_api", "comfy_execution", "folder_paths", "server"}
 
 
@@ -122,6 +122,7 @@ def _internal_imports(root: Path, package: str) -> dict[str, set[str]]:
         ("comfy-node", "comfy_llm"),  # the two faces and the shared pipeline, one way only
         ("profiles", "comfy_llm_profiles"),  # was _curated -> _decide -> _profile -> _reference
         ("staging", "comfy_llm_staging"),
+        ("backend-llamacpp", "comfy_llm_backend_llamacpp"),
     ],
 )
 def test_no_import_circle_inside_a_package(folder: str, package: str) -> None:
