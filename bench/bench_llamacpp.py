@@ -38,6 +38,13 @@ from pathlib import Path
 from typing import Any
 
 PROMPT = "describe the image please"
+_WRITE = (
+    "import sys; from pathlib import Path; "
+    "from comfy_llm_testworld.checkpoints import write_checkpoint; "
+    "from comfy_llm_testworld.gguf_checkpoints import write_gguf_pair; "
+    "root = Path(sys.argv[1]); write_checkpoint('smolvlm', root / 'hf'); "
+    "write_gguf_pair(root / 'gguf'); write_gguf_pair(root / 'gguf', quantization='Q8_0')"
+)
 
 
 def _image() -> Any:
@@ -186,9 +193,6 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    from comfy_llm_testworld.checkpoints import write_checkpoint
-    from comfy_llm_testworld.gguf_checkpoints import write_gguf_pair
-
     cases = ("transformers-f32", "llamacpp-f32", "llamacpp-q8_0")
     report: dict[str, Any] = {
         "machine": platform.platform(),
@@ -200,9 +204,9 @@ def main() -> None:
         "cases": {},
     }
     with tempfile.TemporaryDirectory() as folder:
-        write_checkpoint("smolvlm", Path(folder) / "hf")
-        write_gguf_pair(Path(folder) / "gguf")
-        write_gguf_pair(Path(folder) / "gguf", quantization="Q8_0")
+        # Written in a child: a parent holding torch would lend its RSS to every
+        # worker's ru_maxrss (the high-water mark survives fork until exec).
+        subprocess.run([sys.executable, "-c", _WRITE, folder], check=True)
         for case in cases:
             runs = [_run(case, Path(folder), args.tokens, args.threads) for _ in range(args.runs)]
             report["cases"][case] = _summary(runs)
