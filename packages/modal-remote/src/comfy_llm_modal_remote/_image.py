@@ -18,8 +18,10 @@ The toolchain for vLLM's JIT paths: debian_slim apt-installs gcc and
 build-essential (modal/_image.py:2823), enough for Triton and Inductor;
 FlashInfer's JIT also needs ``nvcc`` and ``CUDA_HOME``, which the pinned
 ``nvidia-cuda-nvcc`` wheel provides under ``nvidia/cu13`` in site-packages.
-The image points ``CUDA_HOME``/``PATH`` there and runs ``nvcc --version`` as
-a build step, so a wheel that moved its files fails the build, not a request.
+The image points ``CUDA_HOME``/``PATH`` there, and one build step
+(:func:`~._cuda_toolchain.toolchain_script`) completes that layout for
+FlashInfer's link line and compiles and links a probe kernel with it, so a
+layout FlashInfer cannot link against fails the build, not a request.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from importlib import resources
 from pathlib import Path, PurePath
 from typing import Any
 
+from ._cuda_toolchain import toolchain_script
 from ._settings import ModalSettings
 from .errors import ModalUnavailableError
 
@@ -164,12 +167,15 @@ def build_image(spec: ImageSpec) -> Any:
     """Turn the spec into a ``modal.Image`` (offline: nothing is built yet)."""
     import modal
 
+    env = dict(spec.env)
     return (
         modal.Image.debian_slim(python_version=spec.python_version)
         .uv_pip_install(*spec.requirements, uv_version=spec.uv_version)
-        .env(dict(spec.env))
-        # FlashInfer's JIT needs nvcc: fail the build here if the wheel's layout moved.
-        .run_commands("nvcc --version")
+        # FlashInfer links with -L$CUDA_HOME/lib64 -lcudart -lcuda: make that work, prove it.
+        # Before .env: the environment carries the code fingerprint, and this layer
+        # (a few seconds of nvcc) should be rebuilt only when the pins change.
+        .run_commands(toolchain_script(env["CUDA_HOME"]))
+        .env(env)
         # A callable, never a tuple (see the module docstring); data files travel too.
         .add_local_python_source(*spec.local_packages, ignore=source_ignored)
     )
