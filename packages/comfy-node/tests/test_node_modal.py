@@ -103,7 +103,6 @@ def test_cancel_in_comfyui_cancels_the_remote_call(
     import time
 
     import comfy.model_management as mm
-    from modal.exception import InputCancellation
 
     # One model throughout: a warm container asked for a model it has not staged
     # reloads its Volume view, which Modal refuses while a resident model holds
@@ -133,7 +132,7 @@ def test_cancel_in_comfyui_cancels_the_remote_call(
     kind, _, call = transport.calls[-1]
     call.join()
     assert kind == "generate"
-    assert isinstance(call.raised, InputCancellation)
+    assert call.terminated
     # The worker is free: the next request is served warm at once, in the same container.
     _, metadata, _ = _execute(
         comfyui, prompt="again", model_profile=other, run_on_modal=True, max_new_tokens=2

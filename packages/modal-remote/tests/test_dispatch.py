@@ -166,7 +166,6 @@ def test_cancel_from_the_node_cancels_the_remote_call(
         Dispatcher(transport).run(run, progress=progress)
     _, _, call = transport.calls[-1]
     call.join()
-    from modal.exception import InputCancellation
 
-    assert isinstance(call.raised, InputCancellation)
+    assert call.terminated
     assert transport.container("default").state()["busy"] is False

@@ -67,14 +67,15 @@ def test_a_cancel_during_a_cold_load_leaves_the_model_owned_and_the_next_request
     model_hub: FakeHub, transport: StrictTransport
 ) -> None:
     """SIGUSR1 lands while the engine loads (a fresh process imports and builds the model)."""
-    from modal.exception import InputCancellation
+    from modal.exception import RemoteError
 
     staged = _stage(transport)
     call = transport.start_generate(_request(staged, "cold"), gpu="L4", affinity_key="default")
     _wait_for(call, "load")
     call.cancel()
-    with pytest.raises(InputCancellation):
+    with pytest.raises(RemoteError, match=r"^$"):  # cancelled: TERMINATED
         call.outcome()
+    assert call.terminated
     state = transport.container("default").state()
     # The load finished and the manager owns it: no engine without an owner.
     assert state["resident_profiles"] == [staged.profile["profile_id"]] and state["busy"] is False
@@ -87,14 +88,14 @@ def test_a_cancel_during_prefill_frees_the_worker_and_the_next_request_is_warm(
 ) -> None:
     """SIGUSR1 lands after admission and load, before the first token."""
     from comfy_llm_testworld import long_prefill
-    from modal.exception import InputCancellation
+    from modal.exception import RemoteError
 
     transport = make_transport(
         backend_factory=long_prefill.FACTORY, engine_env={long_prefill.MARKER_ENV: "1"}
     )
     staged = _stage(transport)
     call = transport.start_generate(_request(staged, "prefill"), gpu="L4", affinity_key="default")
-    marker = transport.containers["default"].volume_view.parent / "in-prefill"  # its HOME
+    marker = transport.container("default").volume_view.parent / "in-prefill"  # its HOME
     deadline = time.monotonic() + 180
     while not marker.exists():
         assert time.monotonic() < deadline and not call.done()
@@ -102,8 +103,9 @@ def test_a_cancel_during_prefill_frees_the_worker_and_the_next_request_is_warm(
     events = call.events(0.0)
     assert not [e for e in events if e["stage"] == "generate" and e.get("value")]  # no token yet
     call.cancel()
-    with pytest.raises(InputCancellation):
+    with pytest.raises(RemoteError, match=r"^$"):  # cancelled: TERMINATED
         call.outcome()
+    assert call.terminated
     state = transport.container("default").state()
     assert state["resident_profiles"] == [staged.profile["profile_id"]] and state["busy"] is False
     again = transport.start_generate(_request(staged, "next"), gpu="L4", affinity_key="default")
@@ -115,13 +117,14 @@ def test_a_cancel_during_prefill_frees_the_worker_and_the_next_request_is_warm(
 def test_a_cancel_during_staging_stops_it_and_the_next_stage_completes(
     model_hub: FakeHub, transport: StrictTransport
 ) -> None:
-    from modal.exception import InputCancellation
+    from modal.exception import RemoteError
 
     call = transport.start_stage(StageRequest("s1", SCRIPTED).to_wire())
     _wait_for(call, "download")
     call.cancel()
-    with pytest.raises(InputCancellation):
+    with pytest.raises(RemoteError, match=r"^$"):  # cancelled: TERMINATED
         call.outcome()
+    assert call.terminated
     started = time.monotonic()
     staged = _stage(transport)
     assert staged.snapshot and time.monotonic() - started < 60

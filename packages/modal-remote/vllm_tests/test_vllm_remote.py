@@ -153,7 +153,6 @@ class Interrupted(BaseException):
 
 def test_cancel_mid_generation_aborts_the_vllm_request(remote_world: RemoteWorld) -> None:
     from comfy_llm_modal_remote import Dispatcher
-    from modal.exception import InputCancellation
 
     transport: Any = remote_world.transport
     dispatcher = Dispatcher(transport)
@@ -170,7 +169,7 @@ def test_cancel_mid_generation_aborts_the_vllm_request(remote_world: RemoteWorld
         dispatcher.run(long, progress=progress)
     kind, _, call = transport.calls[-1]
     call.join()
-    assert kind == "generate" and isinstance(call.raised, InputCancellation)
+    assert kind == "generate" and call.terminated
     assert len(generating) == 1 and generating[0].value < 4000
     backend = _resident(remote_world, "default", OTHER)
     request_id, finish = backend["last_abort"]

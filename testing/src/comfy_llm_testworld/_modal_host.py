@@ -56,9 +56,21 @@ class StrictCall:
         self.finished = threading.Event()
         self.answer: dict[str, Any] | None = None
         self.raised: BaseException | None = None
+        self.terminated = False
+        """The input ended cancelled (Modal's TERMINATED status); ``raised`` is then
+        ``RemoteError('')``, what ``FunctionCall.get()`` raises for it."""
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
         self._transport = transport
         self._cancel_requested = False
         self.key = ""
+
+    @property
+    def busy_seconds(self) -> float:
+        """How long the input ran in its container: the platform's clock, start to answer."""
+        if self.started_at is None or self.ended_at is None:
+            return 0.0
+        return self.ended_at - self.started_at
 
     def events(self, timeout: float) -> list[dict[str, Any]]:
         """Events that arrived in the call's partition (waits at most ``timeout``)."""
@@ -90,8 +102,15 @@ class StrictCall:
         """Wait for the input to end."""
         self.finished.wait(timeout)
 
-    def _finish(self, answer: dict[str, Any] | None, raised: BaseException | None) -> None:
-        self.answer, self.raised = answer, raised
+    def _finish(
+        self,
+        answer: dict[str, Any] | None,
+        raised: BaseException | None,
+        *,
+        terminated: bool = False,
+    ) -> None:
+        self.ended_at = time.monotonic()
+        self.answer, self.raised, self.terminated = answer, raised, terminated
         self.finished.set()
 
 
@@ -162,6 +181,7 @@ class StrictContainer:
                 )
             elif kind == "started":
                 if self._current is not None:
+                    self._current.started_at = time.monotonic()
                     self._current.started.set()
                     if self._current._cancel_requested:
                         self.signal(signal.SIGUSR1)
@@ -178,6 +198,12 @@ class StrictContainer:
         if call is not None:
             if message[0] == "answer":
                 call._finish(message[2], None)
+            elif message[2] == "InputCancellation":
+                # A cancelled input ends TERMINATED with no data
+                # (modal/_runtime/container_io_manager.py:995-999), and
+                # FunctionCall.get() raises RemoteError(result.exception), an empty
+                # string (modal/_utils/function_utils.py:527-574).
+                call._finish(None, _remote_error(""), terminated=True)
             else:
                 call._finish(None, _raised(message[2], message[3]))
         self._next()
@@ -295,8 +321,4 @@ class StrictContainer:
 
 
 def _raised(name: str, message: str) -> BaseException:
-    if name == "InputCancellation":
-        from modal.exception import InputCancellation
-
-        return InputCancellation(message)
     return _remote_error(f"{name}: {message}")

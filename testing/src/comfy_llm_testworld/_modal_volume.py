@@ -146,7 +146,7 @@ class StrictVolume:
         """Copy this view's own changes to the store: written files, removed ones."""
         current = _scan(self.view)
         synced = self._synced
-        for relative, stat in current.files.items():
+        for relative, stat in list(current.files.items()):  # popped from below
             if synced.files.get(relative) != stat and not _copy_whole(
                 self.view / relative, self.store / relative
             ):

@@ -47,6 +47,18 @@ client implements (each rule cites ``site-packages/modal``):
   input; the key's next input starts a new one. :meth:`kill` kills a
   container's process (its input's ``FunctionCall.get`` raises
   ``RemoteError``).
+* **A cancelled input ends TERMINATED**: ``outcome()`` raises
+  ``RemoteError('')`` (container_io_manager.py:995-999; function_utils.py:
+  527-574), and the call says ``terminated``.
+* **Spawns upload, containers start, apps go**: ``spawn`` returns once its
+  input is created, after uploading arguments over 8 KiB to blob storage
+  (``should_upload``, function_utils.py:586-598; blob_utils.py:39): with
+  ``upload_bytes_per_second`` the caller's thread is held for the upload;
+  the container is found or started after the spawn returned, taking
+  ``cold_start_seconds`` when new. After :meth:`stop_outside` (the
+  dashboard, ``modal app stop``) a spawn raises ``NotFoundError`` until the
+  next deploy; :meth:`fail_deploys` makes deploys raise what Modal raises
+  (``AuthError`` for a refused token, ``ConnectionError`` without network).
 
 API (what tests and the fan-out's helpers use)::
 
@@ -80,8 +92,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import pickle
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -160,6 +174,9 @@ class StrictTransport:
             (the benchmark "GPU"'s service times); never copied from this process.
         preload: What engine containers' zygote imports before forking them
             (:mod:`._modal_zygote`); None spawns every container fresh.
+        upload_bytes_per_second: A spawn whose pickled arguments exceed 8 KiB
+            holds its caller this long per byte (None: instant).
+        cold_start_seconds: How long a new container takes before its first input.
     """
 
     def __init__(
@@ -175,6 +192,8 @@ class StrictTransport:
         strategy: str | None = None,
         engine_env: Mapping[str, str] | None = None,
         preload: tuple[str, ...] | None = ENGINE_PRELOAD,
+        upload_bytes_per_second: float | None = None,
+        cold_start_seconds: float = 0.0,
     ) -> None:
         from comfy_llm_modal_remote._deploy import DEPLOY_STRATEGY
 
@@ -204,6 +223,11 @@ class StrictTransport:
         self._started = 0
         self._tag = uuid.uuid4().hex[:8]
         self._lock = threading.RLock()
+        self._upload_rate = upload_bytes_per_second
+        self._cold_start = cold_start_seconds
+        self._deploy_errors: list[BaseException] = []
+        self.uploads: list[int] = []
+        """Bytes each spawn uploaded to blob storage (0: sent inline)."""
 
     # -- deployments ----------------------------------------------------------
     def expected_fingerprint(self) -> str:
@@ -251,6 +275,8 @@ class StrictTransport:
         )
         if check_interrupt is not None:
             check_interrupt()
+        if self._deploy_errors:
+            raise self._deploy_errors.pop(0)
         if not self._implicit:
             self._deploy(self.expected_fingerprint(), self.strategy)
         self._implicit = False  # a test started containers first: that was this deploy
@@ -266,6 +292,19 @@ class StrictTransport:
     def deploy_elsewhere(self, fingerprint: str, strategy: str = "recreate") -> None:
         """Another machine deploys other code under this app name (a shared app name)."""
         self._deploy(fingerprint, strategy)
+
+    def fail_deploys(self, *errors: BaseException) -> None:
+        """The next deploys raise these, in order (``AuthError``, ``ConnectionError``...)."""
+        self._deploy_errors.extend(errors)
+
+    def stop_outside(self) -> None:
+        """The app is stopped from the dashboard: containers end, this transport is not told."""
+        with self._lock:
+            old, self.containers = list(self.containers.values()), {}
+            self._current = None
+        for container in old:
+            container.kill()
+            self.retired.append(container)
 
     def stop_app(self) -> None:
         """``App.stop()``: every container ends (the Volumes stay); deploy anew next."""
@@ -289,10 +328,22 @@ class StrictTransport:
             check_zygote_home_untouched(container.process)
 
     # -- containers -------------------------------------------------------
+    def _deployed_or_first(self) -> None:
+        """Deploy quietly for a test's first direct ``start_*``/``container``.
+
+        After a stop the app is gone: ``Function.from_name`` raises ``NotFoundError``.
+        """
+        with self._lock:
+            if self._current is None and self.deployment == 0:
+                self._deploy(self.expected_fingerprint(), self.strategy)
+                self._implicit = True
+            if self._current is None:
+                from modal.exception import NotFoundError
+
+                raise NotFoundError(f"App '{self.app_name}' not found in environment 'main'")
+
     def _spec(self, key: str, kind: str) -> tuple[dict[str, Any], dict[str, str]]:
-        if self._current is None:  # a direct start_* without ensure_ready: deploy quietly
-            self._deploy(self.expected_fingerprint(), self.strategy)
-            self._implicit = True
+        self._deployed_or_first()
         assert self._current is not None
         self._started += 1
         name = f"{kind}-{self._tag}-{self._started}"  # transports may share a root
@@ -343,18 +394,38 @@ class StrictTransport:
             return started
 
     def _place(self, call: StrictCall) -> None:
-        self.container(call.key).submit(call)
+        try:
+            existing = self.containers.get(call.key)
+            if self._cold_start and (existing is None or existing.stopped):
+                time.sleep(self._cold_start)  # a new container boots before its first input
+            self.container(call.key).submit(call)
+        except Exception as error:  # the container could not start: the input fails
+            from modal.exception import RemoteError
+
+            call._finish(None, RemoteError(f"container failed to start: {error}"))
+
+    def _upload(self, request: dict[str, Any]) -> None:
+        """``spawn`` serializes its arguments and uploads them when over 8 KiB."""
+        from modal._utils.blob_utils import MAX_ASYNC_OBJECT_SIZE_BYTES
+
+        size = len(pickle.dumps(((request, "queue"), {})))
+        uploaded = size if size > MAX_ASYNC_OBJECT_SIZE_BYTES else 0
+        self.uploads.append(uploaded)
+        if uploaded and self._upload_rate:
+            time.sleep(uploaded / self._upload_rate)
 
     def _start(
         self, kind: str, function: str, request: dict[str, Any], key: str, gpu: str | None
     ) -> StrictCall:
+        self._deployed_or_first()
+        self._upload(request)
         call = StrictCall(self, function, request)
         call.key = key
         info = (
             {"gpu": gpu, "affinity_key": key, "request": request} if gpu else {"request": request}
         )
         self.calls.append((kind, info, call))
-        self._place(call)
+        threading.Thread(target=self._place, args=(call,), daemon=True).start()
         return call
 
     def start_stage(self, request: dict[str, Any]) -> StrictCall:

@@ -43,16 +43,20 @@ from ._transport import (
 )
 from ._wire import EngineRequest, StageRequest, StageResult
 from .errors import (
+    DeploymentConflictError,
     DeploymentMismatchError,
+    ModalAppMissingError,
     ModalDeployError,
     ModalRemoteError,
     ModalUnavailableError,
+    RemoteCallCancelledError,
     RemoteExecutionError,
     SnapshotNotVisibleError,
     WorkerUnsafeError,
 )
 
 __all__ = [
+    "DeploymentConflictError",
     "DeploymentMismatchError",
     "ModalDeployError",
     "DEFAULT_AFFINITY_KEY",
@@ -73,12 +77,14 @@ __all__ = [
     "ImageCaption",
     "ImageSpec",
     "LeaseStore",
+    "ModalAppMissingError",
     "ModalRemoteError",
     "ModalSettings",
     "ModalTransport",
     "ModalUnavailableError",
     "ProgressChannel",
     "RemoteCall",
+    "RemoteCallCancelledError",
     "RemoteExecutionError",
     "RemoteRun",
     "SnapshotNotVisibleError",

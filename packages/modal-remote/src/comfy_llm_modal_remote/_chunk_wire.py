@@ -29,6 +29,7 @@ from .errors import RemoteExecutionError
 
 __all__ = [
     "CHUNK_WIRE_VERSION",
+    "WIRE_VERSION_ERROR",
     "JPEG_QUALITY",
     "WIRE_IMAGE_SIDE",
     "ChunkImage",
@@ -40,7 +41,10 @@ __all__ = [
     "encode_pil_image",
 ]
 
-CHUNK_WIRE_VERSION = 1
+CHUNK_WIRE_VERSION = 2
+"""2: the request carries the dispatching machine's code fingerprint. A worker of
+another version answers ``WireVersionError``, which the fan-out treats as a
+deployment mismatch (it redeploys once)."""
 JPEG_QUALITY = 92
 WIRE_IMAGE_SIDE = 1536
 """Longest side sent for captioning: above what the captioning VLMs of the
@@ -48,6 +52,8 @@ curated list use at their default processor settings for one image (Qwen-VL
 tiles of 28 px up to ~1.3k on a side at 1.3 MP, SmolVLM 1536), so nothing the
 model would see is lost and nothing it would throw away is uploaded."""
 _MAX_PASSTHROUGH_BYTES = 8 * 1024 * 1024
+WIRE_VERSION_ERROR = "WireVersionError"
+"""The ``remote_class`` of a wire version refusal (another comfy-llm version deployed)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,6 +113,9 @@ class ChunkRequest:
         batch_size: Images per ``run_batch`` call on the worker.
         reserve_gb: VRAM to keep free, or None for the worker's default.
         promotion_state: Exported vLLM execution state to import first (retry).
+        code_fingerprint: The dispatching machine's code fingerprint; a worker
+            whose image carries another refuses the chunk
+            (``DeploymentMismatchError``), as the engine does for one request.
     """
 
     request_id: str
@@ -121,6 +130,7 @@ class ChunkRequest:
     batch_size: int
     reserve_gb: float | None = None
     promotion_state: dict[str, Any] | None = None
+    code_fingerprint: str = ""
 
     def to_wire(self) -> dict[str, Any]:
         """Plain data."""
@@ -150,6 +160,7 @@ class ChunkRequest:
                 promotion_state=(
                     None if data.get("promotion_state") is None else dict(data["promotion_state"])
                 ),
+                code_fingerprint=str(data.get("code_fingerprint") or ""),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise RemoteExecutionError(
@@ -238,9 +249,9 @@ def _check_version(data: Mapping[str, Any], what: str) -> None:
     if not isinstance(data, Mapping) or data.get("version") != CHUNK_WIRE_VERSION:
         found = data.get("version") if isinstance(data, Mapping) else type(data).__name__
         raise RemoteExecutionError(
-            "WireVersionError",
+            WIRE_VERSION_ERROR,
             f"{what} wire version {found!r} is not {CHUNK_WIRE_VERSION}: the deployed Modal app "
-            "runs another comfy-llm version; it is redeployed when the node's version changes",
+            "runs another comfy-llm version",
         )
 
 

@@ -3,6 +3,7 @@
 Per chunk, on the container's one :class:`EngineService`::
 
     retired already?                → WorkerUnsafeError (the chunk goes to another container)
+    another machine's code?         → DeploymentMismatchError (the fan-out redeploys once)
     carried promotion state         (a retry after auto promotion stays compiled)
     snapshot visible?               (reload once, as for one request)
     decode + prepare every image    an image that fails is that image's error
@@ -34,7 +35,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from comfy_llm_core import render_error
+from comfy_llm_core import env_str, render_error
 from comfy_llm_inputs import InputError, InputLimits, prepare_inputs
 from comfy_llm_profiles import ModelProfile, ProgressEvent, ProgressStage, engine_spec
 from comfy_llm_residency import BatchItem, GenerationSettings, InsufficientMemoryError
@@ -42,8 +43,9 @@ from comfy_llm_residency import BatchItem, GenerationSettings, InsufficientMemor
 from ._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
 from ._container import ProgressChannel
 from ._engine import EngineService, _CancelShield
+from ._settings import FINGERPRINT_ENV
 from ._wire import EventSender, error_envelope, ok_envelope
-from .errors import WorkerUnsafeError
+from .errors import DeploymentMismatchError, WorkerUnsafeError
 
 __all__ = ["caption_chunk", "serve_chunk"]
 
@@ -72,6 +74,9 @@ def caption_chunk(
             "this worker was already retired after a failed memory recovery.",
             service.export_promotion_state(),
         )
+    deployed = env_str(FINGERPRINT_ENV)
+    if request.code_fingerprint and deployed and request.code_fingerprint != deployed:
+        raise DeploymentMismatchError(request.code_fingerprint, deployed)
     if request.promotion_state:
         service.import_promotion_state(request.promotion_state)
     profile = ModelProfile.from_dict(request.profile)

@@ -4,9 +4,16 @@
     ModelStager: resolve for ``modal`` + stage on the Volume   (no GPU yet)
       it echoes the code fingerprint baked into the deployed image, and the
       engine refuses a request carrying another one: another machine's code
-      deployed under this app name → redeploy once, stage and run again
+      deployed under this app name → redeploy once, stage and run again; the
+      same foreign code back after that redeploy → DeploymentConflictError
+      (two machines would stop each other's containers forever)
+      the app stopped outside ComfyUI (spawn: NotFoundError) → deploy and run
+      once more
     prepare inputs locally with the modal profile's limits     (frames, not videos)
-    RemoteEngine on the chosen GPU, progress relayed into the node
+    RemoteEngine on the chosen GPU, progress relayed into the node; until the
+      container's first event, "Waiting for a <gpu> container" (a cold start
+      pulls the image, a busy GPU type queues)
+      a call Modal cancelled (the dashboard, ``modal app stop``) → RemoteCallCancelledError
       WorkerUnsafeError → once more with a fresh affinity key and the
       retired worker's promotion state; when that succeeds the fresh key
       becomes the dispatcher's key (the retired container is gone; the
@@ -27,14 +34,33 @@ from collections.abc import Callable
 from typing import Any
 
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ignore_progress
+from comfy_llm_profiles import (
+    ModelProfile,
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    ignore_progress,
+)
 from comfy_llm_residency import GenerationSettings, InferenceResult
 
+from ._client_errors import call_outcome, ensure_ready, spawn_checked
 from ._transport import RemoteCall, Transport
 from ._wire import EngineRequest, StageRequest, StageResult, result_from_wire, unwrap
-from .errors import DeploymentMismatchError, SnapshotNotVisibleError, WorkerUnsafeError
+from .errors import (
+    DeploymentConflictError,
+    DeploymentMismatchError,
+    ModalAppMissingError,
+    SnapshotNotVisibleError,
+    WorkerUnsafeError,
+)
 
-__all__ = ["DEFAULT_AFFINITY_KEY", "STAGE_REUSE_SECONDS", "Dispatcher", "RemoteRun"]
+__all__ = [
+    "DEFAULT_AFFINITY_KEY",
+    "STAGE_REUSE_SECONDS",
+    "Dispatcher",
+    "RemoteRun",
+    "waiting_event",
+]
 
 DEFAULT_AFFINITY_KEY = "default"
 STAGE_REUSE_SECONDS = 300.0
@@ -85,6 +111,22 @@ class Dispatcher:
         self.affinity_key = affinity_key
         self.poll_seconds = poll_seconds
         self._staged: dict[str, tuple[float, StageResult]] = {}
+        self._displaced: set[str] = set()
+        """Foreign fingerprints this dispatcher already redeployed over (finding 11)."""
+
+    def redeploy_over(self, error: DeploymentMismatchError) -> None:
+        """Deploy this machine's code on the next ``ensure_ready``, at most once per foreign code.
+
+        Raises:
+            DeploymentConflictError: That code was redeployed over before and is
+                back: another machine redeploys too (a ping-pong of ``recreate``
+                deploys stopping each other's containers).
+        """
+        if error.deployed in self._displaced:
+            raise DeploymentConflictError(self.transport.app_name, error.expected, error.deployed)
+        self._displaced.add(error.deployed)
+        self._staged.clear()
+        self.transport.forget_deployment()
 
     def forget_staged(self) -> None:
         """Ask the stager again on the next request (after the Volume changed)."""
@@ -98,8 +140,9 @@ class Dispatcher:
             _immutable(model) or time.monotonic() - cached[0] < STAGE_REUSE_SECONDS
         ):
             return cached[1], True
-        call = self.transport.start_stage(StageRequest(_request_id(), model).to_wire())
-        staged = StageResult.from_wire(self._follow(call, progress, check_interrupt))
+        request = StageRequest(_request_id(), model).to_wire()
+        call = spawn_checked(self.transport, lambda: self.transport.start_stage(request))
+        staged = StageResult.from_wire(self._follow(call, progress, check_interrupt, "staging"))
         self._staged[model] = (time.monotonic(), staged)
         return staged, False
 
@@ -119,18 +162,20 @@ class Dispatcher:
         for deployment in range(2):
             try:
                 return self._run_deployed(run, progress, check_interrupt)
-            except DeploymentMismatchError:
+            except DeploymentMismatchError as error:
                 if deployment:
                     raise
-                # The app runs code deployed from elsewhere (a shared app name).
-                self._staged.clear()
-                self.transport.forget_deployment()
+                self.redeploy_over(error)  # the app runs code deployed from elsewhere
+            except ModalAppMissingError:
+                if deployment:
+                    raise
+                self._staged.clear()  # stopped outside ComfyUI: deploy again
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_deployed(
         self, run: RemoteRun, progress: ProgressCallback, check_interrupt: Callable[[], None]
     ) -> InferenceResult:
-        self.transport.ensure_ready(progress, check_interrupt)
+        ensure_ready(self.transport, progress, check_interrupt)
         expected = self.transport.expected_fingerprint()
         staged, reused = self._stage(run.model, progress, check_interrupt)
         if staged.code_fingerprint and expected and staged.code_fingerprint != expected:
@@ -154,9 +199,14 @@ class Dispatcher:
                 code_fingerprint=expected,
             )
             started = time.monotonic()
-            call = self.transport.start_generate(request.to_wire(), gpu=run.gpu, affinity_key=key)
+            wire = request.to_wire()
+            call = spawn_checked(
+                self.transport,
+                lambda: self.transport.start_generate(wire, gpu=run.gpu, affinity_key=key),  # noqa: B023
+            )
+            progress(waiting_event(run.gpu))
             try:
-                answer = self._follow(call, progress, check_interrupt)
+                answer = self._follow(call, progress, check_interrupt, "the GPU request")
             except SnapshotNotVisibleError:
                 self._staged.pop(run.model, None)  # the Volume changed: stage again next time
                 raise
@@ -183,7 +233,11 @@ class Dispatcher:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _follow(
-        self, call: RemoteCall, progress: ProgressCallback, check_interrupt: Callable[[], None]
+        self,
+        call: RemoteCall,
+        progress: ProgressCallback,
+        check_interrupt: Callable[[], None],
+        what: str,
     ) -> dict[str, Any]:
         try:
             while True:
@@ -200,7 +254,7 @@ class Dispatcher:
         except BaseException:
             call.cancel()
             raise
-        return unwrap(call.outcome())
+        return unwrap(call_outcome(call, what))
 
     def _with_telemetry(  # noqa: PLR0917
         self,
@@ -240,6 +294,16 @@ class Dispatcher:
         if run.prompt_id:
             metadata["prompt_id"] = run.prompt_id
         return dataclasses.replace(result, metadata=metadata)
+
+
+def waiting_event(gpu: str) -> ProgressEvent:
+    """Shown from the spawn until the container's first event (cold start, GPU queue)."""
+    return ProgressEvent(
+        stage=ProgressStage.LOAD,
+        message=f"Waiting for a {gpu} container on Modal (a first start pulls the image; "
+        "a busy GPU type queues)",
+        indeterminate=True,
+    )
 
 
 def _immutable(model: str) -> bool:

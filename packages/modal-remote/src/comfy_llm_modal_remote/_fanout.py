@@ -10,7 +10,12 @@
       one chunk at a time
       through ``run_batch`` on its resident engine
     each worker's call is a ``spawn`` of ``RemoteEngine.caption_chunk``
-      (a FunctionCall each: Cancel cancels every one of them)
+      (a FunctionCall each: Cancel cancels every one of them), made, uploaded
+      and followed on a thread of its own (``_fanout_worker``): the loop only
+      polls Cancel, hands out chunks and collects, so N workers are fed at
+      once and Cancel is seen within ``poll_seconds`` whatever is uploading
+    every chunk carries this machine's code fingerprint: staged or answered
+      by another machine's code → redeploy once (the dispatcher's rule)
     a returned chunk goes to the collector at once (captions written)
     a chunk whose call failed (container lost, timeout, WorkerUnsafeError,
       any error of the whole chunk) goes once more to another container:
@@ -28,11 +33,15 @@ ends. One chunk per call also gives each chunk its own progress partition
 and lets a retry choose *another* container, which a map input cannot.
 The only scheduling here is the chunk queue the N worker slots take from.
 
-Cost on the record: wall time, GPU-seconds (the sum of every call's span
-from spawn to answer: what the containers were held for, cold starts and
-transfers included; the idle :data:`CAPTION_SCALEDOWN_SECONDS` after the last
-chunk, at most, is reported apart), images per GPU-second, chunks retried,
-the app and the GPU.
+Cost on the record: wall time, GPU-seconds (what the workers measured
+themselves busy on each chunk: load and captioning, not the upload, a GPU
+queue or this loop), call seconds (each call from its spawn's return to its
+answer: what a container was held for, cold starts included), the idle
+:data:`CAPTION_SCALEDOWN_SECONDS` after the last chunk at most, images per
+GPU-second, chunks retried, the app and the GPU. ``modal_workers`` above the
+workspace's GPU limit (:data:`GPU_LIMIT_ENV`) is said before any spawn and
+capped: the extra workers would only queue, billing their queue time nowhere
+useful.
 """
 
 from __future__ import annotations
@@ -42,22 +51,41 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from comfy_llm_core import ComfyLLMError, ErrorAction, InvalidSettingError, defaults, render_error
+from comfy_llm_core import ComfyLLMError, ErrorAction, render_error
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
-from comfy_llm_residency import GenerationSettings
 
-from ._chunk_wire import ChunkImage, ChunkRequest, ChunkResult
+from ._chunk_wire import WIRE_VERSION_ERROR, ChunkRequest, ChunkResult
+from ._client_errors import call_outcome, ensure_ready, spawn_checked
 from ._dispatch import Dispatcher
+from ._fanout_job import (
+    DEFAULT_CHUNK_IMAGES,
+    DEFAULT_GPU_LIMIT,
+    GPU_LIMIT_ENV,
+    MAX_WORKERS,
+    ChunkCollector,
+    ChunkTransport,
+    FanOutImage,
+    FanOutJob,
+    gpu_limit,
+)
 from ._fanout_report import CAPTION_SCALEDOWN_SECONDS, FanOutReport
+from ._fanout_worker import ChunkCall, ChunkTask
 from ._transport import RemoteCall
 from ._wire import unwrap
-from .errors import WorkerUnsafeError
+from .errors import (
+    DeploymentMismatchError,
+    ModalAppMissingError,
+    RemoteExecutionError,
+    WorkerUnsafeError,
+)
 
 __all__ = [
     "CAPTION_SCALEDOWN_SECONDS",
     "DEFAULT_CHUNK_IMAGES",
+    "DEFAULT_GPU_LIMIT",
+    "GPU_LIMIT_ENV",
     "MAX_WORKERS",
     "ChunkCollector",
     "ChunkTransport",
@@ -67,120 +95,28 @@ __all__ = [
     "caption_fan_out",
 ]
 
-DEFAULT_CHUNK_IMAGES = 96
-"""Images per chunk: at 128 output tokens, a 3-8B VLM on one H100 under vLLM
-captions a chunk this size in roughly 10-40 s, so the per-chunk round trip
-(spawn, upload ~20 MB, answer) stays a few percent of the chunk."""
-MAX_WORKERS = defaults.MAX_MODAL_WORKERS
-_STATUS_SECONDS = 0.5
-CANCEL_SETTLE_SECONDS = 5.0
+CANCEL_SETTLE_SECONDS = 0.8
 """After Cancel, how long in all the calls just cancelled may take to report:
-an answer that arrives in that time is written, not paid for and lost. A cancel
-reaches a running input as SIGUSR1 at once, except during a model load, which
-the worker finishes first (``_engine._CancelShield``); that call is left."""
-_SETTLE_POLL_SECONDS = 0.01
-
-
-class ChunkTransport(Protocol):
-    """What the fan-out needs from a transport: one chunk call on one worker key."""
-
-    app_name: str
-
-    def ensure_ready(
-        self, progress: ProgressCallback, check_interrupt: Callable[[], None] = lambda: None
-    ) -> None:
-        """Deploy on first use (Cancel stops the wait)."""
-        ...
-
-    def start_chunk(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> RemoteCall:
-        """Spawn ``RemoteEngine(affinity=affinity_key).with_options(gpu=gpu).caption_chunk``."""
-        ...
-
-
-class ChunkCollector(Protocol):
-    """Receives results as they come (the node writes caption files here)."""
-
-    def captions(self, result: ChunkResult) -> None:
-        """A chunk came back: one caption or per-image error for each of its images."""
-        ...
-
-    def failed(self, indices: Sequence[int], message: str) -> None:
-        """These images failed: unreadable locally, or their chunk failed twice."""
-        ...
-
-
-@dataclasses.dataclass(frozen=True)
-class FanOutImage:
-    """An image still to caption; encoded only when its chunk is sent (bounded memory).
-
-    Attributes:
-        index: Its position in the job (what the collector is told).
-        name: For messages.
-        encode: Returns the bytes worth sending; raises for an unreadable image.
-    """
-
-    index: int
-    name: str
-    encode: Callable[[], ChunkImage]
-
-
-@dataclasses.dataclass(frozen=True)
-class FanOutJob:
-    """What every chunk shares, and how wide to go.
-
-    Attributes:
-        model: ``owner/model[@revision]`` or a curated id.
-        prompt: The captioning instruction.
-        system_prompt: Optional system prompt.
-        settings: Sampling settings (the same seed for every image).
-        gpu: Modal GPU type (``H100``, ``L40S``, ...).
-        workers: GPU containers to use at once (1 to :data:`MAX_WORKERS`).
-        chunk_images: Images per chunk (one call).
-        batch_size: Images per ``run_batch`` call inside a worker (vLLM takes
-            the whole chunk at once).
-        reserve_gb: VRAM to keep free on each worker.
-    """
-
-    model: str
-    prompt: str
-    system_prompt: str | None
-    settings: GenerationSettings
-    gpu: str
-    workers: int = 1
-    chunk_images: int = DEFAULT_CHUNK_IMAGES
-    batch_size: int = 8
-    reserve_gb: float | None = None
-
-    def __post_init__(self) -> None:
-        """Check the sizes, naming the setting and the range."""
-        for name, value, limit in (
-            ("modal_workers", self.workers, MAX_WORKERS),
-            ("chunk_images", self.chunk_images, 4096),
-            ("batch_size", self.batch_size, 4096),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
-                raise InvalidSettingError(name, value, f"a whole number from 1 to {limit}")
-
-
-@dataclasses.dataclass
-class _Task:
-    chunk_id: int
-    images: list[FanOutImage]
-    attempt: int = 0
-    avoid: str | None = None
-    encoded: tuple[ChunkImage, ...] | None = None
-    promotion: dict[str, Any] | None = None
+an answer that arrives in that time is written, not paid for and lost, and
+Cancel still returns within a second. A cancel reaches a running input as
+SIGUSR1 at once, except during a model load, which the worker finishes first
+(``_engine._CancelShield``); that call is left to end on its own."""
 
 
 @dataclasses.dataclass
 class _Slot:
     number: int
     key: str
-    call: RemoteCall | None = None
-    task: _Task | None = None
-    started: float = 0.0
+    call: ChunkCall | None = None
     status: str = "idle"
-    polled: float = 0.0
+
+
+class _Restart(Exception):
+    """The app runs other code, or is gone: deploy (once), stage again, go on."""
+
+    def __init__(self, error: DeploymentMismatchError | ModalAppMissingError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def caption_fan_out(
@@ -211,12 +147,27 @@ def caption_fan_out(
     Raises:
         BaseException: What ``check_interrupt``/``progress``/the collector
             raised (every call in flight is cancelled first), or an error of
-            the whole job that any chunk would meet (an invalid setting).
+            the whole job that any chunk would meet (an invalid setting, the
+            app cancelled or deployed over from elsewhere).
     """
     transport: ChunkTransport = dispatcher.transport  # type: ignore[assignment]
     started = time.monotonic()
-    transport.ensure_ready(progress, check_interrupt)
-    staged, _ = dispatcher._stage(job.model, progress, check_interrupt)
+    limit = gpu_limit()
+    tasks = collections.deque(
+        ChunkTask(number, list(images[at : at + job.chunk_images]))
+        for number, at in enumerate(range(0, len(images), job.chunk_images))
+    )
+    if job.workers > limit:  # said before anything is deployed or spawned
+        progress(
+            ProgressEvent(
+                stage=ProgressStage.INSPECT,
+                message=f"modal_workers {job.workers} is above this workspace's GPU limit "
+                f"({limit}, {GPU_LIMIT_ENV}): using {limit}; more would only queue. Set "
+                f"{GPU_LIMIT_ENV} to your plan's limit to use more.",
+                indeterminate=True,
+            )
+        )
+    staged = _staged(dispatcher, job, progress, check_interrupt)
     report = FanOutReport(
         app_name=transport.app_name,
         gpu=job.gpu,
@@ -225,204 +176,281 @@ def caption_fan_out(
         images=len(images),
         stage_seconds=float(staged.seconds),
         profile=dict(staged.profile),
-    )
-    tasks = collections.deque(
-        _Task(number, list(images[at : at + job.chunk_images]))
-        for number, at in enumerate(range(0, len(images), job.chunk_images))
+        gpu_limit=limit,
     )
     report.chunks = len(tasks)
-    prefix = f"caption-{job.gpu.lower().rstrip('!')}"  # "H100!" pins the type, same pool name
-    slots = [_Slot(i, f"{prefix}-{i}") for i in range(min(job.workers, len(tasks)))]
-    bar_total = total if total is not None else done_before + len(images)
-    done = done_before
-
-    def show() -> None:
-        states = " | ".join(f"w{s.number + 1}: {s.status}" for s in slots)
-        progress(
-            ProgressEvent(
-                stage=ProgressStage.GENERATE,
-                message=f"Captioned {done}/{bar_total} images on {len(slots)} {job.gpu} — {states}",
-                value=float(done),
-                maximum=float(bar_total),
-                unit="images",
-                elapsed_seconds=time.monotonic() - started,
-            )
-        )
-
-    def fail_images(indices: Sequence[int], message: str) -> None:
-        nonlocal done
-        collector.failed(indices, message)
-        report.failed_images += len(indices)
-        done += len(indices)
-
+    fan = _FanOut(
+        job, transport, tasks, report, collector, progress, done_before, total, started, limit
+    )
     try:
-        while tasks or any(slot.call is not None for slot in slots):
-            check_interrupt()
-            changed = False
-            for slot in slots:
-                if slot.call is None and tasks:
-                    changed |= _start(slot, tasks, job, staged, transport, report, fail_images)
-            for slot in slots:
-                if slot.call is None or slot.task is None:
-                    continue
-                now = time.monotonic()
-                finished = slot.call.done()
-                if finished or now - slot.polled >= _STATUS_SECONDS:
-                    slot.polled = now
-                    for item in slot.call.events(0.0):
-                        message = item.get("message")
-                        if isinstance(message, str) and message:
-                            slot.status = message
-                            changed = True
-                if not finished:
-                    continue
-                changed = True
-                outcome = _collect(slot, tasks, report, now)
-                if isinstance(outcome, ChunkResult):
-                    collector.captions(outcome)
-                    bad = sum(1 for caption in outcome.captions if caption.error)
-                    report.captioned += len(outcome.captions) - bad
-                    report.failed_images += bad
-                    done += len(outcome.captions)
-                elif outcome is not None:
-                    task, message = outcome
-                    report.failed_chunks.append(
-                        {
-                            "chunk": task.chunk_id,
-                            "images": [i.name for i in task.images],
-                            "error": message,
-                        }
-                    )
-                    fail_images([image.index for image in task.images], message)
-            if changed:
-                show()
-            else:
-                time.sleep(poll_seconds)
-    except BaseException:
-        in_flight = [slot for slot in slots if slot.call is not None]
-        for slot in in_flight:
-            if slot.call is not None and not slot.call.done():
-                slot.call.cancel()
-        _harvest(in_flight, tasks, report, collector)
-        raise
+        for deployment in range(2):
+            try:
+                fan.feed(staged, check_interrupt, poll_seconds)
+                break
+            except _Restart as restart:
+                if deployment:
+                    raise restart.error from None
+                if isinstance(restart.error, DeploymentMismatchError):
+                    dispatcher.redeploy_over(restart.error)  # refuses a ping-pong
+                else:
+                    dispatcher.forget_staged()  # the app is gone: deployed again
+                staged = _staged(dispatcher, job, progress, check_interrupt)
     finally:
         report.wall_seconds = time.monotonic() - started
-    show()
+    fan.show()
     return report
 
 
-def _start(  # noqa: PLR0917
-    slot: _Slot,
-    tasks: collections.deque[_Task],
+def _staged(
+    dispatcher: Dispatcher,
     job: FanOutJob,
-    staged: Any,
-    transport: ChunkTransport,
-    report: FanOutReport,
-    fail_images: Callable[[Sequence[int], str], None],
-) -> bool:
-    """Give ``slot`` the first chunk it may run (a retry never goes back to its key)."""
-    task = next((t for t in tasks if t.avoid != slot.key), None)
-    if task is None:
-        return False
-    tasks.remove(task)
-    if task.encoded is None:
-        encoded: list[ChunkImage] = []
-        for image in task.images:
-            try:
-                encoded.append(image.encode())
-            except (OSError, ValueError) as error:  # InputError is a ValueError
-                fail_images([image.index], render_error(error))
-        task.images = [i for i in task.images if any(e.index == i.index for e in encoded)]
-        task.encoded = tuple(encoded)
-        report.bytes_sent += sum(len(e.data) for e in encoded)
-        report.images_sent += len(encoded)
-    if not task.encoded:
-        return True
-    request = ChunkRequest(
-        request_id=uuid.uuid4().hex,
-        chunk_id=task.chunk_id,
-        attempt=task.attempt,
-        profile=staged.profile,
-        snapshot=staged.snapshot,
-        prompt=job.prompt,
-        system_prompt=job.system_prompt,
-        settings=job.settings.to_dict(),
-        images=task.encoded,
-        batch_size=job.batch_size,
-        reserve_gb=job.reserve_gb,
-        promotion_state=task.promotion,
-    )
-    slot.task = task
-    slot.started = time.monotonic()
-    slot.status = f"chunk {task.chunk_id}: sent {len(task.encoded)} images"
-    slot.call = transport.start_chunk(request.to_wire(), gpu=job.gpu, affinity_key=slot.key)
-    return True
+    progress: ProgressCallback,
+    check_interrupt: Callable[[], None],
+) -> Any:
+    """Deploy if needed, stage once; the stager's code fingerprint must be this machine's."""
+    for attempt in range(2):
+        ensure_ready(dispatcher.transport, progress, check_interrupt)
+        staged, _ = dispatcher._stage(job.model, progress, check_interrupt)
+        expected = dispatcher.transport.expected_fingerprint()
+        if not (staged.code_fingerprint and expected and staged.code_fingerprint != expected):
+            return staged
+        mismatch = DeploymentMismatchError(expected, staged.code_fingerprint)
+        if attempt:
+            raise mismatch
+        dispatcher.redeploy_over(mismatch)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _collect(
-    slot: _Slot, tasks: collections.deque[_Task], report: FanOutReport, now: float
-) -> ChunkResult | tuple[_Task, str] | None:
-    """A finished call: its result, a retry queued (None), or the chunk that failed twice."""
-    call, task = slot.call, slot.task
-    assert call is not None and task is not None
-    slot.call, slot.task = None, None
-    span = now - slot.started
-    report.gpu_seconds += span
-    worker = report.per_worker.setdefault(slot.key, {"chunks": 0, "images": 0, "seconds": 0.0})
-    worker["seconds"] = round(worker["seconds"] + span, 3)
-    try:
-        result = ChunkResult.from_wire(unwrap(call.outcome()))
-    except Exception as error:
-        if isinstance(error, ComfyLLMError) and error.action is ErrorAction.FIX_INPUT:
-            raise  # every chunk would meet it: stop the job, say why
+class _FanOut:
+    """The loop's state: chunks to hand out, N worker slots, the bar and the record."""
+
+    def __init__(  # noqa: PLR0917
+        self,
+        job: FanOutJob,
+        transport: ChunkTransport,
+        tasks: collections.deque[ChunkTask],
+        report: FanOutReport,
+        collector: ChunkCollector,
+        progress: ProgressCallback,
+        done_before: int,
+        total: int | None,
+        started: float,
+        limit: int,
+    ) -> None:
+        self.job, self.transport, self.tasks, self.report = job, transport, tasks, report
+        self.collector, self.progress, self.started = collector, progress, started
+        self.done = done_before
+        self.bar_total = total if total is not None else done_before + report.images
+        prefix = f"caption-{job.gpu.lower().rstrip('!')}"  # "H100!" pins the type, same pool name
+        self.slots = [_Slot(i, f"{prefix}-{i}") for i in range(min(job.workers, limit, len(tasks)))]
+        report.workers_used = len(self.slots)
+        self.staged: Any = None
+        self.expected = ""
+
+    # -- the loop -------------------------------------------------------------
+    def feed(self, staged: Any, check_interrupt: Callable[[], None], poll_seconds: float) -> None:
+        """Hand out chunks and collect answers until none is left (see the module docstring)."""
+        self.staged, self.expected = staged, self.transport.expected_fingerprint()
+        try:
+            while self.tasks or any(slot.call is not None for slot in self.slots):
+                check_interrupt()
+                changed = self._start_idle()
+                for slot in self.slots:
+                    call = slot.call
+                    if call is None:
+                        continue
+                    if call.status != slot.status:
+                        slot.status, changed = call.status, True
+                    if call.done:
+                        slot.call = None
+                        self._finish(slot, call)
+                        changed = True
+                if changed:
+                    self.show()
+                else:
+                    time.sleep(poll_seconds)
+        except BaseException:
+            self._stop()
+            raise
+
+    def _start_idle(self) -> bool:
+        started = False
+        for slot in self.slots:
+            if slot.call is not None or not self.tasks:
+                continue
+            task = next((t for t in self.tasks if t.avoid != slot.key), None)
+            if task is None:
+                continue
+            self.tasks.remove(task)
+            slot.call = ChunkCall(slot.key, task, self._spawner(slot.key))
+            started = True
+        return started
+
+    def _spawner(self, key: str) -> Callable[[ChunkTask], RemoteCall]:
+        def spawn(task: ChunkTask) -> RemoteCall:
+            request = self._request(task)
+            return spawn_checked(  # type: ignore[no-any-return]
+                self.transport,
+                lambda: self.transport.start_chunk(request, gpu=self.job.gpu, affinity_key=key),
+            )
+
+        return spawn
+
+    def _request(self, task: ChunkTask) -> dict[str, Any]:
+        assert task.encoded is not None
+        job, staged = self.job, self.staged
+        return ChunkRequest(
+            request_id=uuid.uuid4().hex,
+            chunk_id=task.chunk_id,
+            attempt=task.attempt,
+            profile=staged.profile,
+            snapshot=staged.snapshot,
+            prompt=job.prompt,
+            system_prompt=job.system_prompt,
+            settings=job.settings.to_dict(),
+            images=task.encoded,
+            batch_size=job.batch_size,
+            reserve_gb=job.reserve_gb,
+            promotion_state=task.promotion,
+            code_fingerprint=self.expected,
+        ).to_wire()
+
+    # -- one finished call ------------------------------------------------------
+    def _fail_images(self, indices: Sequence[int], message: str) -> None:
+        self.collector.failed(indices, message)
+        self.report.failed_images += len(indices)
+        self.done += len(indices)
+
+    def _finish(self, slot: _Slot, call: ChunkCall) -> None:
+        task, report = call.task, self.report
+        for index, message in call.unreadable:
+            self._fail_images([index], message)
+        if call.encoded_here and task.encoded:
+            report.bytes_sent += sum(len(e.data) for e in task.encoded)
+            report.images_sent += len(task.encoded)
+        if call.error is not None:
+            if isinstance(call.error, ModalAppMissingError):
+                self.tasks.appendleft(task)
+                raise _Restart(call.error)
+            raise call.error  # the spawn failed (token, network): the job cannot go on
+        if call.call is None:
+            return  # every image of the chunk was unreadable
+        span = _span(call)
+        report.call_seconds += span
+        try:
+            outcome = call_outcome(call.call, f"chunk {task.chunk_id}")
+            result = ChunkResult.from_wire(unwrap(outcome))
+        except DeploymentMismatchError as error:
+            self.tasks.appendleft(task)
+            raise _Restart(error) from None
+        except RemoteExecutionError as error:
+            if error.remote_class != WIRE_VERSION_ERROR:
+                self._failed(slot, task, error)
+                return
+            self.tasks.appendleft(task)  # another comfy-llm version answered
+            raise _Restart(DeploymentMismatchError(self.expected, "another version")) from None
+        except Exception as error:
+            if isinstance(error, ComfyLLMError) and error.action is ErrorAction.FIX_INPUT:
+                raise  # every chunk would meet it: stop the job, say why
+            if type(error).__name__ == "RemoteCallCancelledError":
+                raise  # cancelled outside ComfyUI: not a chunk to retry
+            self._failed(slot, task, error)
+            return
+        self._collected(slot, task, result, span)
+
+    def _failed(self, slot: _Slot, task: ChunkTask, error: Exception) -> None:
+        """A chunk's call failed: once more on another container, or named as failed."""
         message = f"{type(error).__name__}: {render_error(error)}"
         slot.status = f"chunk {task.chunk_id} failed ({type(error).__name__})"
         failed_key = slot.key
         slot.key = f"{failed_key.split('~')[0]}~{uuid.uuid4().hex[:8]}"  # never reuse it
         if task.attempt >= 1:
-            return task, message
+            self.report.failed_chunks.append(
+                {"chunk": task.chunk_id, "images": [i.name for i in task.images], "error": message}
+            )
+            self._fail_images([image.index for image in task.images], message)
+            return
         if isinstance(error, WorkerUnsafeError):
             task.promotion = dict(error.promotion_state)
         task.attempt, task.avoid = 1, failed_key
-        tasks.appendleft(task)
-        report.chunks_retried += 1
+        self.tasks.appendleft(task)
+        self.report.chunks_retried += 1
+
+    def _collected(self, slot: _Slot, task: ChunkTask, result: ChunkResult, span: float) -> None:
+        report = self.report
+        report.worker_seconds += result.worker_seconds
+        report.gpu_seconds += result.worker_seconds
+        report.chunk_overhead_seconds.append(max(0.0, span - result.worker_seconds))
+        worker = report.per_worker.setdefault(slot.key, {"chunks": 0, "images": 0, "seconds": 0.0})
+        worker["seconds"] = round(worker["seconds"] + result.worker_seconds, 3)
+        worker["chunks"] += 1
+        worker["images"] += len(result.captions)
+        slot.status = f"chunk {task.chunk_id} done ({len(result.captions)} images)"
+        self.collector.captions(result)
+        bad = sum(1 for caption in result.captions if caption.error)
+        report.captioned += len(result.captions) - bad
+        report.failed_images += bad
+        self.done += len(result.captions)
+
+    # -- Cancel (or any error): stop everything, keep what answered ---------------
+    def _stop(self) -> None:
+        """Cancel every call in flight; write each chunk that answered within the settle time.
+
+        The calls get :data:`CANCEL_SETTLE_SECONDS` in all (their GPU work is
+        paid for). A chunk can finish between the loop's last look and its cancel, and over
+        the network an answer produced before the cancel is still on its way
+        (Modal documents ``cancel`` as stopping a *running* call, so a finished
+        one keeps its output); a call Modal ended cancelled is neither written
+        nor retried, and its chunk goes back to the queue (a redeploy runs it
+        again; after Cancel, the rerun captions what is missing).
+        """
+        in_flight = [slot for slot in self.slots if slot.call is not None]
+        for slot in in_flight:
+            assert slot.call is not None
+            slot.call.cancel()  # never blocks: the round trip runs on its own thread
+        deadline = time.monotonic() + CANCEL_SETTLE_SECONDS
+        for slot in in_flight:
+            assert slot.call is not None
+            slot.call.wait(max(0.0, deadline - time.monotonic()))
+        for slot in in_flight:
+            call, slot.call = slot.call, None
+            assert call is not None
+            result = _answered(call)
+            if result is None:
+                self.tasks.appendleft(call.task)
+                continue
+            try:
+                self._collected(slot, call.task, result, _span(call))
+            except BaseException:  # the collector failed: the original error wins
+                continue
+
+    def show(self) -> None:
+        """The bar: images done out of the total, with each worker's state."""
+        states = " | ".join(f"w{s.number + 1}: {s.status}" for s in self.slots)
+        self.progress(
+            ProgressEvent(
+                stage=ProgressStage.GENERATE,
+                message=f"Captioned {self.done}/{self.bar_total} images on {len(self.slots)} "
+                f"{self.job.gpu} — {states}",
+                value=float(self.done),
+                maximum=float(self.bar_total),
+                unit="images",
+                elapsed_seconds=time.monotonic() - self.started,
+            )
+        )
+
+
+def _span(call: ChunkCall) -> float:
+    if call.spawned_at is None or call.finished_at is None:
+        return 0.0
+    return max(0.0, call.finished_at - call.spawned_at)
+
+
+def _answered(call: ChunkCall) -> ChunkResult | None:
+    """The chunk's result when its call ended with one (no waiting: it is done or left)."""
+    if not call.done or call.call is None or call.error is not None:
         return None
-    report.worker_seconds += result.worker_seconds
-    report.chunk_overhead_seconds.append(max(0.0, span - result.worker_seconds))
-    worker["chunks"] += 1
-    worker["images"] += len(result.captions)
-    slot.status = f"chunk {task.chunk_id} done ({len(result.captions)} images)"
-    return result
-
-
-def _harvest(
-    slots: Sequence[_Slot],
-    tasks: collections.deque[_Task],
-    report: FanOutReport,
-    collector: ChunkCollector,
-) -> None:
-    """On Cancel: write every chunk whose answer is available (its GPU work is paid for).
-
-    Every call in flight was just cancelled (or had returned). A chunk can
-    finish between the loop's last ``done()`` and its ``cancel()``, and over
-    the network an output produced before the cancel is still on its way
-    (``ModalTransport``'s call is done only once its ``FunctionCall.get``
-    returned; Modal documents ``cancel`` as stopping a *running* call, so a
-    finished one keeps its output — the stand-ins do the same, the real
-    service has not been observed doing it): the calls get up to
-    :data:`CANCEL_SETTLE_SECONDS` in all to report, and whichever answered is
-    written; a cancelled one raised and is dropped (its images stay missing,
-    for the rerun).
-    """
-    deadline = time.monotonic() + CANCEL_SETTLE_SECONDS
-    for slot in slots:
-        while slot.call is not None and not slot.call.done() and time.monotonic() < deadline:
-            time.sleep(_SETTLE_POLL_SECONDS)
-        if slot.call is None or not slot.call.done():
-            continue  # still running past the wait: its cancel is on its way
-        try:
-            outcome = _collect(slot, tasks, report, time.monotonic())
-            if isinstance(outcome, ChunkResult):
-                collector.captions(outcome)
-        except BaseException:
-            continue
+    try:
+        return ChunkResult.from_wire(unwrap(call.call.outcome()))
+    except BaseException:  # cancelled (RemoteError('') on Modal), failed, lost: not written
+        return None

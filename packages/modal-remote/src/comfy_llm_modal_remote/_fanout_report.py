@@ -21,6 +21,10 @@ class FanOutReport:
     gpu: str
     workers: int
     chunk_images: int
+    gpu_limit: int = 0
+    """The workspace GPU limit the job assumed (``COMFY_MODAL_GPU_LIMIT``)."""
+    workers_used: int = 0
+    """Workers actually fed: ``workers`` capped by the GPU limit and the chunk count."""
     images: int = 0
     captioned: int = 0
     failed_images: int = 0
@@ -29,7 +33,11 @@ class FanOutReport:
     failed_chunks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     wall_seconds: float = 0.0
     gpu_seconds: float = 0.0
+    """What the workers measured themselves busy on chunks (load and captioning)."""
     worker_seconds: float = 0.0
+    call_seconds: float = 0.0
+    """Each call from its spawn's return to its answer here: what containers were
+    held for, cold starts and GPU queueing included (failed calls too)."""
     stage_seconds: float = 0.0
     bytes_sent: int = 0
     images_sent: int = 0
@@ -45,6 +53,8 @@ class FanOutReport:
             "modal_app_name": self.app_name,
             "modal_gpu": self.gpu,
             "modal_workers": self.workers,
+            "modal_workers_used": self.workers_used,
+            "modal_gpu_limit": self.gpu_limit,
             "modal_chunk_images": self.chunk_images,
             "modal_chunks": self.chunks,
             "modal_chunks_retried": self.chunks_retried,
@@ -53,6 +63,7 @@ class FanOutReport:
             "modal_stage_seconds": round(self.stage_seconds, 3),
             "modal_gpu_seconds": round(self.gpu_seconds, 3),
             "modal_worker_seconds": round(self.worker_seconds, 3),
+            "modal_call_seconds": round(self.call_seconds, 3),
             "modal_images_per_gpu_second": (
                 round(self.captioned / self.gpu_seconds, 4) if self.gpu_seconds > 0 else 0.0
             ),

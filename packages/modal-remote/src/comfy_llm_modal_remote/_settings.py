@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 
 from comfy_llm_core import InvalidSettingError, env_float, env_int, env_str
 
@@ -32,6 +33,8 @@ __all__ = [
     "VOLUME_NAME_ENV",
     "WORKER_SETTINGS",
     "ModalSettings",
+    "object_name",
+    "progress_queue_name",
 ]
 
 APP_NAME_ENV = "COMFY_MODAL_APP_NAME"
@@ -71,6 +74,43 @@ last renewal. Longer than staging's own file-lease staleness (90 s), so the leas
 file a killed holder's background commit left on the Volume is stale by the time
 its Dict lease is taken over."""
 DEFAULT_STAGE_LEASE_RENEW_SECONDS = 15.0
+
+MAX_OBJECT_NAME = 64
+_OBJECT_NAME = re.compile(r"^[a-zA-Z0-9-_.]+$")
+_APP_ID = re.compile(r"^ap-[a-zA-Z0-9]{22}$")
+
+
+def object_name(name: str) -> str:
+    """A derived Modal object name that fits Modal's rule, the one hashing rule for all.
+
+    Apps, Volumes, Queues and Dicts share it: at most 64 characters of
+    ``[a-zA-Z0-9-_.]`` (modal/_utils/name_utils.py:26-33, checked by
+    ``Volume``/``Queue``/``Dict.from_name`` and ``App``). A longer derived
+    name keeps its first 47 characters and adds ``-`` and 16 hex digits of
+    its SHA-256, so it stays recognizable and distinct.
+    """
+    if len(name) <= MAX_OBJECT_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return f"{name[: MAX_OBJECT_NAME - 17]}-{digest}"
+
+
+def progress_queue_name(app_name: str) -> str:
+    """The app's progress Queue (its partitions are the requests)."""
+    return object_name(f"{app_name}-progress")
+
+
+def _checked_name(variable: str, value: str) -> str:
+    """A name the user set must be valid as it is (it names an existing object)."""
+    if len(value) <= MAX_OBJECT_NAME and _OBJECT_NAME.match(value) and not _APP_ID.match(value):
+        return value
+    raise InvalidSettingError(
+        variable,
+        value,
+        f"a Modal name: at most {MAX_OBJECT_NAME} letters, digits, '-', '_' or '.' "
+        "(modal.com's rule for apps, Volumes, secrets, Queues and Dicts)",
+    )
+
 
 WORKER_SETTINGS = (
     "COMFY_MODAL_LLM_VLLM_EXECUTION_MODE",
@@ -123,24 +163,31 @@ class ModalSettings:
     def stage_lease_dict_name(self) -> str:
         """The ``modal.Dict`` of staging leases: one per weight Volume, whatever the app.
 
-        Dict and Volume names share Modal's rule (at most 64 of ``[a-zA-Z0-9-_.]``,
-        modal/_utils/name_utils.py:26-34), so only the length can break it.
+        Derived from a valid Volume name, so only the length can break it
+        (:func:`object_name`).
         """
-        name = f"{self.volume_name}-stage-leases"
-        if len(name) <= 64:
-            return name
-        return "stage-leases-" + hashlib.sha256(self.volume_name.encode()).hexdigest()[:32]
+        return object_name(f"{self.volume_name}-stage-leases")
 
     @classmethod
     def from_env(cls) -> ModalSettings:
         """Read every setting from the environment (defaults where unset)."""
-        volume = env_str(VOLUME_NAME_ENV, DEFAULT_VOLUME_NAME) or DEFAULT_VOLUME_NAME
+        volume = _checked_name(
+            VOLUME_NAME_ENV, env_str(VOLUME_NAME_ENV, DEFAULT_VOLUME_NAME) or DEFAULT_VOLUME_NAME
+        )
+        app = env_str(APP_NAME_ENV)
+        cache = env_str(COMPILE_CACHE_VOLUME_ENV)
         return cls(
-            app_name=env_str(APP_NAME_ENV),
+            app_name=_checked_name(APP_NAME_ENV, app) if app else None,
             volume_name=volume,
-            compile_cache_volume_name=env_str(COMPILE_CACHE_VOLUME_ENV)
-            or f"{volume}-llm-compile-cache",
-            secret_name=env_str(SECRET_NAME_ENV, DEFAULT_SECRET_NAME) or DEFAULT_SECRET_NAME,
+            compile_cache_volume_name=(
+                _checked_name(COMPILE_CACHE_VOLUME_ENV, cache)
+                if cache
+                else object_name(f"{volume}-llm-compile-cache")
+            ),
+            secret_name=_checked_name(
+                SECRET_NAME_ENV,
+                env_str(SECRET_NAME_ENV, DEFAULT_SECRET_NAME) or DEFAULT_SECRET_NAME,
+            ),
             storage_root=env_str(STORAGE_ROOT_ENV, DEFAULT_STORAGE_ROOT) or DEFAULT_STORAGE_ROOT,
             worker_settings=tuple(
                 (name, value) for name in WORKER_SETTINGS if (value := env_str(name))

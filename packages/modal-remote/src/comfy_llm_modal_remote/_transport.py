@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
 
+from ._settings import progress_queue_name
 from .errors import ModalUnavailableError
 
 __all__ = [
@@ -239,7 +240,7 @@ class ModalTransport:
                 self._remember(fingerprint)
             # Created and hydrated here, before any worker looks it up without create.
             progress_queue = modal.Queue.from_name(
-                f"{self.app_name}-progress", create_if_missing=True
+                progress_queue_name(self.app_name), create_if_missing=True
             )
             progress_queue.hydrate()
             self._queue = progress_queue
@@ -264,7 +265,7 @@ class ModalTransport:
         """Delete this app's progress queue (an isolated app's leftover)."""
         import modal
 
-        modal.Queue.objects.delete(f"{self.app_name}-progress", allow_missing=True)
+        modal.Queue.objects.delete(progress_queue_name(self.app_name), allow_missing=True)
 
     def _deployed(self) -> bool:
         import modal
@@ -291,8 +292,9 @@ class ModalTransport:
         os.replace(temporary, self._record)
 
     def _spawn(self, start: Callable[[str], Any], request: dict[str, Any]) -> RemoteCall:
-        queue_name = f"{self.app_name}-progress"
-        return _ModalCall(start(queue_name), self._queue, str(request["request_id"]))
+        """Spawn (the arguments upload first, in this thread)."""
+        function_call = start(progress_queue_name(self.app_name))
+        return _ModalCall(function_call, self._queue, str(request["request_id"]))
 
     def start_stage(self, request: dict[str, Any]) -> RemoteCall:
         import modal
@@ -303,7 +305,9 @@ class ModalTransport:
     def start_generate(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> RemoteCall:
         import modal
 
-        engine_cls = modal.Cls.from_name(self.app_name, "RemoteEngine").with_options(gpu=gpu)
+        engine_cls = modal.Cls.from_name(self.app_name, "RemoteEngine").with_options(
+            **engine_options(gpu)
+        )
         engine = engine_cls(affinity=affinity_key)
         return self._spawn(lambda queue: engine.generate.spawn(request, queue), request)
 
@@ -311,10 +315,33 @@ class ModalTransport:
         """Spawn ``caption_chunk`` on the key's container pool (the fan-out's one worker)."""
         import modal
 
-        from ._fanout import CAPTION_SCALEDOWN_SECONDS
-
         engine_cls = modal.Cls.from_name(self.app_name, "RemoteEngine").with_options(
-            gpu=gpu, scaledown_window=CAPTION_SCALEDOWN_SECONDS
+            **engine_options(gpu, caption=True)
         )
         engine = engine_cls(affinity=affinity_key)
         return self._spawn(lambda queue: engine.caption_chunk.spawn(request, queue), request)
+
+
+def engine_options(gpu: str, *, caption: bool = False) -> dict[str, Any]:
+    """``RemoteEngine.with_options(...)`` for one call: every option spelled out.
+
+    ``with_options`` makes a variant that autoscales on its own (modal/cls.py:
+    756-757), and the client sends ``cpu``/``memory`` as 0 when not given
+    (modal/_resources.py), so both are passed rather than left to the server's
+    merge. A caption worker key is one container (``max_containers=1``): a rerun
+    right after Cancel would otherwise start a second container, with its own
+    cold load, next to one still finishing a cancelled load; it idles
+    ``CAPTION_SCALEDOWN_SECONDS``, not the engine's 600.
+    """
+    from ._fanout_report import CAPTION_SCALEDOWN_SECONDS
+    from ._settings import ModalSettings
+
+    settings = ModalSettings.from_env()
+    options: dict[str, Any] = {
+        "gpu": gpu,
+        "cpu": settings.engine_cpu,
+        "memory": settings.engine_memory_mb,
+    }
+    if caption:
+        options.update(max_containers=1, scaledown_window=CAPTION_SCALEDOWN_SECONDS)
+    return options

@@ -14,10 +14,13 @@ from typing import Any
 from comfy_llm_core import ComfyLLMError, ErrorAction
 
 __all__ = [
+    "DeploymentConflictError",
     "DeploymentMismatchError",
     "ModalDeployError",
     "ModalRemoteError",
+    "ModalAppMissingError",
     "ModalUnavailableError",
+    "RemoteCallCancelledError",
     "RemoteExecutionError",
     "SnapshotNotVisibleError",
     "WorkerUnsafeError",
@@ -39,8 +42,10 @@ class ModalUnavailableError(ModalRemoteError, RuntimeError):
     """The ``modal`` package or Modal credentials are missing on this machine.
 
     Attributes:
-        missing: ``"package"``, ``"credentials"``, ``"secret"`` or ``"sources"``
-            (a workspace package the image mounts is not installed here).
+        missing: ``"package"``, ``"credentials"`` (none configured), ``"token"``
+            (Modal refused it), ``"network"`` (Modal could not be reached),
+            ``"secret"`` or ``"sources"`` (a workspace package the image mounts
+            is not installed here).
     """
 
     action = ErrorAction.FIX_INPUT
@@ -59,6 +64,15 @@ class ModalUnavailableError(ModalRemoteError, RuntimeError):
         elif missing == "secret":
             fix = "create the secret as said"
             what = "the app cannot be deployed"
+        elif missing == "network":
+            fix = "check this machine's network connection (and a proxy, if any) to modal.com"
+            what = "Modal could not be reached"
+        elif missing == "token":
+            fix = (
+                f"run `{AUTH_HINT}` (or `modal profile activate <profile>` for another "
+                "workspace; set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET where ComfyUI runs)"
+            )
+            what = "Modal refused this machine's token (wrong, expired or revoked)"
         else:
             fix = f"run `{AUTH_HINT}` once (or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET)"
             what = "no Modal credentials were found"
@@ -112,6 +126,79 @@ class DeploymentMismatchError(ModalRemoteError, RuntimeError):
             f"The Modal app runs code {deployed[:12]} but this machine has {expected[:12]}: "
             "another installation deployed under the same COMFY_MODAL_APP_NAME. It is redeployed "
             "once; if this repeats, give each installation its own COMFY_MODAL_APP_NAME."
+        )
+
+
+class ModalAppMissingError(ModalRemoteError, RuntimeError):
+    """The app this node deployed is gone: stopped or deleted outside ComfyUI.
+
+    ``Function.from_name(...).spawn`` raises ``NotFoundError`` once the app is
+    stopped (the Modal dashboard, ``modal app stop``). The transport forgets
+    its deployment, so the dispatcher's one retry deploys it again.
+
+    Attributes:
+        app_name: The missing app.
+    """
+
+    action = ErrorAction.RETRY
+
+    def __init__(self, app_name: str, detail: str = "") -> None:
+        self.app_name = app_name
+        suffix = f" ({detail})" if detail else ""
+        super().__init__(
+            f"The Modal app {app_name!r} was stopped or deleted outside ComfyUI{suffix}. It is "
+            "deployed again on the next run: queue the prompt again."
+        )
+
+
+class DeploymentConflictError(ModalRemoteError, RuntimeError):
+    """Two machines with different code keep redeploying one app name over each other.
+
+    This machine redeployed over ``deployed`` once already, and that code is
+    back: the other machine redeployed too. Every deploy (``recreate``) stops
+    the other's containers, so both would cold-start forever; refused instead.
+
+    Attributes:
+        app_name: The shared app name.
+        expected: This machine's code fingerprint.
+        deployed: The other machine's.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, app_name: str, expected: str, deployed: str) -> None:
+        self.app_name = app_name
+        self.expected = expected
+        self.deployed = deployed
+        super().__init__(
+            f"The Modal app {app_name!r} is deployed from another machine with other code "
+            f"({deployed[:12]}; this machine has {expected[:12]}), and it redeployed over this "
+            "machine's deploy: each deploy stops the other's containers. Fix: give each "
+            "installation its own COMFY_MODAL_APP_NAME (or unset it), or install the same "
+            "comfy-llm version on both, then queue the prompt again."
+        )
+
+
+class RemoteCallCancelledError(ModalRemoteError, RuntimeError):
+    """A Modal call ended cancelled, but not by this node.
+
+    ``FunctionCall.get()`` raises ``RemoteError('')`` for a call whose input
+    was terminated (modal/_runtime/container_io_manager.py:995-999,
+    _utils/function_utils.py:527-574): the Modal dashboard, ``modal app stop``
+    or another deploy of the app stopped it.
+
+    Attributes:
+        what: The call (``"the GPU request"``, ``"chunk 3"``, ...).
+    """
+
+    action = ErrorAction.RETRY
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(
+            f"Modal cancelled {what}: it was stopped outside ComfyUI (the Modal dashboard, "
+            "`modal app stop`, or a deploy of this app from another machine). Fix: queue the "
+            "prompt again; captions already written are kept."
         )
 
 
