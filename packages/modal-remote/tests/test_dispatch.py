@@ -113,8 +113,8 @@ def test_unsafe_worker_is_retried_once_on_a_fresh_key_with_its_promotion_state(
     assert result.metadata["modal_retry_count"] == 1
     fresh_key = result.metadata["modal_affinity_key"]
     assert fresh_key.startswith("retry-") and fresh_key != "default"
-    assert transport.containers["default"].stopped
-    assert transport.containers[fresh_key].state()["promotion_state"] == promoted
+    assert transport.pool("default").stopped
+    assert transport.pool(fresh_key).state()["promotion_state"] == promoted
     # Later runs go to the promoted, warm retry container, not back to "default".
     later = dispatcher.run(_run(OTHER, reserve_gb=3.0))
     assert later.metadata["modal_affinity_key"] == fresh_key
@@ -145,7 +145,7 @@ def test_the_retry_happens_once_and_its_own_error_surfaces(
     assert not raised.value.recovery_timed_out and not raised.value.evicted_profiles
     keys = [info["affinity_key"] for kind, info, _ in transport.calls if kind == "generate"]
     assert keys[:2] == ["default", "default"] and len(keys) == 3
-    assert keys[2].startswith("retry-") and transport.containers["default"].stopped
+    assert keys[2].startswith("retry-") and transport.pool("default").stopped
 
 
 def test_cancel_from_the_node_cancels_the_remote_call(

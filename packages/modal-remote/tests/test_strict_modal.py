@@ -168,7 +168,7 @@ def test_a_reload_refused_for_open_files_retires_and_the_retry_serves(
     result = dispatcher.run(_run(OTHER))
     assert result.metadata["modal_retry_count"] == 1
     assert result.metadata["modal_affinity_key"].startswith("retry-")
-    assert transport.containers["default"].stopped
+    assert transport.pool("default").stopped
 
 
 def test_two_overlapping_stages_download_one_snapshot_once(

@@ -175,13 +175,13 @@ def test_cancel_mid_generation_aborts_the_vllm_request(remote_world: RemoteWorld
     request_id, finish = backend["last_abort"]
     assert request_id.startswith("comfy-llm-") and finish == "abort"
     assert backend["unfinished_requests"] == 0
-    container = transport.containers["default"]
+    container = transport.pool("default")
     assert not container.state()["busy"]
     # The same container and engine serve the next request at once.
     again = dispatcher.run(_run(OTHER, settings=GenerationSettings(max_new_tokens=4)))
     assert again.metadata["cache_status"] == "warm"
     assert again.metadata["output_tokens"] == 4
-    assert transport.containers["default"] is container
+    assert transport.pool("default") is container
     assert _resident(remote_world, "default", OTHER)["backend_id"] == backend["backend_id"]
 
 
@@ -196,7 +196,7 @@ def test_promotion_rebuild_without_memory_retires_and_the_retry_starts_compiled(
     assert first.metadata["vllm_execution_mode"] == "eager"
     assert first.metadata["vllm_observed_workflow_count"] == 1
     # From now on the default worker's memory does not come back after an eviction.
-    retired = transport.containers["default"]
+    retired = transport.pool("default")
     retired.set_available_bytes(1024**3)
 
     events: list[ProgressEvent] = []
@@ -224,7 +224,7 @@ def test_promotion_rebuild_without_memory_retires_and_the_retry_starts_compiled(
     ]
     starts = [e.message for e in events if "Starting vLLM engine" in (e.message or "")]
     assert starts == ["Starting vLLM engine (throughput mode)"]
-    assert transport.containers[key].state()["promotion_state"]["promoted"] is True
+    assert transport.pool(key).state()["promotion_state"]["promoted"] is True
     _, _, refused = [call for call in transport.calls if call[0] == "generate"][-2]
     with pytest.raises(WorkerUnsafeError):
         unwrap(refused.outcome())

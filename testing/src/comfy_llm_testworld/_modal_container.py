@@ -156,6 +156,11 @@ class _QueueClient:
             answer = self._link.request(("put", partition, list(vs), partition_ttl))
             if answer == "ok":
                 return
+            if answer.startswith("error:"):  # what the client re-raises (queue.py:719-727)
+                import modal.exception
+
+                kind = answer.removeprefix("error:")
+                raise getattr(modal.exception, kind)(f"Queue.put_many failed ({kind})")
             if not block or (deadline is not None and time.monotonic() >= deadline):
                 raise queue.Full(f"partition {partition} is full ({answer})")
             time.sleep(_PUT_RETRY_SECONDS)

@@ -23,6 +23,10 @@ the same root, whatever its app name, and every container it starts, opens
 * There is no per-key TTL and no compare-and-swap; an entry expires after 7
   days without a read or a write (dict.py:265-266): :attr:`IDLE_EXPIRY_SECONDS`,
   which a test may shorten.
+* Every operation is an RPC and can fail as the client's do after their
+  retries (``ConnectionError``, ``InternalError``; _grpc_client.py maps the
+  gRPC statuses): :meth:`StrictDict.fail_next` makes the next operations on
+  the Dict, from any process, raise them.
 
 Stricter than Modal on one point: keys are strings and values plain JSON data
 (None, bool, int, float, str, lists and str-keyed dicts of them). Modal
@@ -86,8 +90,30 @@ class StrictDict:
         check_object_name(name, "Dict")
         return cls(Path(root) / "dicts" / name, name, create_if_missing=create_if_missing)
 
+    def fail_next(self, count: int, kind: str = "ConnectionError") -> None:
+        """The next ``count`` operations (any process) raise ``modal.exception.<kind>``."""
+        if kind not in {"ConnectionError", "InternalError"}:
+            raise ValueError(f"kind must be ConnectionError or InternalError, got {kind!r}")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for _ in range(count):
+            (self.folder / f".fail-{uuid.uuid4().hex}-{kind}").touch()
+
+    def _maybe_fail(self) -> None:
+        for marker in sorted(self.folder.glob(".fail-*")):
+            taken = marker.with_name(f".failing-{uuid.uuid4().hex}")
+            try:
+                os.rename(marker, taken)  # one operation takes one failure
+            except FileNotFoundError:
+                continue
+            taken.unlink(missing_ok=True)
+            import modal.exception
+
+            kind = marker.name.rsplit("-", 1)[1]
+            raise getattr(modal.exception, kind)(f"Dict {self.name}: deadline exceeded ({kind})")
+
     def _hydrate(self) -> None:
         if self.folder.is_dir():
+            self._maybe_fail()
             return
         if not self._create:
             from modal.exception import NotFoundError

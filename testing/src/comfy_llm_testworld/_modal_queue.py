@@ -1,8 +1,12 @@
 """The progress ``modal.Queue`` of the strict stand-in: Modal's partition limits and TTL.
 
-A partition holds at most 5,000 items and 64 MiB (queue.py:294-295); a put
-that would exceed either is refused whole; a partition is cleared
-``partition_ttl`` seconds after its last put (queue.py:650). Lives in the test
+A partition holds at most 5,000 items and 64 MiB, an item at most 1 MiB
+(queue.py:294-295); a put that would exceed either is refused whole (an item
+too large is ``RequestSizeError``, queue.py:719-725); a partition is cleared
+``partition_ttl`` seconds after its last put (queue.py:650). Puts fail like
+the real client's when a test asks (:meth:`QueueService.fail_puts`): after
+its retries ``put_many`` re-raises ``ConnectionError``, ``InternalError``, or
+``NotFoundError`` for a deleted queue (queue.py:719-727). Lives in the test
 process; containers reach it over their line (``_modal_container._QueueClient``).
 """
 
@@ -14,10 +18,18 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["MAX_PARTITION_BYTES", "MAX_PARTITION_ITEMS", "QueueService"]
+__all__ = [
+    "FAILURES",
+    "MAX_ITEM_BYTES",
+    "MAX_PARTITION_BYTES",
+    "MAX_PARTITION_ITEMS",
+    "QueueService",
+]
 
 MAX_PARTITION_ITEMS = 5000
 MAX_PARTITION_BYTES = 64 * 1024 * 1024
+MAX_ITEM_BYTES = 1024 * 1024
+FAILURES = ("ConnectionError", "InternalError", "NotFoundError")
 
 
 class QueueService:
@@ -32,6 +44,15 @@ class QueueService:
         self._touched: dict[str, float] = {}
         self._ttl: dict[str, float] = {}
         self._cond = threading.Condition()
+        self._failures: list[str] = []
+        self.failed_puts = 0
+
+    def fail_puts(self, count: int, kind: str = "ConnectionError") -> None:
+        """The next ``count`` puts fail as the client raises ``kind`` (one of :data:`FAILURES`)."""
+        if kind not in FAILURES:
+            raise ValueError(f"kind must be one of {FAILURES}, got {kind!r}")
+        with self._cond:
+            self._failures.extend([kind] * count)
 
     def _expire(self, now: float) -> None:
         for key in [k for k, t in self._touched.items() if now - t > self._ttl.get(k, 0)]:
@@ -40,12 +61,17 @@ class QueueService:
             self._touched.pop(key, None)
 
     def put(self, partition: str, items: list[Any], ttl: float) -> str:
-        """Append all or nothing: ``"ok"``, else why it is full.
+        """Append all or nothing: ``"ok"``, else why it is full, or ``"error:<Class>"``.
 
         The partition is cleared ``ttl`` seconds after this put unless another comes.
         """
         sizes = [len(pickle.dumps(item)) for item in items]  # Modal serializes each item
         with self._cond:
+            if self._failures:
+                self.failed_puts += 1
+                return f"error:{self._failures.pop(0)}"
+            if any(size > MAX_ITEM_BYTES for size in sizes):
+                return "error:RequestSizeError"
             now = time.monotonic()
             self._expire(now)
             stored = self._partitions.setdefault(partition, collections.deque())

@@ -15,8 +15,10 @@ Each rule cites ``site-packages/modal``:
   over one another container committed since; two containers changing the
   same file: the last commit wins (volume.py:496-498).
 * ``commit()`` reloads after committing (volume.py:902-904), and that
-  reload, like ``reload()`` itself, fails while the process holds files
-  open under the mount (volume.py:503-504, 917; RuntimeError, volume.py:935).
+  reload, like ``reload()`` itself, fails while any process of the container
+  holds files open or mapped under the mount, or has its working directory
+  there (volume.py:503-504, 917; RuntimeError, volume.py:935; the client's
+  diagnosis scans every process, volume.py:1725-1765).
   ``reload()`` may commit uncommitted changes implicitly (volume.py:914-915):
   here it always does, then mounts the latest committed state, others'
   deletions included.
@@ -49,26 +51,53 @@ _TEMPORARY_PREFIX = ".standin-"
 _STORE_LOCK = f"{_TEMPORARY_PREFIX}lock"
 
 
+def _container_pids() -> list[str]:
+    """This container's processes: each stand-in container leads its own process group.
+
+    On Modal the container is a sandbox: every process in it counts (vLLM's
+    EngineCore is a child of the worker). The client's own diagnosis of a refused
+    reload scans every process's working directory and open files
+    (modal/volume.py:1725-1765).
+    """
+    group = os.getpgid(0)
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] not in {"Z", "X"}:  # pgrp, not a zombie
+            pids.append(entry)
+    return pids
+
+
 def _open_under(root: Path) -> list[str]:
-    """Files under ``root`` this process holds open or mapped (Linux /proc)."""
-    prefix = str(root.resolve()) + os.sep
+    """What keeps ``root`` busy in this container: open or mapped files, working directories."""
+    base = str(root.resolve())
+    prefix = base + os.sep
     found: list[str] = []
-    try:
-        for fd in os.listdir("/proc/self/fd"):
-            try:
-                target = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith(prefix):
-                found.append(target)
-        with open("/proc/self/maps", encoding="utf-8") as maps:
-            found.extend(
-                line.split(None, 5)[5].strip()
-                for line in maps
-                if len(line.split(None, 5)) == 6 and line.split(None, 5)[5].startswith(prefix)
-            )
-    except OSError:
-        return found
+    for pid in _container_pids():
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            if cwd == base or cwd.startswith(prefix):
+                found.append(f"cwd of process {pid} is inside the Volume ({cwd})")
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith(prefix):
+                    found.append(f"{target} (open in process {pid})")
+            with open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
+                found.extend(
+                    f"{parts[5].strip()} (mapped in process {pid})"
+                    for line in maps
+                    if len(parts := line.split(None, 5)) == 6 and parts[5].startswith(prefix)
+                )
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            continue  # it ended while being read
     return found
 
 

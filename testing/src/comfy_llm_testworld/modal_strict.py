@@ -207,12 +207,16 @@ class StrictTransport:
         self.strategy = strategy or DEPLOY_STRATEGY
         self.preload = preload
         self.containers: dict[str, StrictContainer] = {}
+        """Live containers by pool (affinity key and options; see :meth:`_pool`)."""
+        self._latest: dict[str, str] = {}
         self.retired: list[StrictContainer] = []
         self.calls: list[tuple[str, dict[str, Any], StrictCall]] = []
         self.deploys = 0
         self.stops = 0
         self.deployed = False
         self.deployment = 0
+        self.fingerprints: dict[int, str] = {}
+        """Each deployment's code fingerprint (a container's ``deployment`` is its number)."""
         self._probe_for = probe_for or (lambda key: FixedMemoryProbe())
         self._event_interval = event_interval
         self._backend_factory = backend_factory
@@ -251,6 +255,7 @@ class StrictTransport:
     def _deploy(self, fingerprint: str, strategy: str) -> None:
         with self._lock:
             self.deployment += 1
+            self.fingerprints[self.deployment] = fingerprint
             self._current = _Deployment(self.deployment, fingerprint, self._image_env(fingerprint))
             old, self.containers = list(self.containers.values()), {}
         for container in old:
@@ -367,7 +372,7 @@ class StrictTransport:
         if kind == "stager":
             env.update({k: v for k, v in os.environ.items() if k.startswith(_SECRET_ENV_PREFIXES)})
         else:
-            probe = self._probe_for(key)
+            probe = self._probe_for(key.split("|", 1)[0])
             spec["probe"] = {
                 "total_bytes": probe.total_bytes,
                 "available_bytes": probe.available_bytes,
@@ -381,9 +386,38 @@ class StrictTransport:
             env.update(self._engine_env)
         return spec, env
 
+    def _pool(self, key: str, gpu: str | None, function: str) -> str:
+        """The pool a call goes to: its affinity key *and* every option of its variant.
+
+        ``with_options`` "return[s] a new variant of the Cls that will autoscale
+        independently" (modal/cls.py:756-757) and each parameter set is its own
+        pool: another GPU, or ``caption_chunk``'s options (``max_containers=1``,
+        a 60 s scaledown) next to ``generate``'s, is another container, cold.
+        The options are the product's own (``engine_options``).
+        """
+        if gpu is None:
+            return key
+        from comfy_llm_modal_remote._transport import engine_options
+
+        options = engine_options(gpu, caption=function == "chunk")
+        return f"{key}|" + ",".join(f"{name}={value}" for name, value in sorted(options.items()))
+
+    def _resolve(self, key: str) -> str:
+        """A pool id as is; an affinity key: the pool its latest call went to."""
+        return key if key in self.containers or "|" in key else self._latest.get(key, key)
+
+    def pool(self, key: str) -> StrictContainer | None:
+        """The container (live or ended) of a key's latest pool, or None; starts nothing."""
+        return self.containers.get(self._resolve(key))
+
     def container(self, key: str) -> StrictContainer:
-        """The live container of ``key`` (a new process after retirement or a deploy)."""
+        """The live container of ``key`` (a new process after retirement or a deploy).
+
+        ``key`` is an affinity key (its latest pool; before any call, a container
+        the key's first call adopts, whatever its options) or a pool id.
+        """
         with self._lock:
+            key = self._resolve(key)
             existing = self.containers.get(key)
             if existing is not None and not existing.stopped:
                 return existing
@@ -394,6 +428,12 @@ class StrictTransport:
             return started
 
     def _place(self, call: StrictCall) -> None:
+        with self._lock:
+            affinity = call.key.split("|", 1)[0]
+            early = self.containers.get(affinity)  # a test's container(key) before any call
+            if call.key != affinity and call.key not in self.containers and early is not None:
+                self.containers[call.key] = self.containers.pop(affinity)
+            self._latest[affinity] = call.key
         try:
             existing = self.containers.get(call.key)
             if self._cold_start and (existing is None or existing.stopped):
@@ -420,7 +460,7 @@ class StrictTransport:
         self._deployed_or_first()
         self._upload(request)
         call = StrictCall(self, function, request)
-        call.key = key
+        call.key = self._pool(key, gpu, function)
         info = (
             {"gpu": gpu, "affinity_key": key, "request": request} if gpu else {"request": request}
         )
@@ -442,13 +482,13 @@ class StrictTransport:
 
     def kill(self, affinity_key: str) -> None:
         """Kill the key's container mid-call: its input's answer is lost, the key starts anew."""
-        container = self.containers.get(affinity_key)
+        container = self.containers.get(self._resolve(affinity_key))
         if container is not None:
             container.kill()
 
     def scaledown(self, affinity_key: str) -> None:
         """The key's container scales down (idle): its process ends."""
-        container = self.containers.pop(affinity_key, None)
+        container = self.containers.pop(self._resolve(affinity_key), None)
         if container is not None:
             container.stop()
             self.retired.append(container)

@@ -6,10 +6,9 @@ come from :class:`ModalSettings` at import time; the image bakes them into
 the container environment, so both sides build the same definitions.
 
 * ``model_stager``: CPU only, the weight Volume and the secret (HF_TOKEN);
-  the only function that downloads; one container at most, so staging is
-  serialized across concurrent prompts (see ``_stager``), and across
-  installations sharing the Volume by leases in ``stage_leases``, a Dict
-  named after the Volume (see ``_stage_lease``).
+  the only function that downloads; each snapshot is staged once, across
+  its containers and the installations sharing the Volume, under a lease in
+  ``stage_leases``, a Dict named after the Volume (see ``_stage_lease``).
 * ``RemoteEngine``: the GPU class, warm across calls, one container pool per
   ``affinity`` key, the weight Volume at the storage root and the
   compile-cache Volume at :data:`COMPILE_CACHE_MOUNT`; no secret (it never
@@ -71,6 +70,9 @@ ENGINE_TIMEOUT_SECONDS = 3600
 ENGINE_SCALEDOWN_SECONDS = 600
 STAGER_CPU = 2.0
 STAGER_MEMORY_MB = 16 * 1024
+STAGER_MAX_CONTAINERS = 4
+"""Stagers at once: a stage that waits on another installation's lease (the Dict
+lease serializes each snapshot) leaves others free for models already complete."""
 
 settings = ModalSettings.from_env()
 fingerprint = code_fingerprint() if modal.is_local() else (env_str(FINGERPRINT_ENV) or "")
@@ -98,7 +100,7 @@ def _channel(queue_name: str, request: dict[str, Any]) -> ModalQueueChannel:
     volumes={settings.storage_root: weight_volume},
     secrets=[secret],
     timeout=STAGER_TIMEOUT_SECONDS,
-    max_containers=1,
+    max_containers=STAGER_MAX_CONTAINERS,
 )
 def model_stager(request: dict[str, Any], queue_name: str) -> dict[str, Any]:
     """Resolve and stage one reference on the weight Volume (see ``_stager``)."""

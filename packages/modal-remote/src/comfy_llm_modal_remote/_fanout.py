@@ -77,6 +77,7 @@ from ._wire import unwrap
 from .errors import (
     DeploymentMismatchError,
     ModalAppMissingError,
+    RemoteCallCancelledError,
     RemoteExecutionError,
     WorkerUnsafeError,
 )
@@ -352,7 +353,7 @@ class _FanOut:
         except Exception as error:
             if isinstance(error, ComfyLLMError) and error.action is ErrorAction.FIX_INPUT:
                 raise  # every chunk would meet it: stop the job, say why
-            if type(error).__name__ == "RemoteCallCancelledError":
+            if isinstance(error, RemoteCallCancelledError):
                 raise  # cancelled outside ComfyUI: not a chunk to retry
             self._failed(slot, task, error)
             return
@@ -411,7 +412,8 @@ class _FanOut:
         deadline = time.monotonic() + CANCEL_SETTLE_SECONDS
         for slot in in_flight:
             assert slot.call is not None
-            slot.call.wait(max(0.0, deadline - time.monotonic()))
+            if slot.call.spawned_at is not None:  # one still uploading has no answer coming
+                slot.call.wait(max(0.0, deadline - time.monotonic()))
         for slot in in_flight:
             call, slot.call = slot.call, None
             assert call is not None

@@ -63,6 +63,8 @@ __all__ = ["HeldLease", "LeaseStore", "StageLeases", "snapshot_lease"]
 logger = logging.getLogger("comfy_llm_modal_remote")
 
 _MAX_POLL_SECONDS = 2.0
+_MAX_DICT_FAILURES = 5
+"""Failed Dict RPCs (after the client's own retries) a waiter rides out before it fails."""
 
 
 class LeaseStore(Protocol):
@@ -164,32 +166,20 @@ def _acquire(leases: StageLeases, key: str, model: str, progress: ProgressCallba
     store, holder = leases.store, uuid.uuid4().hex
     started, waited = time.monotonic(), False
     poll = min(leases.renew_seconds, _MAX_POLL_SECONDS)
+    failures = 0
     try:
         while True:
-            mine = {"holder": holder, "deadline": time.time() + leases.expiry_seconds}
-            if store.put(key, mine, skip_if_exists=True):
-                return HeldLease(key, holder, waited, None)
-            current = _holder_of(store.get(key))
-            if current is None:
-                continue  # released between the put and the get: claim again
-            other, deadline = current
-            deadline = max(deadline, _number(store.get(_beat_key(key, other))))
-            if time.time() > deadline and store.put(
-                f"{key}#takeover#{other}", {"by": holder}, skip_if_exists=True
-            ):
-                if _holder_of(store.get(key)) == current:  # still the expired one
-                    store.put(key, mine)
-                    store.pop(_beat_key(key, other), None)  # its beats mean nothing now
-                    logger.warning("Took over the stage lease %s from %s (expired)", key, other)
-                    progress(
-                        ProgressEvent(
-                            stage=ProgressStage.DOWNLOAD,
-                            message=f"Another installation stopped staging {model}: taking over",
-                            indeterminate=True,
-                        )
-                    )
-                    return HeldLease(key, holder, True, other)
-                continue  # it was released meanwhile: claim as usual
+            try:
+                held = _try_claim(leases, key, holder, model, progress)
+            except Exception as error:  # a Dict RPC failed after the client's retries
+                failures += 1
+                if failures > _MAX_DICT_FAILURES:
+                    raise
+                logger.warning("The stage lease %s could not be read (%s); retrying", key, error)
+                time.sleep(poll)
+                continue
+            if held is not None:
+                return dataclasses.replace(held, waited=held.waited or waited)
             waited = True
             progress(
                 ProgressEvent(
@@ -203,6 +193,39 @@ def _acquire(leases: StageLeases, key: str, model: str, progress: ProgressCallba
     except BaseException:
         _release(store, key, holder)  # a cancel may land just after a claim succeeded
         raise
+
+
+def _try_claim(
+    leases: StageLeases, key: str, holder: str, model: str, progress: ProgressCallback
+) -> HeldLease | None:
+    """One round: claim the free lease, or take over an expired holder's; None: it is held."""
+    store = leases.store
+    while True:
+        mine = {"holder": holder, "deadline": time.time() + leases.expiry_seconds}
+        if store.put(key, mine, skip_if_exists=True):
+            return HeldLease(key, holder, False, None)
+        current = _holder_of(store.get(key))
+        if current is None:
+            continue  # released between the put and the get: claim again
+        other, deadline = current
+        deadline = max(deadline, _number(store.get(_beat_key(key, other))))
+        if time.time() > deadline and store.put(
+            f"{key}#takeover#{other}", {"by": holder}, skip_if_exists=True
+        ):
+            if _holder_of(store.get(key)) == current:  # still the expired one
+                store.put(key, mine)
+                store.pop(_beat_key(key, other), None)  # its beats mean nothing now
+                logger.warning("Took over the stage lease %s from %s (expired)", key, other)
+                progress(
+                    ProgressEvent(
+                        stage=ProgressStage.DOWNLOAD,
+                        message=f"Another installation stopped staging {model}: taking over",
+                        indeterminate=True,
+                    )
+                )
+                return HeldLease(key, holder, True, other)
+            continue  # it was released meanwhile: claim as usual
+        return None
 
 
 @contextlib.contextmanager

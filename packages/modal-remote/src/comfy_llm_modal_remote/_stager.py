@@ -7,15 +7,16 @@ reference for ``modal`` (manifest on the Volume) → stage the pinned snapshot
 downloaded weights or wrote a manifest. No GPU is allocated until it returns:
 the dispatcher starts the engine after this answer.
 
-Staging is serialized across containers by the app (``max_containers=1`` on
-the stager): a file lease cannot work between containers, each of which sees
-its own view of the Volume until commit and reload (modal/volume.py:496).
-Two overlapping prompts therefore stage one after the other in one
-container, and the second finds the first's snapshot complete. Two
-installations (two apps on one Volume) have a stager each: a snapshot not yet
-complete is staged under a lease in a Dict named after the Volume
-(``_stage_lease``), committed before the lease is released, and whoever
-waited for it reloads the Volume first, so it finds the snapshot complete.
+A file lease cannot work between containers, each of which sees its own
+view of the Volume until commit and reload (modal/volume.py:496): a snapshot
+not yet complete is staged under a lease in a Dict named after the Volume
+(``_stage_lease``), whichever container or installation stages it, committed
+before the lease is released, and whoever claims it reloads the Volume first
+(always: another installation may have staged and released between this
+stager's first reload and its claim), so it finds the snapshot complete. The
+app runs up to ``STAGER_MAX_CONTAINERS`` stagers, so a stage waiting on
+another installation's lease does not hold up the stage of a model that is
+already complete.
 Under that lease staging's own lease file is a leftover (a killed stager's
 background commit publishes one, fresh-looking from another host for 90 s),
 so it is removed before staging.
@@ -85,8 +86,14 @@ def stage_model(
         else snapshot_lease(leases, profile.repository, profile.revision, progress=progress)
     )
     with lease as held:
-        if held is not None and held.waited:
-            _reload(volume)  # what the other installation committed while this one waited
+        if held is not None:
+            # What another installation committed before this claim: it may have staged
+            # and released between this stager's first reload and the claim (no wait).
+            _reload(volume)
+            if find_completed_snapshot(
+                root, profile.repository, profile.revision, legacy_profile_id=profile.profile_id
+            ):
+                logger.info("Another installation staged %s meanwhile", profile.repository)
         if held is not None and break_lease(
             snapshot_path(root, profile.repository, profile.revision)
         ):  # every stager takes the Dict lease first: a lease file is a leftover

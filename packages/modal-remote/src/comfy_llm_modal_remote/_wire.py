@@ -320,7 +320,13 @@ class EventSender:
     A send never blocks the GPU: the channel puts without blocking and raises
     ``queue.Full`` when the partition is full (nobody is draining it, e.g.
     ComfyUI went away); those events are dropped and counted in
-    :attr:`dropped`.
+    :attr:`dropped`. Progress is best effort: any other failed put (Modal's
+    ``put_many`` re-raises ``ConnectionError`` after its retries,
+    ``InternalError``, ``NotFoundError`` for a deleted queue, ``RequestSizeError``,
+    modal/queue.py:719-727) is counted the same way, logged once, and the
+    request goes on; it never replaces what the body raised (``flush`` runs in
+    ``finally`` blocks). A cancellation (``InputCancellation``, a
+    ``BaseException``) still goes through.
     """
 
     def __init__(
@@ -336,6 +342,7 @@ class EventSender:
         self._buffer: list[ProgressEvent] = []
         self._last_sent = -float("inf")
         self.dropped = 0
+        self.failed_puts = 0
 
     def __call__(self, event: ProgressEvent) -> None:
         """ProgressCallback."""
@@ -360,3 +367,12 @@ class EventSender:
             self._channel.put_many(items)
         except queue.Full:
             self.dropped += len(items)
+        except Exception as error:  # best effort: the request goes on
+            self.dropped += len(items)
+            self.failed_puts += 1
+            if self.failed_puts == 1:
+                logger.warning(
+                    "A progress put failed (%s: %s); progress events are dropped and counted",
+                    type(error).__name__,
+                    error,
+                )
