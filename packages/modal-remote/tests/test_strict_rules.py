@@ -236,9 +236,7 @@ def test_a_call_cancelled_outside_comfyui_is_one_line_not_an_empty_remote_error(
         Dispatcher(transport).run(_run(SCRIPTED), progress=dashboard)
 
 
-def test_a_cold_container_is_said_while_it_starts(
-    model_hub: FakeHub, make_transport: Any
-) -> None:
+def test_a_cold_container_is_said_while_it_starts(model_hub: FakeHub, make_transport: Any) -> None:
     transport = make_transport(cold_start_seconds=1.0)
     events: list[ProgressEvent] = []
     Dispatcher(transport).run(_run(SCRIPTED, gpu="L40S"), progress=events.append)
