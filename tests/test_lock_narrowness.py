@@ -84,3 +84,20 @@ def test_modal_extra_adds_modal_without_engines(request: pytest.FixtureRequest) 
     linux = _installed(_export(Path(request.config.rootpath), "modal"), LINUX_X86_64)
     assert "modal" in linux
     assert not linux & {"mlx", "mlx-vlm", "vllm"}
+
+
+def test_apple_and_modal_on_macos_arm64_install_modal_and_no_torch_or_transformers(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Review r2 finding 3: [modal] shipped backend-cuda's sources by depending on it, which
+    pulled torch and Transformers 5 into a Mac's ComfyUI; its sources now ship as data."""
+    root = Path(request.config.rootpath)
+    mac = _installed(_export(root, "apple", "modal"), MACOS_ARM64)
+    assert {"modal", "mlx-vlm", "huggingface-hub"} <= mac
+    assert not mac & {"torch", "torchvision", "triton", "vllm"}
+    assert not any(name.startswith("nvidia-") for name in mac)
+    # What [modal] adds to an [apple] install: Modal's client, nothing of an engine
+    # (mlx-vlm itself brings its own Transformers on a Mac).
+    added = mac - _installed(_export(root, "apple"), MACOS_ARM64)
+    assert "modal" in added
+    assert not added & {"transformers", "safetensors", "torch", "tokenizers", "accelerate"}

@@ -46,13 +46,19 @@ __all__ = [
     "check_local_sources",
     "image_spec",
     "local_source_files",
+    "shipped_sources",
     "source_ignored",
 ]
 
 _LOCK_FILE = "image_lock.json"
 REMOTE_SOURCE_ROOT = "/root"
 """Where ``add_local_python_source`` puts each package (on the container's PYTHONPATH)."""
-_IGNORED_DIRS = frozenset({"__pycache__", "tests", "test", "bench", "vllm_tests", "node_modules"})
+_IGNORED_DIRS = frozenset(
+    {"__pycache__", "tests", "test", "bench", "vllm_tests", "node_modules", "_sources"}
+)
+SHIPPED_SOURCES = "_sources"
+"""Where this wheel carries backend-cuda's sources (``hatch_build.py``): the image
+mounts them when backend-cuda is not installed here (an [apple]+[modal] Mac)."""
 _IGNORED_SUFFIXES = frozenset({".pyc", ".pyo", ".so.tmp", ".tmp", ".orig", ".rej"})
 _SITE_PACKAGES = "/usr/local/lib/python{python}/site-packages"
 CUDA_HOME = _SITE_PACKAGES + "/nvidia/cu13"
@@ -121,10 +127,28 @@ def image_spec(settings: ModalSettings, extra_env: dict[str, str] | None = None)
     )
 
 
+def shipped_sources(name: str) -> Path | None:
+    """This wheel's copy of a package's sources, if it ships one (not in the workspace)."""
+    folder = Path(str(resources.files("comfy_llm_modal_remote"))) / SHIPPED_SOURCES / name
+    return folder if folder.is_dir() else None
+
+
+def _installed(name: str) -> bool:
+    spec = importlib.util.find_spec(name)
+    return spec is not None and bool(spec.submodule_search_locations)
+
+
 def _package_dirs(name: str) -> list[Path]:
-    """Where ``name`` is installed here, as Modal finds it (``find_spec``, package_utils.py:37)."""
+    """Where ``name``'s sources are here.
+
+    Installed, as Modal finds it (``find_spec``, package_utils.py:37), else the
+    copy this wheel ships (:func:`shipped_sources`).
+    """
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
+        shipped = shipped_sources(name)
+        if shipped is not None:
+            return [shipped]
         raise ModalUnavailableError(
             "sources",
             f"the workspace package {name} is not installed in this Python, so the Modal "
@@ -168,7 +192,7 @@ def build_image(spec: ImageSpec) -> Any:
     import modal
 
     env = dict(spec.env)
-    return (
+    image = (
         modal.Image.debian_slim(python_version=spec.python_version)
         .uv_pip_install(*spec.requirements, uv_version=spec.uv_version)
         # FlashInfer links with -L$CUDA_HOME/lib64 -lcudart -lcuda: make that work, prove it.
@@ -176,6 +200,15 @@ def build_image(spec: ImageSpec) -> Any:
         # (a few seconds of nvcc) should be rebuilt only when the pins change.
         .run_commands(toolchain_script(env["CUDA_HOME"]))
         .env(env)
-        # A callable, never a tuple (see the module docstring); data files travel too.
-        .add_local_python_source(*spec.local_packages, ignore=source_ignored)
     )
+    installed = [name for name in spec.local_packages if _installed(name)]
+    # A callable, never a tuple (see the module docstring); data files travel too.
+    image = image.add_local_python_source(*installed, ignore=source_ignored)
+    for name in spec.local_packages:
+        if name not in installed:  # backend-cuda on a Mac: the sources this wheel ships
+            image = image.add_local_dir(
+                _package_dirs(name)[0],
+                remote_path=f"{REMOTE_SOURCE_ROOT}/{name}",
+                ignore=source_ignored,
+            )
+    return image

@@ -216,8 +216,9 @@ def error_envelope(error: BaseException) -> dict[str, Any]:
 
 def _error_modules() -> dict[str, ModuleType]:
     """The allow-listed packages' error namespaces (imported here by name, never from the wire)."""
+    import importlib
+
     import comfy_llm_core
-    from comfy_llm_backend_cuda import errors as backend_cuda
     from comfy_llm_inputs import errors as inputs
     from comfy_llm_profiles import errors as profiles
     from comfy_llm_reasoning import errors as reasoning
@@ -227,7 +228,11 @@ def _error_modules() -> dict[str, ModuleType]:
 
     from . import errors as modal_remote
 
-    return {
+    try:  # absent with [apple]+[modal] (sources shipped as data): RemoteExecutionError then
+        backend_cuda: ModuleType | None = importlib.import_module("comfy_llm_backend_cuda.errors")
+    except ImportError:
+        backend_cuda = None
+    modules = {
         "comfy_llm_core": comfy_llm_core,
         "comfy_llm_profiles": profiles,
         "comfy_llm_staging": staging,
@@ -235,9 +240,11 @@ def _error_modules() -> dict[str, ModuleType]:
         "comfy_llm_residency": residency,
         "comfy_llm_reasoning": reasoning,
         "comfy_llm_structured": structured,
-        "comfy_llm_backend_cuda": backend_cuda,
         "comfy_llm_modal_remote": modal_remote,
     }
+    if backend_cuda is not None:
+        modules["comfy_llm_backend_cuda"] = backend_cuda
+    return modules
 
 
 def _allowed_class(qualified: str) -> type[ComfyLLMError] | None:
