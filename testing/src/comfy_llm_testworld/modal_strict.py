@@ -311,6 +311,17 @@ class StrictTransport:
             container.kill()
             self.retired.append(container)
 
+    def status(self) -> dict[str, Any]:
+        """``ModalTransport.status``: deployed or not, containers running."""
+        with self._lock:
+            live = [c for c in self.containers.values() if not c.stopped]
+            return {
+                "app": self.app_name,
+                "deployed": self._current is not None,
+                "containers": len(live),
+                "code": self._current.fingerprint if self._current else None,
+            }
+
     def stop_app(self) -> None:
         """``App.stop()``: every container ends (the Volumes stay); deploy anew next."""
         self.stops += 1

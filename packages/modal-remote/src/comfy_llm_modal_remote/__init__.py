@@ -15,7 +15,7 @@ from ._chunk_wire import (
     encode_pil_image,
 )
 from ._chunk_worker import serve_chunk
-from ._connect import connect, use_transport
+from ._connect import app_status, connect, stop_app, use_transport
 from ._container import ContainerControl, ProgressChannel, VolumeStore
 from ._dispatch import DEFAULT_AFFINITY_KEY, Dispatcher, RemoteRun
 from ._engine import EngineService
@@ -95,6 +95,7 @@ __all__ = [
     "VolumeStore",
     "WorkerUnsafeError",
     "app_name",
+    "app_status",
     "caption_fan_out",
     "check_modal_available",
     "code_fingerprint",
@@ -106,5 +107,6 @@ __all__ = [
     "serve_chunk",
     "serve_stage",
     "stage_model",
+    "stop_app",
     "use_transport",
 ]

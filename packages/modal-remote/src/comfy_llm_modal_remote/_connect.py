@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 from ._dispatch import Dispatcher
 from ._installation import app_name
 from ._transport import ModalTransport, Transport, check_modal_available
 
-__all__ = ["connect", "transport_factory", "use_transport"]
+__all__ = ["app_status", "connect", "stop_app", "transport_factory", "use_transport"]
 
 TransportFactory = Callable[[str, Path], Transport]
 
@@ -55,3 +56,44 @@ def connect(directory: Path) -> Dispatcher:
             transport = (factory or ModalTransport)(name, Path(directory))
             dispatcher = _DISPATCHERS[key] = Dispatcher(transport)
         return dispatcher
+
+
+class _Managed(Protocol):
+    def status(self) -> dict[str, Any]: ...
+
+    def stop_app(self) -> None: ...
+
+
+def app_status(directory: Path) -> dict[str, Any]:
+    """This installation's app: its name, deployed or not, running containers (billed).
+
+    Raises:
+        ModalUnavailableError: ``modal`` is missing, has no credentials, or
+            refused them; Modal could not be reached.
+    """
+    from ._client_errors import translate_client_error
+
+    transport: _Managed = connect(directory).transport  # type: ignore[assignment]
+    try:
+        return dict(transport.status())
+    except Exception as error:
+        translated = translate_client_error(error, app_name(Path(directory)))
+        if translated is None:
+            raise
+        raise translated from error
+
+
+def stop_app(directory: Path) -> dict[str, Any]:
+    """Stop this installation's app: every container (warm GPUs included) ends now.
+
+    The Volumes and their models stay; the next run deploys the app again.
+    """
+    before = app_status(directory)
+    if before["deployed"]:
+        transport: _Managed = connect(directory).transport  # type: ignore[assignment]
+        transport.stop_app()
+    return {
+        "app": before["app"],
+        "was_deployed": before["deployed"],
+        "containers_stopped": before["containers"],
+    }

@@ -252,6 +252,30 @@ class ModalTransport:
             self._ready = False
             self._record.unlink(missing_ok=True)
 
+    def status(self) -> dict[str, Any]:
+        """This installation's app as Modal sees it: deployed or not, running containers.
+
+        ``App.lookup`` (modal/app.py:417) raises ``NotFoundError`` for an app
+        that was never deployed or was stopped; the container count is the
+        ``TaskList`` RPC Modal's own ``modal container list --app-id`` makes
+        (modal/cli/container.py:47-57).
+        """
+        import modal
+        import modal.exception
+
+        recorded = self._recorded()
+        try:
+            app = modal.App.lookup(self.app_name)
+        except modal.exception.NotFoundError:
+            return {"app": self.app_name, "deployed": False, "containers": 0, "code": recorded}
+        return {
+            "app": self.app_name,
+            "app_id": app.app_id,
+            "deployed": True,
+            "containers": _running_containers(str(app.app_id)),
+            "code": recorded,
+        }
+
     def stop_app(self) -> None:
         """``App.stop()``: every container goes (a missing app is fine); deploy anew next."""
         import modal
@@ -345,3 +369,19 @@ def engine_options(gpu: str, *, caption: bool = False) -> dict[str, Any]:
     if caption:
         options.update(max_containers=1, scaledown_window=CAPTION_SCALEDOWN_SECONDS)
     return options
+
+
+def _running_containers(app_id: str) -> int:
+    """Containers of ``app_id`` running now, counted as ``modal container list`` does."""
+    from modal._utils.async_utils import synchronizer
+    from modal.client import _Client
+    from modal_proto import api_pb2
+
+    @synchronizer.create_blocking  # type: ignore[untyped-decorator]
+    async def count() -> int:
+        client = await _Client.from_env()
+        listed = await client._stub.TaskList(api_pb2.TaskListRequest(app_id=app_id))
+        return len(listed.tasks)
+
+    result: int = count()
+    return result

@@ -4,7 +4,8 @@ Subcommands share the node's code path: ``models`` lists what is available
 here, ``resolve`` inspects and pins a model
 without downloading weights, ``stage`` downloads its snapshot, ``run`` answers
 a prompt, ``comfyui-link`` makes ComfyUI load the installed node,
-``modal-bench`` runs the Modal cold-cycle benchmark (modal-remote's harness). ``--json``
+``modal-bench`` runs the Modal cold-cycle benchmark (modal-remote's harness),
+``modal status|stop`` shows or stops this installation's Modal app. ``--json``
 prints one JSON document on stdout; progress always goes to stderr; failures
 print exactly one line, ``comfy-llm: error: <message>`` (rendered by
 ``comfy_llm_core.render_error``: tokens scrubbed), and exit with a code that
@@ -112,6 +113,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     from comfy_llm._cli._bench import add_modal_bench_parser
     from comfy_llm._cli._caption import add_caption_parser
+    from comfy_llm._cli._modal import add_modal_parser
     from comfy_llm._cli._models import add_models_parser
     from comfy_llm._cli._run import add_run_parser
 
@@ -119,6 +121,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub, _add_common)
     add_caption_parser(sub, _add_common)
     add_modal_bench_parser(sub)
+    add_modal_parser(sub, _add_common)
     return parser
 
 
@@ -243,6 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     from comfy_llm._cli._bench import cmd_modal_bench, print_bench_summary
     from comfy_llm._cli._caption import cmd_caption
+    from comfy_llm._cli._modal import cmd_modal, print_modal
     from comfy_llm._cli._models import cmd_models, print_models
     from comfy_llm._cli._run import cmd_run
 
@@ -250,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands["run"] = cmd_run
     commands["caption"] = cmd_caption
     commands["modal-bench"] = cmd_modal_bench
+    commands["modal"] = cmd_modal
     try:
         result = commands[args.command](args)
     except KeyboardInterrupt:
@@ -265,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_bench_summary(result)
     elif args.command == "models":
         print_models(result)
+    elif args.command == "modal":
+        print_modal(result)
     elif args.command == "caption":
         for record, caption in zip(
             result["metadata"]["per_image"], result["captions"], strict=True
