@@ -244,3 +244,37 @@ def test_a_cold_container_is_said_while_it_starts(model_hub: FakeHub, make_trans
     waiting = next(i for i, m in enumerate(messages) if m.startswith("Waiting for a L40S"))
     first_load = next(i for i, e in enumerate(events) if e.stage.value == "load" and i != waiting)
     assert waiting < first_load  # said before the container's own first event
+
+
+# -- GPU types: fallback lists, a type the workspace cannot get (findings 13, 27) ----------
+def test_a_gpu_fallback_list_moves_on_when_no_container_of_the_first_type_comes(
+    model_hub: FakeHub, make_transport: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMFY_MODAL_GPU_WAIT_SECONDS", "10")
+    transport = make_transport(unobtainable_gpus=("H100",))
+    events: list[ProgressEvent] = []
+    result = Dispatcher(transport).run(_run(SCRIPTED, gpu="H100,L40S"), progress=events.append)
+    assert result.response.endswith("answer") and result.metadata["modal_gpu"] == "L40S"
+    assert any("No H100 container on Modal within 10 s: trying L40S" in e.message for e in events)
+    first = next(call for kind, info, call in transport.calls if info.get("gpu") == "H100")
+    assert first.terminated  # the waiting H100 input was cancelled, not left queued
+
+
+def test_a_gpu_type_the_workspace_cannot_get_is_one_line_naming_the_fix(
+    model_hub: FakeHub, make_transport: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from comfy_llm_modal_remote import GPUUnavailableError
+
+    monkeypatch.setenv("COMFY_MODAL_GPU_WAIT_SECONDS", "10")
+    transport = make_transport(unobtainable_gpus=("B200",))
+    with pytest.raises(GPUUnavailableError, match="fallback list") as raised:
+        Dispatcher(transport).run(_run(SCRIPTED, gpu="B200"))
+    assert "\n" not in str(raised.value)
+
+
+def test_a_gpu_typo_is_refused_before_anything_is_staged(transport: StrictTransport) -> None:
+    from comfy_llm_core import InvalidSettingError
+
+    with pytest.raises(InvalidSettingError, match="H100,A100-80GB"):
+        Dispatcher(transport).run(_run(SCRIPTED, gpu="H1000"))
+    assert transport.calls == []

@@ -63,6 +63,8 @@ class StrictCall:
         self.ended_at: float | None = None
         self._transport = transport
         self._cancel_requested = False
+        self.pending_forever = False
+        """Its GPU type never gets a container (the platform holds the input)."""
         self.key = ""
 
     @property
@@ -94,6 +96,9 @@ class StrictCall:
         ``terminate_containers=False``, Modal's default: the container lives on.
         """
         self._cancel_requested = True
+        if self.pending_forever and not self.finished.is_set():  # a pending input just ends
+            self._finish(None, _remote_error(""), terminated=True)
+            return
         container = self.container
         if container is not None and self.started.is_set() and not self.finished.is_set():
             container.signal(signal.SIGUSR1)

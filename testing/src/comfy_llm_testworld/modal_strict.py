@@ -177,6 +177,8 @@ class StrictTransport:
         upload_bytes_per_second: A spawn whose pickled arguments exceed 8 KiB
             holds its caller this long per byte (None: instant).
         cold_start_seconds: How long a new container takes before its first input.
+        unobtainable_gpus: GPU types no container of ever starts (no capacity, or
+            not this workspace's): their inputs stay pending until cancelled.
     """
 
     def __init__(
@@ -194,6 +196,7 @@ class StrictTransport:
         preload: tuple[str, ...] | None = ENGINE_PRELOAD,
         upload_bytes_per_second: float | None = None,
         cold_start_seconds: float = 0.0,
+        unobtainable_gpus: tuple[str, ...] = (),
     ) -> None:
         from comfy_llm_modal_remote._deploy import DEPLOY_STRATEGY
 
@@ -229,6 +232,7 @@ class StrictTransport:
         self._lock = threading.RLock()
         self._upload_rate = upload_bytes_per_second
         self._cold_start = cold_start_seconds
+        self._unobtainable = {gpu.upper() for gpu in unobtainable_gpus}
         self._deploy_errors: list[BaseException] = []
         self.uploads: list[int] = []
         """Bytes each spawn uploaded to blob storage (0: sent inline)."""
@@ -469,9 +473,17 @@ class StrictTransport:
         self, kind: str, function: str, request: dict[str, Any], key: str, gpu: str | None
     ) -> StrictCall:
         self._deployed_or_first()
+        if gpu is not None and gpu.split(":")[0].upper() not in _GPU_TYPES:
+            from modal.exception import InvalidError
+
+            raise InvalidError(f"Invalid GPU type {gpu!r}")  # the server's check
         self._upload(request)
         call = StrictCall(self, function, request)
         call.key = self._pool(key, gpu, function)
+        if gpu is not None and gpu.split(":")[0].upper() in self._unobtainable:
+            call.pending_forever = True  # no container of it will start; a cancel ends it
+            self.calls.append((kind, {"gpu": gpu, "affinity_key": key, "request": request}, call))
+            return call
         info = (
             {"gpu": gpu, "affinity_key": key, "request": request} if gpu else {"request": request}
         )
@@ -504,6 +516,12 @@ class StrictTransport:
             container.stop()
             self.retired.append(container)
 
+
+_GPU_TYPES = {
+    "T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "RTX-PRO-6000",
+    "H100", "H100!", "H200", "B200", "B200+",
+}  # fmt: skip
+"""GPU types Modal offers (modal.com/docs/guide/gpu): the server refuses others."""
 
 STAGER_KEY = _STAGER = "__stager__"
 """The stager's container key (``transport.kill(STAGER_KEY)`` kills it mid-stage)."""

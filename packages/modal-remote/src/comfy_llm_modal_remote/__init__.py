@@ -45,6 +45,7 @@ from ._wire import EngineRequest, StageRequest, StageResult
 from .errors import (
     DeploymentConflictError,
     DeploymentMismatchError,
+    GPUUnavailableError,
     ModalAppMissingError,
     ModalDeployError,
     ModalRemoteError,
@@ -74,6 +75,7 @@ __all__ = [
     "FanOutImage",
     "FanOutJob",
     "FanOutReport",
+    "GPUUnavailableError",
     "ImageCaption",
     "ImageSpec",
     "LeaseStore",

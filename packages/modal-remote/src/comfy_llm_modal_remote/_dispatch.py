@@ -44,11 +44,13 @@ from comfy_llm_profiles import (
 from comfy_llm_residency import GenerationSettings, InferenceResult
 
 from ._client_errors import call_outcome, ensure_ready, spawn_checked
+from ._gpu import gpu_choices, gpu_wait_seconds
 from ._transport import RemoteCall, Transport
 from ._wire import EngineRequest, StageRequest, StageResult, result_from_wire, unwrap
 from .errors import (
     DeploymentConflictError,
     DeploymentMismatchError,
+    GPUUnavailableError,
     ModalAppMissingError,
     SnapshotNotVisibleError,
     WorkerUnsafeError,
@@ -159,6 +161,7 @@ class Dispatcher:
             Exception: The remote error with its original class and message,
                 or whatever ``progress``/``check_interrupt`` raised.
         """
+        gpu_choices(run.gpu)  # a typo fails here, before anything is staged or spawned
         for deployment in range(2):
             try:
                 return self._run_deployed(run, progress, check_interrupt)
@@ -199,14 +202,8 @@ class Dispatcher:
                 code_fingerprint=expected,
             )
             started = time.monotonic()
-            wire = request.to_wire()
-            call = spawn_checked(
-                self.transport,
-                lambda: self.transport.start_generate(wire, gpu=run.gpu, affinity_key=key),  # noqa: B023
-            )
-            progress(waiting_event(run.gpu))
             try:
-                answer = self._follow(call, progress, check_interrupt, "the GPU request")
+                answer, gpu = self._generate(request.to_wire(), run, key, progress, check_interrupt)
             except SnapshotNotVisibleError:
                 self._staged.pop(run.model, None)  # the Volume changed: stage again next time
                 raise
@@ -216,6 +213,7 @@ class Dispatcher:
                 promotion = dict(error.promotion_state)
                 key = f"retry-{uuid.uuid4().hex[:16]}"
                 continue
+            run = dataclasses.replace(run, gpu=gpu)  # the one that answered
             if attempt:
                 self.affinity_key = key  # later runs go to the promoted, warm container
             result = result_from_wire(answer)
@@ -232,19 +230,63 @@ class Dispatcher:
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _generate(
+        self,
+        wire: dict[str, Any],
+        run: RemoteRun,
+        key: str,
+        progress: ProgressCallback,
+        check_interrupt: Callable[[], None],
+    ) -> tuple[dict[str, Any], str]:
+        """Spawn on each GPU of ``run.gpu`` in turn until one's container answers (``_gpu``)."""
+        choices, wait = gpu_choices(run.gpu), gpu_wait_seconds()
+        for index, gpu in enumerate(choices):
+            request = {**wire, "request_id": _request_id()}
+            call = spawn_checked(
+                self.transport,
+                lambda: self.transport.start_generate(request, gpu=gpu, affinity_key=key),  # noqa: B023
+            )
+            progress(waiting_event(gpu))
+            try:
+                return self._follow(call, progress, check_interrupt, "the GPU request", wait), gpu
+            except _NoContainerYet:
+                if index + 1 == len(choices):
+                    raise GPUUnavailableError(choices, wait) from None
+                progress(
+                    ProgressEvent(
+                        stage=ProgressStage.LOAD,
+                        message=f"No {gpu} container on Modal within {wait:g} s: "
+                        f"trying {choices[index + 1]}",
+                        indeterminate=True,
+                    )
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _follow(
         self,
         call: RemoteCall,
         progress: ProgressCallback,
         check_interrupt: Callable[[], None],
         what: str,
+        first_event_within: float | None = None,
     ) -> dict[str, Any]:
+        """Relay the call's events until it answers; cancel it on whatever raises.
+
+        With ``first_event_within``, a call whose container sent nothing by then
+        raises :class:`_NoContainerYet` (its GPU is not coming).
+        """
+        started, heard = time.monotonic(), first_event_within is None
         try:
             while True:
                 finished = call.done()
                 for item in call.events(0.0 if finished else self.poll_seconds):
+                    heard = True
                     progress(ProgressEvent.from_dict(item))
                 check_interrupt()
+                if not (heard or finished) and time.monotonic() - started > (
+                    first_event_within or 0.0
+                ):
+                    raise _NoContainerYet
                 if finished:
                     leftover = call.events(0.0)
                     for item in leftover:
@@ -294,6 +336,10 @@ class Dispatcher:
         if run.prompt_id:
             metadata["prompt_id"] = run.prompt_id
         return dataclasses.replace(result, metadata=metadata)
+
+
+class _NoContainerYet(Exception):
+    """No event from the call's container in the wait: its GPU type is not coming."""
 
 
 def waiting_event(gpu: str) -> ProgressEvent:

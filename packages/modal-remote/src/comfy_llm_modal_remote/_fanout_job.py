@@ -124,7 +124,14 @@ class FanOutJob:
     reserve_gb: float | None = None
 
     def __post_init__(self) -> None:
-        """Check the sizes, naming the setting and the range."""
+        """Check the GPU and the sizes, naming the setting and the range.
+
+        A fallback list (``H100,A100-80GB``) captions on its first type: the
+        workers' keys and pools are per GPU type.
+        """
+        from ._gpu import gpu_choices
+
+        object.__setattr__(self, "gpu", gpu_choices(self.gpu)[0])
         for name, value, limit in (
             ("modal_workers", self.workers, MAX_WORKERS),
             ("chunk_images", self.chunk_images, 4096),

@@ -16,6 +16,7 @@ from comfy_llm_core import ComfyLLMError, ErrorAction
 __all__ = [
     "DeploymentConflictError",
     "DeploymentMismatchError",
+    "GPUUnavailableError",
     "ModalDeployError",
     "ModalRemoteError",
     "ModalAppMissingError",
@@ -148,6 +149,28 @@ class ModalAppMissingError(ModalRemoteError, RuntimeError):
         super().__init__(
             f"The Modal app {app_name!r} was stopped or deleted outside ComfyUI{suffix}. It is "
             "deployed again on the next run: queue the prompt again."
+        )
+
+
+class GPUUnavailableError(ModalRemoteError, RuntimeError):
+    """No container of the requested GPU type(s) started on Modal in time.
+
+    Attributes:
+        gpus: The types tried, in order.
+        waited_seconds: How long each was given (``COMFY_MODAL_GPU_WAIT_SECONDS``).
+    """
+
+    action = ErrorAction.RETRY
+
+    def __init__(self, gpus: tuple[str, ...], waited_seconds: float) -> None:
+        self.gpus = tuple(gpus)
+        self.waited_seconds = waited_seconds
+        tried = " then ".join(gpus)
+        super().__init__(
+            f"No {tried} container started on Modal within {waited_seconds:g} s each: that GPU "
+            "type is out of capacity or not available to this workspace. Fix: choose another "
+            "modal_gpu, give a fallback list such as 'H100,A100-80GB', or raise "
+            "COMFY_MODAL_GPU_WAIT_SECONDS, then queue the prompt again."
         )
 
 
