@@ -107,3 +107,45 @@ def test_the_output_manager_is_complete_for_the_installed_client() -> None:
     output.print("hello\nworld")
     output.add_status_row().finish("done")
     assert output.tail() == "hello\nworld\ndone"
+
+
+@pytest.mark.parametrize(("name", "created"), [("comfy", True), ("my-typo", False)])
+def test_a_missing_default_secret_is_created_empty_a_missing_named_one_is_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, created: bool
+) -> None:
+    """Public models deploy without a ``comfy`` secret (review r2 finding 15).
+
+    The client's own classes and signatures; only the two workspace RPCs are
+    replaced (no credentials here): ``hydrate`` answers NotFoundError as Modal
+    does for a missing secret, ``objects.create`` records what it was asked.
+    """
+    import inspect
+
+    import modal
+    import modal.exception
+    from comfy_llm_modal_remote import ModalUnavailableError
+    from comfy_llm_modal_remote._transport import _require_secret
+
+    parameters = inspect.signature(modal.Secret.objects.create).parameters
+    assert {"name", "env_dict", "allow_existing"} <= set(parameters)
+    calls: list[tuple[str, dict[str, str], bool]] = []
+
+    class Missing:
+        def hydrate(self) -> None:
+            raise modal.exception.NotFoundError(f"Secret '{name}' not found")
+
+    monkeypatch.setattr(modal.Secret, "from_name", lambda looked_up: Missing())
+    monkeypatch.setattr(
+        type(modal.Secret.objects),
+        "create",
+        lambda self, n, env, *, allow_existing=False: calls.append((n, env, allow_existing)),
+    )
+    events: list[Any] = []
+    if created:
+        _require_secret(name, events.append)
+        assert calls == [("comfy", {"HF_TOKEN": ""}, True)]
+        assert "modal secret create comfy HF_TOKEN=<token> --force" in events[0].message
+    else:
+        with pytest.raises(ModalUnavailableError, match="COMFY_MODAL_SECRET_NAME"):
+            _require_secret(name, events.append)
+        assert calls == []

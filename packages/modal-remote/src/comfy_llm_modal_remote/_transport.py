@@ -121,20 +121,41 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def _require_secret(name: str) -> None:
-    """A missing secret collection fails the deploy: say how to create it first."""
+def _require_secret(name: str, progress: ProgressCallback) -> None:
+    """The stager's secret collection must exist for the deploy (review r2 finding 15).
+
+    Public models need no token, so a missing *default* secret (``comfy``) is
+    created with an empty ``HF_TOKEN`` (``Secret.objects.create(...,
+    allow_existing=True)``, modal/secret.py:31-92: a no-op if another machine
+    created it meanwhile), and the user is told how to add a token for gated
+    models. A missing secret named by ``COMFY_MODAL_SECRET_NAME`` is more likely
+    a typo: that fails with the commands to run.
+    """
     import modal
     import modal.exception
 
+    from ._settings import DEFAULT_SECRET_NAME
+
     try:
         modal.Secret.from_name(name).hydrate()
+        return
     except modal.exception.NotFoundError as error:
-        raise ModalUnavailableError(
-            "secret",
-            f"the Modal secret {name!r} does not exist; create it with "
-            f"`modal secret create {name} HF_TOKEN=<your token>` (an empty HF_TOKEN= is fine "
-            "for public models) or point COMFY_MODAL_SECRET_NAME at an existing one",
-        ) from error
+        if name != DEFAULT_SECRET_NAME:
+            raise ModalUnavailableError(
+                "secret",
+                f"the Modal secret {name!r} does not exist; create it with "
+                f"`modal secret create {name} HF_TOKEN=<your token>` (an empty HF_TOKEN= is "
+                "fine for public models) or point COMFY_MODAL_SECRET_NAME at an existing one",
+            ) from error
+    modal.Secret.objects.create(name, {"HF_TOKEN": ""}, allow_existing=True)
+    progress(
+        ProgressEvent(
+            stage=ProgressStage.INSPECT,
+            message=f"Created the Modal secret {name!r} with an empty HF_TOKEN: public models "
+            f"work; for gated ones run `modal secret create {name} HF_TOKEN=<token> --force`",
+            indeterminate=True,
+        )
+    )
 
 
 class _ModalCall:
@@ -228,7 +249,7 @@ class ModalTransport:
                 )
                 from . import _app
 
-                _require_secret(_app.settings.secret_name)
+                _require_secret(_app.settings.secret_name, progress)
                 self._deploy = DeployJob(_app.app, self.app_name, progress)
             if self._deploy is not None:
                 job = self._deploy
