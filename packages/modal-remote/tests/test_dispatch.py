@@ -54,6 +54,9 @@ def test_stage_then_generate_with_modal_telemetry(
     assert metadata["modal_staging_downloaded"] is True
     assert metadata["modal_remote_seconds"] >= metadata["modal_transfer_seconds"] >= 0
     assert {"gpu_total_gib", "gpu_free_before_gib", "gpu_free_after_gib"} <= set(metadata)
+    # What the container reserves and bills beside the GPU (review r2 finding 14).
+    assert metadata["modal_reserved_cpu"] == 8.0 and metadata["modal_reserved_memory_mb"] == 32768
+    assert metadata["modal_idle_window_seconds"] == 600
     assert [(kind, info.get("gpu")) for kind, info, _ in transport.calls] == [
         ("stage", None),
         ("generate", "H100"),

@@ -98,6 +98,7 @@ def test_every_image_is_captioned_once_across_two_workers_with_the_cost_on_recor
     assert record["modal_images_per_gpu_second"] > 0
     assert record["modal_failed_chunks"] == []
     assert record["modal_idle_tail_gpu_seconds_max"] == 2 * 60  # two workers, a minute each
+    assert record["modal_idle_window_seconds"] == 60 and record["modal_reserved_cpu"] == 8.0
     # A small JPEG that fits is sent as its own bytes.
     sizes = [p.stat().st_size for p in sorted((tmp_path / "data").iterdir())]
     assert record["modal_bytes_sent"] == sum(sizes)

@@ -324,6 +324,7 @@ class Dispatcher:
             modal_remote_seconds=round(remote_seconds, 3),
             modal_transfer_seconds=round(max(0.0, remote_seconds - worker_seconds), 3),
             modal_request_image_bytes=_image_bytes(inputs_wire),
+            **reservation(),
             snapshot_downloaded=staged.downloaded,
             manifest_created=staged.manifest_created,
             # what the local path reports too: a local folder never reaches Modal, and
@@ -340,6 +341,25 @@ class Dispatcher:
 
 class _NoContainerYet(Exception):
     """No event from the call's container in the wait: its GPU type is not coming."""
+
+
+def reservation(*, caption: bool = False) -> dict[str, Any]:
+    """What each GPU container reserves and bills beside its GPU (review r2 finding 14).
+
+    Modal bills the reserved cores and memory per second on top of the GPU, and
+    a container idles (billed) for its scaledown window after its last input.
+    """
+    from ._fanout_report import CAPTION_SCALEDOWN_SECONDS
+    from ._settings import ENGINE_SCALEDOWN_SECONDS, ModalSettings
+
+    settings = ModalSettings.from_env()
+    return {
+        "modal_reserved_cpu": settings.engine_cpu,
+        "modal_reserved_memory_mb": settings.engine_memory_mb,
+        "modal_idle_window_seconds": (
+            CAPTION_SCALEDOWN_SECONDS if caption else ENGINE_SCALEDOWN_SECONDS
+        ),
+    }
 
 
 def waiting_event(gpu: str) -> ProgressEvent:

@@ -178,6 +178,7 @@ def caption_fan_out(
         stage_seconds=float(staged.seconds),
         profile=dict(staged.profile),
         gpu_limit=limit,
+        reservation=_reservation(),
     )
     report.chunks = len(tasks)
     fan = _FanOut(
@@ -200,6 +201,12 @@ def caption_fan_out(
         report.wall_seconds = time.monotonic() - started
     fan.show()
     return report
+
+
+def _reservation() -> dict[str, Any]:
+    from ._dispatch import reservation
+
+    return reservation(caption=True)
 
 
 def _staged(

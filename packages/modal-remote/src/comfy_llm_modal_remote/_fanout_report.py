@@ -43,6 +43,8 @@ class FanOutReport:
     images_sent: int = 0
     chunk_overhead_seconds: list[float] = dataclasses.field(default_factory=list)
     per_worker: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    reservation: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """What each worker reserves beside its GPU (cores, memory, idle window)."""
     profile: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The staged profile's ``to_dict()`` (not part of the cost record)."""
 
@@ -79,4 +81,5 @@ class FanOutReport:
                 round(self.bytes_sent / self.images_sent) if self.images_sent else 0
             ),
             "modal_per_worker": {key: dict(value) for key, value in self.per_worker.items()},
+            **self.reservation,
         }

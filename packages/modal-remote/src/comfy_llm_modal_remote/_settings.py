@@ -25,6 +25,7 @@ __all__ = [
     "ENGINE_CPU_ENV",
     "ENGINE_MAX_CONTAINERS_ENV",
     "ENGINE_MEMORY_ENV",
+    "ENGINE_SCALEDOWN_SECONDS",
     "FINGERPRINT_ENV",
     "SECRET_NAME_ENV",
     "STAGE_LEASE_ENV",
@@ -63,6 +64,8 @@ DEFAULT_ENGINE_CPU = 8.0
 """Cores reserved per GPU container: Modal's default is 0.125 (soft limit), which
 throttles Inductor compiles and image preprocessing."""
 DEFAULT_ENGINE_MEMORY_MB = 32 * 1024
+ENGINE_SCALEDOWN_SECONDS = 600
+"""Seconds a GPU container of the node's requests stays up (billed) after its last one."""
 DEFAULT_ENGINE_MAX_CONTAINERS = 4
 """GPU containers one affinity pool may run at once; concurrent prompts beyond it queue."""
 
