@@ -47,18 +47,14 @@ client implements (each rule cites ``site-packages/modal``):
   input; the key's next input starts a new one. :meth:`kill` kills a
   container's process (its input's ``FunctionCall.get`` raises
   ``RemoteError``).
-* **A cancelled input ends TERMINATED**: ``outcome()`` raises
-  ``RemoteError('')`` (container_io_manager.py:995-999; function_utils.py:
-  527-574), and the call says ``terminated``.
-* **Spawns upload, containers start, apps go**: ``spawn`` returns once its
-  input is created, after uploading arguments over 8 KiB to blob storage
-  (``should_upload``, function_utils.py:586-598; blob_utils.py:39): with
-  ``upload_bytes_per_second`` the caller's thread is held for the upload;
-  the container is found or started after the spawn returned, taking
-  ``cold_start_seconds`` when new. After :meth:`stop_outside` (the
-  dashboard, ``modal app stop``) a spawn raises ``NotFoundError`` until the
-  next deploy; :meth:`fail_deploys` makes deploys raise what Modal raises
-  (``AuthError`` for a refused token, ``ConnectionError`` without network).
+* **A cancelled input ends TERMINATED**: ``outcome()`` raises ``RemoteError('')``
+  (container_io_manager.py:995-999, function_utils.py:527-574); ``terminated``.
+* **Spawns** upload arguments over 8 KiB first (``upload_bytes_per_second``;
+  :mod:`._modal_spawning`) and return before the container is placed
+  (``cold_start_seconds`` for a new one); pools are keyed by every option
+  (:meth:`StrictTransport._pool`); unknown GPU types are refused,
+  ``unobtainable_gpus`` never start; deploys can fail and the app can be
+  stopped from outside (:mod:`._modal_outside`: ``NotFoundError`` on spawn).
 
 API (what tests and the fan-out's helpers use)::
 
@@ -92,7 +88,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import pickle
 import subprocess
 import threading
 import time
@@ -104,7 +99,10 @@ from typing import Any
 from ._modal_dict import StrictDict
 from ._modal_forks import ENGINE_PRELOAD, check_zygote_home_untouched
 from ._modal_host import StrictCall, StrictContainer
+from ._modal_outside import OutsideOperations
+from ._modal_probe import GIB, FixedMemoryProbe
 from ._modal_queue import QueueService
+from ._modal_spawning import GPU_TYPES, upload_size
 
 __all__ = [
     "GIB",
@@ -117,35 +115,7 @@ __all__ = [
     "StrictTransport",
 ]
 
-GIB = 1024**3
 _SECRET_ENV_PREFIXES = ("HF_",)
-
-
-@dataclasses.dataclass
-class FixedMemoryProbe:
-    """A GPU-like device reading that never changes; its fields travel to the container as data.
-
-    A small ``available_bytes`` models memory that does not come back after
-    an eviction (the unsafe-worker path).
-    """
-
-    total_bytes: int = 80 * GIB
-    available_bytes: int = 80 * GIB
-    device: str = "cuda:0"
-
-    def snapshot(self) -> Any:
-        """The fixed reading (for a manager in the test process)."""
-        from comfy_llm_residency import MemorySnapshot
-
-        return MemorySnapshot(self.available_bytes, self.total_bytes, self.device)
-
-    def clear_cache(self) -> None:
-        """Nothing to clear."""
-        return None
-
-    def allocated_bytes(self) -> int | None:
-        """Unknown: the manager falls back to the change of ``available_bytes``."""
-        return None
 
 
 @dataclasses.dataclass
@@ -155,7 +125,7 @@ class _Deployment:
     env: dict[str, str]
 
 
-class StrictTransport:
+class StrictTransport(OutsideOperations):
     """A ``Transport`` whose containers are processes under Modal's rules.
 
     Args:
@@ -302,30 +272,6 @@ class StrictTransport:
         """Another machine deploys other code under this app name (a shared app name)."""
         self._deploy(fingerprint, strategy)
 
-    def fail_deploys(self, *errors: BaseException) -> None:
-        """The next deploys raise these, in order (``AuthError``, ``ConnectionError``...)."""
-        self._deploy_errors.extend(errors)
-
-    def stop_outside(self) -> None:
-        """The app is stopped from the dashboard: containers end, this transport is not told."""
-        with self._lock:
-            old, self.containers = list(self.containers.values()), {}
-            self._current = None
-        for container in old:
-            container.kill()
-            self.retired.append(container)
-
-    def status(self) -> dict[str, Any]:
-        """``ModalTransport.status``: deployed or not, containers running."""
-        with self._lock:
-            live = [c for c in self.containers.values() if not c.stopped]
-            return {
-                "app": self.app_name,
-                "deployed": self._current is not None,
-                "containers": len(live),
-                "code": self._current.fingerprint if self._current else None,
-            }
-
     def stop_app(self) -> None:
         """``App.stop()``: every container ends (the Volumes stay); deploy anew next."""
         self.stops += 1
@@ -460,11 +406,8 @@ class StrictTransport:
             call._finish(None, RemoteError(f"container failed to start: {error}"))
 
     def _upload(self, request: dict[str, Any]) -> None:
-        """``spawn`` serializes its arguments and uploads them when over 8 KiB."""
-        from modal._utils.blob_utils import MAX_ASYNC_OBJECT_SIZE_BYTES
-
-        size = len(pickle.dumps(((request, "queue"), {})))
-        uploaded = size if size > MAX_ASYNC_OBJECT_SIZE_BYTES else 0
+        """``spawn`` uploads its serialized arguments when over 8 KiB (``upload_size``)."""
+        uploaded = upload_size(request)
         self.uploads.append(uploaded)
         if uploaded and self._upload_rate:
             time.sleep(uploaded / self._upload_rate)
@@ -473,7 +416,7 @@ class StrictTransport:
         self, kind: str, function: str, request: dict[str, Any], key: str, gpu: str | None
     ) -> StrictCall:
         self._deployed_or_first()
-        if gpu is not None and gpu.split(":")[0].upper() not in _GPU_TYPES:
+        if gpu is not None and gpu.split(":")[0].upper() not in GPU_TYPES:
             from modal.exception import InvalidError
 
             raise InvalidError(f"Invalid GPU type {gpu!r}")  # the server's check
@@ -516,12 +459,6 @@ class StrictTransport:
             container.stop()
             self.retired.append(container)
 
-
-_GPU_TYPES = {
-    "T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "RTX-PRO-6000",
-    "H100", "H100!", "H200", "B200", "B200+",
-}  # fmt: skip
-"""GPU types Modal offers (modal.com/docs/guide/gpu): the server refuses others."""
 
 STAGER_KEY = _STAGER = "__stager__"
 """The stager's container key (``transport.kill(STAGER_KEY)`` kills it mid-stage)."""
