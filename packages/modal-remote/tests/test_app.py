@@ -372,3 +372,32 @@ def test_stage_leases_live_in_a_dict_named_after_the_volume(
     settings = ModalSettings.from_env()
     assert (settings.stage_lease_seconds, settings.stage_lease_renew_seconds) == (30.0, 7.5)
     assert settings.container_env()["COMFY_MODAL_LLM_STAGE_LEASE_RENEW_SECONDS"] == "7.5"
+
+
+def test_every_modal_name_fits_modals_rule_long_names_hash_user_names_are_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review r2 finding 6: a 50-character Volume or 58-character app name broke at import."""
+    from comfy_llm_core import InvalidSettingError
+    from comfy_llm_modal_remote import ModalSettings
+    from comfy_llm_modal_remote._settings import object_name, progress_queue_name
+    from modal._utils.name_utils import check_object_name
+
+    monkeypatch.setenv("COMFY_MODAL_VOLUME_NAME", "v" * 50)
+    settings = ModalSettings.from_env()
+    for name, kind in (
+        (settings.compile_cache_volume_name, "Volume"),
+        (settings.stage_lease_dict_name, "Dict"),
+        (progress_queue_name("a" * 58), "Queue"),
+    ):
+        check_object_name(name, kind)  # the real client's rule
+    assert settings.compile_cache_volume_name.startswith("v" * 47 + "-")
+    assert object_name("short-name") == "short-name"
+    assert object_name("x" * 80) != object_name("x" * 79 + "y")  # distinct, one rule
+    monkeypatch.setenv("COMFY_MODAL_VOLUME_NAME", "v" * 65)
+    with pytest.raises(InvalidSettingError, match="COMFY_MODAL_VOLUME_NAME"):
+        ModalSettings.from_env()
+    monkeypatch.setenv("COMFY_MODAL_VOLUME_NAME", "ok")
+    monkeypatch.setenv("COMFY_MODAL_APP_NAME", "has space")
+    with pytest.raises(InvalidSettingError, match="COMFY_MODAL_APP_NAME"):
+        ModalSettings.from_env()
