@@ -30,8 +30,16 @@ _OUTER_SECONDS = 300.0
 
 
 @pytest.fixture
-def installations(tmp_path: Path) -> Iterator[tuple[StrictTransport, StrictTransport]]:
-    """Two apps with different names sharing one store root (one Volume, one Dict space)."""
+def installations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[StrictTransport, StrictTransport]]:
+    """Two apps with different names sharing one store root (one Volume, one Dict space).
+
+    The gate holds the first download until the second stager waits, which on a
+    loaded box can outlast huggingface_hub's 10 s read timeout: its resume would
+    count as a second download. The stagers' secret carries HF_* variables.
+    """
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "600")
     made = [
         StrictTransport(name, tmp_path / name, root=tmp_path / "modal")
         for name in ("comfy-llm-first", "comfy-llm-second")
