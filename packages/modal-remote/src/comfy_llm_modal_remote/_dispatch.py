@@ -254,7 +254,7 @@ class Dispatcher:
                     raise GPUUnavailableError(choices, wait) from None
                 progress(
                     ProgressEvent(
-                        stage=ProgressStage.LOAD,
+                        stage=ProgressStage.ADMISSION,
                         message=f"No {gpu} container on Modal within {wait:g} s: "
                         f"trying {choices[index + 1]}",
                         indeterminate=True,
@@ -363,9 +363,13 @@ def reservation(*, caption: bool = False) -> dict[str, Any]:
 
 
 def waiting_event(gpu: str) -> ProgressEvent:
-    """Shown from the spawn until the container's first event (cold start, GPU queue)."""
+    """Shown from the spawn until the container's first event (cold start, GPU queue).
+
+    An admission stage: the request waits for its GPU, as a local one waits for
+    memory (the worker's own first event is its admission).
+    """
     return ProgressEvent(
-        stage=ProgressStage.LOAD,
+        stage=ProgressStage.ADMISSION,
         message=f"Waiting for a {gpu} container on Modal (a first start pulls the image; "
         "a busy GPU type queues)",
         indeterminate=True,
