@@ -40,6 +40,8 @@ from comfy_llm_core._secrets import (
 )
 from comfy_llm_core._seeds import SEED_BITS_INT64, SEED_BITS_UINT64, fold_seed
 
+__version__ = "0.1.0"
+
 __all__ = [
     "DISK_FULL_ERRNOS",
     "DiskFullError",

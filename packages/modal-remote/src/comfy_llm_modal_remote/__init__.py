@@ -52,6 +52,8 @@ from .errors import (
     WorkerUnsafeError,
 )
 
+__version__ = "0.1.0"
+
 __all__ = [
     "DeploymentMismatchError",
     "ModalDeployError",
