@@ -15,6 +15,7 @@ from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProgressCallback
 from comfy_llm_residency import InferenceResult
 
 from comfy_llm._storage import installation_dir, storage_root
+from comfy_llm._versions import note_served
 from comfy_llm.errors import TargetUnavailableError
 
 __all__ = ["modal_remote", "run_on_modal"]
@@ -36,6 +37,7 @@ def modal_remote() -> Any:
             'the Modal extra is not installed: pip install "comfy-llm[modal]" into ComfyUI\'s '
             "Python, run `modal token new` once, then queue the prompt again",
         ) from error
+    note_served(remote)
     return remote
 
 
