@@ -59,13 +59,13 @@ APPLE = "sys_platform == 'darwin' and platform_machine == 'arm64'"
 NOT_APPLE = "sys_platform != 'darwin' or platform_machine != 'arm64'"
 REGISTRY_ENGINES = {"apple": APPLE, "cuda": NOT_APPLE}
 """The node's extras a registry install gets on each platform (its default engine)."""
-LEFT_TO_COMFYUI = {"torch"}
-"""Never in requirements.txt: ComfyUI ships its own build (CUDA, ROCm, ...)."""
+LEFT_TO_COMFYUI = {"torch", "torchvision"}
+"""Never in requirements.txt: ComfyUI ships its own builds (CUDA, ROCm, ...), paired."""
 REQUIREMENTS_HEADER = """\
 # Installed by ComfyUI Manager / the Comfy registry into ComfyUI's interpreter
 # when this repository is cloned into custom_nodes/. The workspace packages
 # themselves load from packages/*/src (see __init__.py); these are their
-# third-party dependencies. torch comes with ComfyUI. Written by
+# third-party dependencies. torch and torchvision come with ComfyUI. Written by
 # `scripts/version.py sync` from the packages' pyproject.toml: edit those.
 """
 LEVELS = ("major", "minor", "patch")
