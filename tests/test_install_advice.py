@@ -77,6 +77,9 @@ def test_extra_requirements_are_the_packages_own() -> None:
     assert EXTRA_REQUIREMENTS["apple"] == EXTRA_REQUIREMENTS["cuda"] == ()
     requirements = (REPO_ROOT / "requirements.txt").read_text()
     assert "mlx-vlm==" in requirements and "transformers>=" in requirements
+    # The README says the same for an install into custom_nodes/.
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert f'uv pip install --python ../.venv/bin/python\n"{modal}"' in readme
 
 
 def test_a_registry_install_is_told_to_install_modal_itself(tmp_path: Path) -> None:
