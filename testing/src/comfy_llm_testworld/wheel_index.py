@@ -81,7 +81,8 @@ class WheelIndex:
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             requires = _requires_python(path)
             attribute = f' data-requires-python="{html.escape(requires)}"' if requires else ""
-            links.append(f'<a href="../../files/{path.name}#sha256={digest}"{attribute}>{path.name}</a>')
+            href = f"../../files/{path.name}#sha256={digest}"
+            links.append(f'<a href="{href}"{attribute}>{path.name}</a>')
         return "<!DOCTYPE html><html><body>\n" + "<br>\n".join(links) + "\n</body></html>\n"
 
     def root_page(self) -> str:
