@@ -8,7 +8,7 @@ for a registry install and an unclaimed name invited dependency confusion.
 from __future__ import annotations
 
 import ast
-import importlib.util
+import importlib.metadata
 import json
 import os
 import shlex
@@ -119,19 +119,21 @@ def test_an_install_of_the_wheels_is_told_its_own_version(
     import comfy_llm_core
 
     monkeypatch.setattr(_install, "_CLONE_ROOT", tmp_path)  # site-packages: no clone around
-    original = importlib.util.find_spec
+    original = importlib.metadata.version
 
-    def without_pip(name: str, *args: object) -> object:
-        return None if name == "pip" else original(name, *args)
+    def pip_missing(name: str) -> str:
+        if name == "pip":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return original(name)
 
     python = shlex.quote(sys.executable)
     version = comfy_llm_core.__version__
-    monkeypatch.setattr(importlib.util, "find_spec", without_pip)
+    monkeypatch.setattr(importlib.metadata, "version", pip_missing)
     assert (
         install_command("modal")
         == f"uv pip install --python {python} 'comfy-llm[modal]=={version}'"
     )
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: object())
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "26.0")
     assert install_command("apple") == f"{python} -m pip install 'comfy-llm[apple]=={version}'"
     # ComfyUI's own interpreter, for `comfy-llm comfyui-link`: it must import comfy_llm itself.
     other = "/home/a user/ComfyUI/.venv/bin/python"

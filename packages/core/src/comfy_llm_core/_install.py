@@ -23,7 +23,7 @@ pyproject requirements (``tests/test_install_advice.py`` checks it).
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import os
 import platform
 import shlex
@@ -56,9 +56,23 @@ def _quoted(text: str) -> str:
 def _installer(python: str | None) -> str:
     if python is not None:  # another interpreter: whether it has pip is not known here
         return f"uv pip install --python {_quoted(python)}"
-    if importlib.util.find_spec("pip") is None:
+    if not _has_pip():
         return f"uv pip install --python {_quoted(sys.executable)}"
     return f"{_quoted(sys.executable)} -m pip install"
+
+
+def _has_pip() -> bool:
+    """Whether this Python has pip, read from installed metadata.
+
+    Not ``importlib.util.find_spec("pip")``: setuptools' distutils hack answers
+    that lookup by clearing ``distutils`` from ``sys.modules``, which broke
+    vLLM's engine start in the same process.
+    """
+    try:
+        importlib.metadata.version("pip")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def _clone_root() -> Path | None:
