@@ -17,9 +17,17 @@ if [ -z "$SOURCE" ]; then
   echo "real-ComfyUI tier SKIPPED: no ComfyUI source tree at \$COMFYUI_DIR (${COMFYUI_DIR:-unset}) or ../shared/comfyui"
   exit 0
 fi
+# (Quick when .ci/run already built it in the background.)
 scripts/build-comfyui-env.sh "$SOURCE"
+# $COMFY_LLM_JUNIT_DIR: where each run writes its JUnit report (.ci/run's timing report).
+pinned_junit=() newest_junit=()
+if [ -n "${COMFY_LLM_JUNIT_DIR:-}" ]; then
+  pinned_junit=(--junitxml="$COMFY_LLM_JUNIT_DIR/junit-comfyui.xml")
+  newest_junit=(--junitxml="$COMFY_LLM_JUNIT_DIR/junit-comfyui-newest.xml")
+fi
 # The whole tier, the browser tests included, with the frontend ComfyUI pins:
-COMFYUI_DIR="$SOURCE" uv run --frozen pytest -p no:cacheprovider testing/comfyui_tier "$@"
+COMFYUI_DIR="$SOURCE" uv run --frozen pytest -p no:cacheprovider testing/comfyui_tier \
+  "${pinned_junit[@]}" "$@"
 # The browser tests again on the newest frontend, installed into the same venv, then
 # the pinned one put back (the venv is kept between runs).
 NEWEST_FRONTEND="${COMFY_LLM_NEWEST_FRONTEND:-1.58.1}"
@@ -27,7 +35,7 @@ VENV="${COMFYUI_VENV:-.venv-comfyui}"
 uv pip install --quiet --python "$VENV/bin/python" "comfyui-frontend-package==$NEWEST_FRONTEND"
 status=0
 COMFYUI_DIR="$SOURCE" COMFY_LLM_FRONTEND="$NEWEST_FRONTEND" uv run --frozen pytest \
-  -p no:cacheprovider testing/comfyui_tier/test_browser.py "$@" || status=$?
+  -p no:cacheprovider testing/comfyui_tier/test_browser.py "${newest_junit[@]}" "$@" || status=$?
 uv pip install --quiet --python "$VENV/bin/python" \
   "$(grep '^comfyui-frontend-package==' "$SOURCE/requirements.txt")"
 exit "$status"

@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from comfy_llm_core import install_command
 from comfy_llm_profiles import ENGINES
 from comfy_llm_testworld.engine_vocabulary import VOCABULARY, vocabulary_problems
 from packaging.requirements import Requirement
@@ -48,7 +49,7 @@ def test_every_engine_extra_installs_its_package(name: str) -> None:
         canonicalize_name(Requirement(line).name) for extra in spec.extras for line in extras[extra]
     }
     assert distribution in pulled, f"{name}: no extra of {spec.extras} installs {distribution}"
-    assert spec.install_hint.startswith(f'pip install "comfy-llm[{",".join(spec.extras)}]"')
+    assert spec.install_hint.startswith(install_command(spec.extras[-1]))
 
 
 def test_every_backend_package_is_under_the_import_contracts() -> None:

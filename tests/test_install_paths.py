@@ -81,6 +81,41 @@ def test_clone_without_installed_packages_finds_workspace_sources(tmp_path: Path
     assert module_name == "comfy_llm._entrypoint"
 
 
+def test_a_registry_install_runs_its_own_packages_over_another_install(tmp_path: Path) -> None:
+    """Another comfy-llm in ComfyUI's Python (say an older wheel) never mixes in."""
+    stale = tmp_path / "site-packages"
+    (stale / "comfy_llm").mkdir(parents=True)
+    (stale / "comfy_llm" / "__init__.py").write_text('__version__ = "0.0.1"\n')
+    (stale / "comfy_llm_core").mkdir()
+    (stale / "comfy_llm_core" / "__init__.py").write_text('__version__ = "0.0.1"\n')
+    site_packages = sysconfig.get_paths()["purelib"]
+    init = str(REPO_ROOT / "__init__.py")
+    script = (
+        "import asyncio, importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('clone', {init!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "nodes = asyncio.run(asyncio.run(module.comfy_entrypoint()).get_node_list())\n"
+        "import comfy_llm, comfy_llm_core\n"
+        "print(json.dumps([comfy_llm.__file__, comfy_llm_core.__version__]))\n"
+    )
+    from comfy_llm_testworld.comfyui_standin import standin_path
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(standin_path()), str(stale), site_packages]),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    node_file, core_version = json.loads(done.stdout)
+    assert Path(node_file).is_relative_to(REPO_ROOT / "packages" / "comfy-node" / "src")
+    import comfy_llm_core
+
+    assert core_version == comfy_llm_core.__version__ != "0.0.1"
+
+
 def test_comfyui_link_writes_an_importable_shim(
     tmp_path: Path, comfyui_standin: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -140,7 +175,7 @@ def test_requirements_txt_covers_every_third_party_dependency() -> None:
         data = tomllib.loads((REPO_ROOT / "packages" / folder / "pyproject.toml").read_text())
         for dependency in data["project"]["dependencies"]:
             name = canonicalize_name(Requirement(dependency).name)
-            if not name.startswith("comfy-llm") and name != "torch":
+            if not name.startswith("comfy-llm") and name not in {"torch", "torchvision"}:
                 needed.add(name)
     assert needed <= listed, f"missing from requirements.txt: {sorted(needed - listed)}"
 

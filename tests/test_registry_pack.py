@@ -21,6 +21,7 @@ TOP_LEVEL = {
     "LICENSE",
     "README.md",
     "SECURITY.md",
+    "CHANGELOG.md",
     "__init__.py",
     "pyproject.toml",
     "requirements.txt",

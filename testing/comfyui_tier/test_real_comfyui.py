@@ -177,13 +177,19 @@ def test_interrupt_then_a_successful_run(
     assert response == SCRIPTED_ANSWER  # the lock was released, the next run works
 
 
-def test_free_then_a_cold_run(client: ComfyUIClient) -> None:
+def test_free_then_a_cold_run(client: ComfyUIClient, server: ComfyUIServer) -> None:
     _outputs(client.run(_with_previews({LLM: _llm(prompt="Before the unload.")})))
+    unloaded = "comfy-llm: unloaded "  # the node's one log line when ComfyUI unloads it
+    before = server.log(tail=10**9).count(unloaded)
     # "Unload models": ComfyUI's unload_all_models() reaches the resident LLM too
     client.free(unload_models=True, free_memory=True)
     # ComfyUI's prompt worker applies the flag when it wakes, before it takes the next
-    # prompt only if that prompt comes later: a user clicks Run after Unload, not with it
-    time.sleep(2.0)
+    # prompt only if that prompt comes later: a user clicks Run after Unload, not with
+    # it. Wait until it has (its log says so), not for a time: a loaded machine wakes late.
+    deadline = time.monotonic() + 120
+    while server.log(tail=10**9).count(unloaded) == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert server.log(tail=10**9).count(unloaded) > before, server.log()
     response, metadata, _ = _outputs(client.run(_with_previews({LLM: _llm(prompt="After.")})))
     assert response == SCRIPTED_ANSWER
     assert metadata["cache_status"] == "cold"

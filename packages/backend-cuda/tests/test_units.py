@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ from comfy_llm_backend_cuda._stream import (
     TokenStreamer,
     stream_decoder,
 )
+from comfy_llm_core import install_command
 from comfy_llm_inputs import PreparedInputs, VideoFrame
 from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits
 from PIL import Image
@@ -210,7 +212,7 @@ def test_import_is_light() -> None:
 
 def test_missing_engine_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)
-    with pytest.raises(ImportError, match=r'pip install "comfy-llm\[cuda\]"') as caught:
+    with pytest.raises(ImportError, match=re.escape(install_command("cuda"))) as caught:
         import_engine()
     assert isinstance(caught.value, EngineNotInstalledError)
     assert (caught.value.engine, caught.value.module) == ("transformers", "transformers")

@@ -84,6 +84,7 @@ def test_batch_gives_one_caption_per_image_identical_to_single_runs(
     assert metadata["images"] == metadata["captioned"] == 3
     assert [r["name"] for r in metadata["per_image"]] == ["image 1", "image 2", "image 3"]
     assert [r["cache_status"] for r in metadata["per_image"]] == ["cold", "warm", "warm"]
+    assert {"comfy-llm", "comfy-llm-residency"} <= set(metadata["comfy_llm_versions"])
 
 
 @pytest.mark.parametrize("target", ["local_cpu"], indirect=True)

@@ -98,6 +98,7 @@ def test_cli_caption_on_modal_writes_like_the_local_run_with_cost_on_record(
     assert metadata["modal_gpu_seconds"] > 0 and metadata["modal_images_per_gpu_second"] > 0
     assert metadata["modal_chunks"] == 2 and metadata["modal_chunks_retried"] == 0
     assert metadata["repository"] == SCRIPTED
+    assert {"comfy-llm", "comfy-llm-modal-remote"} <= set(metadata["comfy_llm_versions"])
     (transport,) = standin
     assert sorted(_answered(transport)) == [0, 2, 3]  # the kept and the broken never sent
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import comfy_llm
 import pytest
 from comfy_llm._cli import main
 from comfy_llm_testworld import FakeHub
@@ -21,6 +22,18 @@ def _run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     captured = capsys.readouterr()
     assert code == 0, captured.err
     return json.loads(captured.out)
+
+
+def test_version_names_every_package_of_this_install(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    first, *rest = capsys.readouterr().out.splitlines()
+    assert first.startswith(f"comfy-llm {comfy_llm.__version__} (Python 3.")
+    packages = dict(line.split() for line in rest)
+    assert {"comfy-llm-core", "comfy-llm-backend-cuda", "comfy-llm-modal-remote"} <= set(packages)
+    assert set(packages.values()) == {comfy_llm.__version__}
+    assert "comfy-llm-testworld" not in packages  # dev-only, never shipped
 
 
 def test_resolve_pins_the_branch_and_downloads_no_weights(
@@ -104,6 +117,11 @@ def test_run_scripted_splits_reasoning_and_answer(
     assert metadata["output_tokens"] == 5  # " a" " b" "</think>" " answer" <|im_end|>
     assert metadata["execution_target"] == target
     assert metadata["reasoning_enabled"] is True
+    # Which comfy-llm packages served it, every one at the node's version.
+    versions = metadata["comfy_llm_versions"]
+    backend = "comfy-llm-backend-cuda" if target == "local_cpu" else "comfy-llm-backend-mlx"
+    assert {"comfy-llm", "comfy-llm-core", "comfy-llm-residency", backend} <= set(versions)
+    assert set(versions.values()) == {comfy_llm.__version__}
 
 
 @pytest.mark.slow

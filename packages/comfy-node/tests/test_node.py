@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from comfy_llm_core import install_command
 from comfy_llm_testworld import FakeHub
 
 TARGETS = ["local_cpu", "local_apple"]
@@ -87,7 +88,7 @@ def test_every_input_and_output_explains_itself(comfyui: Path) -> None:
     assert by_name["seed"].options["control_after_generate"] == "fixed"
     for name in ("run_on_modal", "modal_gpu"):
         assert "not available" not in (by_name[name].display_name or "")
-    assert "comfy-llm[modal]" in by_name["run_on_modal"].tooltip
+    assert install_command("modal") in by_name["run_on_modal"].tooltip
     assert {"LLM", "VLM", "caption", "describe", "vision"} <= set(schema.search_aliases)
 
 

@@ -9,12 +9,14 @@ as data. No Modal credentials are set.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from comfy_llm_core import install_command
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import StrictTransport
 
@@ -177,7 +179,7 @@ def test_without_the_modal_package_one_clear_error_before_inputs(
     monkeypatch.setitem(sys.modules, "modal.config", None)
     PromptServer.instance.progress_texts.clear()
     bad_image = object()  # preparing it would fail: it must never be prepared
-    with node_raises(ModalUnavailableError, match=r"comfy-llm\[modal\]") as raised:
+    with node_raises(ModalUnavailableError, match=re.escape(install_command("modal"))) as raised:
         _execute(comfyui, prompt="hi", model_profile=SCRIPTED, images=bad_image, run_on_modal=True)
     assert isinstance(raised.value, ModalUnavailableError)
     assert raised.value.missing == "package"

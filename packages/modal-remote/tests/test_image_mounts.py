@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+from comfy_llm_core import install_command
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -180,7 +181,7 @@ def test_a_package_the_image_mounts_missing_here_is_one_clear_error() -> None:
         check_local_sources(["comfy_llm_staging", "comfy_llm_not_installed"])
     assert raised.value.missing == "sources"
     message = str(raised.value)
-    assert "comfy_llm_not_installed" in message and 'pip install "comfy-llm[modal]"' in message
+    assert "comfy_llm_not_installed" in message and install_command("modal") in message
 
 
 def _workspace_requirements() -> dict[str, list[str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from comfy_llm_core import install_command
 from comfy_llm_profiles import (
     ENGINES,
     FAMILIES,
@@ -78,8 +79,8 @@ def test_the_table_holds_what_used_to_be_literals() -> None:
     assert {n for n, s in ENGINES.items() if s.out_of_process} == {"vllm"}
     assert {n for n, s in ENGINES.items() if s.continuous_batching} == {"vllm"}
     assert quantization_methods() == ("none", "mlx", "fp8", "modelopt_fp4")
-    assert engine_spec("vllm").install_hint.startswith('pip install "comfy-llm[cuda,vllm]" (Linux)')
-    assert engine_spec("transformers").install_hint == 'pip install "comfy-llm[cuda]"'
+    assert engine_spec("vllm").install_hint.startswith(f"{install_command('vllm')} (Linux)")
+    assert engine_spec("transformers").install_hint == install_command("cuda")
     assert {s.weight_format for s in ENGINES.values()} == {"safetensors"}
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from comfy_llm_core import install_command
 from comfy_llm_profiles import (
     ENGINES,
     FAMILIES,
@@ -129,7 +130,7 @@ def test_local_cuda_without_vllm_uses_transformers_and_refuses_fp8(
     with pytest.raises(UnsupportedQuantizationError) as caught:
         _decide(CUDA, make_config(quantization_config=BLOCK_FP8), backends=NO_VLLM)
     assert caught.value.allowed == ("none",)
-    assert "comfy-llm[cuda,vllm]" in str(caught.value)
+    assert install_command("vllm") in str(caught.value)
 
 
 def test_available_backends_only_local_cuda_depends_on_vllm(

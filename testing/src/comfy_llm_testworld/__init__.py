@@ -6,4 +6,6 @@ conftest's pytest plugin, costs nothing.
 
 from ._fake_hub import FakeHub, RecordedRequest
 
+__version__ = "0.1.0"
+
 __all__ = ["FakeHub", "RecordedRequest"]

@@ -29,6 +29,8 @@ from .errors import (
     UnsupportedQuantizationError,
 )
 
+__version__ = "0.1.0"
+
 __all__ = [
     "ATTENTION_IMPLEMENTATION",
     "COMPILE_CACHE_ROOT_ENV",

@@ -10,7 +10,7 @@ what was wrong and the fix. Errors pickle with their attributes.
 
 from __future__ import annotations
 
-from comfy_llm_core import ComfyLLMError, ErrorAction
+from comfy_llm_core import ComfyLLMError, ErrorAction, install_command
 
 __all__ = [
     "LLAMACPP_EXTRA_HINT",
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 LLAMACPP_EXTRA_HINT = (
-    'pip install "comfy-llm-backend-llamacpp[engine]" (compiles llama.cpp; for CUDA set '
+    f"{install_command('llamacpp')} (compiles llama.cpp; for CUDA set "
     'CMAKE_ARGS="-DGGML_CUDA=on" first, see the backend README)'
 )
 """The install command that brings llama-cpp-python in."""

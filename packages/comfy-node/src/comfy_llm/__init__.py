@@ -7,7 +7,7 @@ when the node runs. ComfyUI finds the node through :func:`comfy_entrypoint`.
 from __future__ import annotations
 
 from comfy_llm._entrypoint import comfy_entrypoint
+from comfy_llm._versions import __version__
 from comfy_llm.errors import ComfyLLMError
 
-__all__ = ["ComfyLLMError", "comfy_entrypoint"]
-__version__ = "0.1.0"
+__all__ = ["ComfyLLMError", "__version__", "comfy_entrypoint"]

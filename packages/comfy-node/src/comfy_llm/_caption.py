@@ -36,6 +36,7 @@ from comfy_llm_residency import (
 from comfy_llm._pipeline import LLMRequest, prepare_request_inputs, resolve_and_stage
 from comfy_llm._storage import storage_root
 from comfy_llm._targets import detect_target
+from comfy_llm._versions import loaded_versions, note_engine
 from comfy_llm.errors import CaptionFolderError
 
 __all__ = [
@@ -308,6 +309,8 @@ def run_captions(
     )
     if prompt_id:
         metadata["prompt_id"] = prompt_id
+    note_engine(profile.backend)
+    metadata["comfy_llm_versions"] = loaded_versions()
     return CaptionBatch(captions=captions, metadata=metadata)
 
 

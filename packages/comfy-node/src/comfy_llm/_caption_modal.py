@@ -32,6 +32,7 @@ from comfy_llm._caption import (
 from comfy_llm._pipeline import refuse_local_folder_on_modal
 from comfy_llm._remote import modal_remote
 from comfy_llm._storage import installation_dir, storage_root
+from comfy_llm._versions import loaded_versions
 from comfy_llm.errors import CaptionFolderError
 
 __all__ = ["ModalCaptionOptions", "run_captions_on_modal"]
@@ -126,6 +127,7 @@ def run_captions_on_modal(
         )
     if prompt_id:
         metadata["prompt_id"] = prompt_id
+    metadata["comfy_llm_versions"] = loaded_versions()
     return CaptionBatch(captions=captions, metadata=metadata)
 
 

@@ -38,6 +38,7 @@ from comfy_llm_staging import stage_local_folder, stage_snapshot
 from comfy_llm._notes import empty_answer
 from comfy_llm._storage import model_folders, storage_root
 from comfy_llm._targets import detect_target
+from comfy_llm._versions import loaded_versions, note_engine
 from comfy_llm.errors import TargetUnavailableError
 
 __all__ = [
@@ -302,6 +303,7 @@ def run_request(
         on_token=on_token,
         prompt_id=prompt_id,
     )
+    note_engine(profile.backend)
     metadata = dict(result.metadata)
     metadata.update(
         snapshot_downloaded=snapshot.downloaded,
@@ -341,4 +343,5 @@ def _with_host_facts(
         metadata["empty_answer"] = note
     if prompt_id:
         metadata["prompt_id"] = prompt_id
+    metadata["comfy_llm_versions"] = loaded_versions()
     return dataclasses.replace(result, metadata=metadata)

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from comfy_llm_core import install_command
 from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProgressCallback
 from comfy_llm_residency import InferenceResult
 
 from comfy_llm._storage import installation_dir, storage_root
+from comfy_llm._versions import note_served
 from comfy_llm.errors import TargetUnavailableError
 
 __all__ = ["modal_remote", "run_on_modal"]
@@ -33,9 +35,11 @@ def modal_remote() -> Any:
             raise
         raise TargetUnavailableError(
             ExecutionTarget.MODAL.value,
-            'the Modal extra is not installed: pip install "comfy-llm[modal]" into ComfyUI\'s '
-            "Python, run `modal token new` once, then queue the prompt again",
+            f"the Modal extra is not installed: install it into ComfyUI's Python with "
+            f"`{install_command('modal')}`, run `modal token new` once, then queue the prompt "
+            "again",
         ) from error
+    note_served(remote)
     return remote
 
 

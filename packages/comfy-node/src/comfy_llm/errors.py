@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from comfy_llm_core import ComfyLLMError as _CoreError
-from comfy_llm_core import ErrorAction
+from comfy_llm_core import ErrorAction, install_command, platform_extra
 
 __all__ = [
     "CaptionFolderError",
@@ -93,7 +93,7 @@ class ComfyUIInterpreterError(ComfyLLMError, RuntimeError):
         self.detail = detail
         super().__init__(
             f"ComfyUI's Python {str(python)!r} cannot import comfy_llm ({detail}); nothing was "
-            f"linked. Install the node into that interpreter first: `uv pip install --python "
-            f"{python} <wheels or a clone's packages>` (or its pip), or pass the interpreter "
-            "ComfyUI runs with as --python."
+            "linked. Install the node into that interpreter first: "
+            f"`{install_command(platform_extra(), python=str(python), wheels=True)}`, or pass "
+            "the interpreter ComfyUI runs with as --python."
         )

@@ -6,6 +6,7 @@
 * :func:`hub_path_problem`, :func:`quote_untrusted`: Hub file names checked one way.
 * :func:`render_error`, :func:`redact`, :func:`check_token`: tokens never reach output.
 * :func:`write_atomically`: files replaced whole (temp + rename), mode 0644 minus umask.
+* :func:`install_command`: what to install for an extra, from this install.
 * :func:`fold_seed`: a ComfyUI seed folded into an engine's seed width.
 * :func:`configure_library_logging`: library chatter off stderr unless debugging;
   :func:`library_progress_bars_quiet` tells engines to hide their bars too.
@@ -24,6 +25,7 @@ from comfy_llm_core._env import (
 )
 from comfy_llm_core._errors import ComfyLLMError, DiskFullError, ErrorAction, rebuild_error
 from comfy_llm_core._files import DISK_FULL_ERRNOS, write_atomically
+from comfy_llm_core._install import install_command, platform_extra
 from comfy_llm_core._logs import (
     RedactingFilter,
     configure_library_logging,
@@ -39,6 +41,8 @@ from comfy_llm_core._secrets import (
     render_error,
 )
 from comfy_llm_core._seeds import SEED_BITS_INT64, SEED_BITS_UINT64, fold_seed
+
+__version__ = "0.1.0"
 
 __all__ = [
     "DISK_FULL_ERRNOS",
@@ -64,6 +68,8 @@ __all__ = [
     "fold_seed",
     "library_progress_bars_quiet",
     "hub_path_problem",
+    "install_command",
+    "platform_extra",
     "quote_untrusted",
     "rebuild_error",
     "redact",

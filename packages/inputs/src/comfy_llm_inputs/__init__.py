@@ -27,6 +27,8 @@ from ._video import VideoFrame, sample_video_frames
 from ._video_source import FileSamplerStats
 from .errors import FileInputError, ImageInputError, InputError, VideoInputError
 
+__version__ = "0.1.0"
+
 __all__ = [
     "EXTENSION_MIME_TYPES",
     "PDF_MIME_TYPE",

@@ -56,6 +56,8 @@ from .errors import (
     WorkerUnsafeError,
 )
 
+__version__ = "0.1.0"
+
 __all__ = [
     "DeploymentConflictError",
     "DeploymentMismatchError",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from comfy_llm_core import ComfyLLMError, ErrorAction
+from comfy_llm_core import ComfyLLMError, ErrorAction, install_command
 
 __all__ = [
     "DeploymentConflictError",
@@ -27,10 +27,7 @@ __all__ = [
     "WorkerUnsafeError",
 ]
 
-INSTALL_HINT = 'pip install "comfy-llm[modal]"'
 AUTH_HINT = "modal token new"
-CLONE_INSTALL_HINT = 'pip install "modal>=1.6,<2"'
-"""The modal-remote package's own requirement, for a clone loaded from custom_nodes/."""
 
 
 class ModalRemoteError(ComfyLLMError):
@@ -54,13 +51,11 @@ class ModalUnavailableError(ModalRemoteError, RuntimeError):
     def __init__(self, missing: str, detail: str = "") -> None:
         self.missing = missing
         if missing == "package":
-            fix = (
-                f"install it into ComfyUI's Python with `{INSTALL_HINT}` (a clone in "
-                f"custom_nodes: `{CLONE_INSTALL_HINT}`), then `{AUTH_HINT}`"
-            )
+            command = install_command("modal")
+            fix = f"install it into ComfyUI's Python: `{command}`, then `{AUTH_HINT}`"
             what = "the `modal` package is not installed"
         elif missing == "sources":
-            fix = f"install the Modal extra into ComfyUI's Python with `{INSTALL_HINT}`"
+            fix = f"install the Modal extra into ComfyUI's Python: `{install_command('modal')}`"
             what = "the Modal app cannot be deployed"
         elif missing == "secret":
             fix = "create the secret as said"

@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from comfy_llm_core import install_command
+
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles._vllm_memory import (
     MAX_NUM_BATCHED_TOKENS,
@@ -142,8 +144,8 @@ class EngineSpec:
 
     @property
     def install_hint(self) -> str:
-        """The command that installs it, e.g. ``pip install "comfy-llm[cuda,vllm]"``."""
-        command = f'pip install "comfy-llm[{",".join(self.extras)}]"'
+        """The command that installs it into this Python (``comfy_llm_core.install_command``)."""
+        command = install_command(self.extras[-1])
         return f"{command} {self.install_note}" if self.install_note else command
 
     def available(self, target: ExecutionTarget) -> bool:

@@ -23,6 +23,8 @@ from ._select import (
 from ._vocabulary import TokenVocabulary
 from .errors import ReasoningError
 
+__version__ = "0.1.0"
+
 __all__ = [
     "KNOWN_PARSERS",
     "Accounting",

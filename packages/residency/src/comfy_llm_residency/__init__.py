@@ -60,6 +60,8 @@ from .errors import (
     UnsupportedBackendError,
 )
 
+__version__ = "0.1.0"
+
 __all__ = [
     "admitted_memory",
     "Backend",

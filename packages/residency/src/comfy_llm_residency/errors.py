@@ -11,7 +11,7 @@ built-in exception a caller would naturally catch (``ValueError``,
 
 from __future__ import annotations
 
-from comfy_llm_core import ComfyLLMError, ErrorAction
+from comfy_llm_core import ComfyLLMError, ErrorAction, install_command, platform_extra
 from comfy_llm_profiles import ENGINES
 
 GIB = 1024**3
@@ -195,7 +195,7 @@ class EngineNotInstalledError(BackendError, ImportError):
         self.module = module
         self.reason = reason
         spec = ENGINES.get(engine)
-        install = spec.install_hint if spec else 'pip install "comfy-llm"'
+        install = spec.install_hint if spec else install_command(platform_extra())
         super().__init__(
             f"The {_label(engine)} engine needs {module!r}, which cannot be imported here "
             f"({reason}). Install it into ComfyUI's Python: {install}.",

@@ -54,6 +54,8 @@ from .errors import (
     UnsafeSnapshotPathError,
 )
 
+__version__ = "0.1.0"
+
 __all__ = [
     # staging
     "StagedSnapshot",

@@ -13,6 +13,8 @@ from comfy_llm_structured._constraint import JsonConstraint, llg_tokenizer
 from comfy_llm_structured._schema import MAX_SCHEMA_CHARS, ResponseSchema, parse_response_schema
 from comfy_llm_structured.errors import InvalidSchemaError, StructuredOutputError
 
+__version__ = "0.1.0"
+
 __all__ = [
     "MAX_SCHEMA_CHARS",
     "InvalidSchemaError",

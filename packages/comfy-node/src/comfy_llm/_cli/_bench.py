@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from comfy_llm_core import install_command
+
 __all__ = ["add_modal_bench_parser", "cmd_modal_bench", "print_bench_summary"]
 
 _HELP = "benchmark cold and warm Modal requests on an isolated app (billable; JSON report)"
@@ -65,7 +67,7 @@ def cmd_modal_bench(args: argparse.Namespace) -> dict[str, Any]:
 
         raise TargetUnavailableError(
             ExecutionTarget.MODAL.value,
-            'the Modal extra is not installed: pip install "comfy-llm[modal]", run '
+            f"the Modal extra is not installed: `{install_command('modal')}`, run "
             "`modal token new` once, then run modal-bench again",
         )
     options = _bench_parser(harness).parse_args(args.options)

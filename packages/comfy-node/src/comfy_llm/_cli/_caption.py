@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from comfy_llm_core import defaults
+from comfy_llm_core import defaults, install_command
 
 from comfy_llm._cli._args import default_model, read_schema_file
 
@@ -48,7 +48,8 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
     caption.add_argument(
         "--on-modal",
         action="store_true",
-        help='caption on Modal GPUs (pip install "comfy-llm[modal]", `modal token new` once)',
+        help=f"caption on Modal GPUs (needs `{install_command('modal')}` and `modal token new` "
+        "once)",
     )
     caption.add_argument("--gpu", default="L40S", help="Modal GPU type with --on-modal (H100, ...)")
     caption.add_argument(

@@ -83,11 +83,29 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: every comfy-llm package's version, read only when asked (imports them)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from comfy_llm._cli._version import version_lines
+
+        print(version_lines())
+        parser.exit()
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="comfy-llm",
         description="Run multimodal language models the way the comfy-llm ComfyUI node does.",
         epilog=EXIT_CODES_HELP,
+    )
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print the version of comfy-llm and of each of its packages this Python has",
     )
     parser.add_argument(_DEBUG_FLAG, action="store_true", default=False, help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -14,7 +14,7 @@ import inspect
 from typing import Any
 
 from comfy_api.latest import io
-from comfy_llm_core import defaults
+from comfy_llm_core import defaults, install_command
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -223,8 +223,8 @@ def run_on_modal_input() -> Any:
         default=False,
         optional=True,
         tooltip=(
-            "Run on a Modal cloud GPU instead of this machine (needs "
-            'pip install "comfy-llm[modal]" and `modal token new` once). The first run '
+            "Run on a Modal cloud GPU instead of this machine (needs the Modal extra: "
+            f"`{install_command('modal')}`, and `modal token new` once). The first run "
             "deploys this installation's Modal app."
         ),
         **supported(boolean, advanced=True),

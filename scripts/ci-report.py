@@ -1,0 +1,97 @@
+"""Where a CI run's time went: each step's seconds and the slowest tests of all tiers.
+
+Usage: python3 scripts/ci-report.py CI_OUTPUT_DIR [--slowest N]
+
+Reads ``steps.tsv`` (``name<TAB>seconds<TAB>status`` per step, written by
+``.ci/run``) and every ``junit-*.xml`` pytest wrote there (``--junitxml``), and
+prints the steps with their share of the run, each tier's test time, the N
+slowest tests across the tiers (setup and teardown included, as pytest's
+``--durations`` counts them: one line per test), and a closing
+``total: N passed, N failed, N skipped`` line. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+
+def _steps(folder: Path) -> list[tuple[str, int, str]]:
+    path = folder / "steps.tsv"
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        name, seconds, status = line.split("\t")
+        rows.append((name, int(seconds), status))
+    return rows
+
+
+def _tests(folder: Path) -> tuple[list[tuple[float, str, str]], dict[str, dict[str, float]]]:
+    """``(seconds, tier, test id)`` per test case, and per tier its counts and time."""
+    cases: list[tuple[float, str, str]] = []
+    tiers: dict[str, dict[str, float]] = {}
+    for path in sorted(folder.glob("junit-*.xml")):
+        tier = path.stem.removeprefix("junit-")
+        counts = tiers.setdefault(tier, {"passed": 0, "failed": 0, "skipped": 0, "seconds": 0.0})
+        for suite in ET.parse(path).getroot().iter("testsuite"):
+            counts["seconds"] += float(suite.get("time", 0))
+        for case in ET.parse(path).getroot().iter("testcase"):
+            seconds = float(case.get("time", 0))
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            cases.append((seconds, tier, name))
+            if case.find("failure") is not None or case.find("error") is not None:
+                counts["failed"] += 1
+            elif case.find("skipped") is not None:
+                counts["skipped"] += 1
+            else:
+                counts["passed"] += 1
+    return cases, tiers
+
+
+def report(folder: Path, slowest: int) -> str:
+    """The whole report, as printed."""
+    lines = []
+    steps = _steps(folder)
+    # Steps run one after another, so they add up to the run; background builds ran
+    # beside them (their time is shown, not added).
+    total = sum(seconds for name, seconds, _ in steps if not name.startswith("background:")) or 1
+    if steps:
+        lines.append("CI steps (wall seconds; a background build ran beside the steps):")
+        for name, seconds, status in steps:
+            share = "" if name.startswith("background:") else f"{100 * seconds / total:5.1f} %"
+            lines.append(f"  {name:<44} {seconds:>6} s  {share:>7}  {status}")
+        lines.append(f"  {'all steps':<44} {total:>6} s  ({total // 60} min {total % 60} s)")
+    cases, tiers = _tests(folder)
+    if tiers:
+        lines.append("Test tiers (pytest's own time):")
+        for tier, counts in tiers.items():
+            lines.append(
+                f"  {tier:<20} {counts['seconds']:8.1f} s  {int(counts['passed'])} passed, "
+                f"{int(counts['failed'])} failed, {int(counts['skipped'])} skipped"
+            )
+    if cases:
+        lines.append(f"The {slowest} slowest tests of the run:")
+        for seconds, tier, name in sorted(cases, reverse=True)[:slowest]:
+            lines.append(f"  {seconds:8.2f} s  {tier:<16} {name}")
+        passed = sum(int(c["passed"]) for c in tiers.values())
+        failed = sum(int(c["failed"]) for c in tiers.values())
+        skipped = sum(int(c["skipped"]) for c in tiers.values())
+        lines.append(f"total: {passed} passed, {failed} failed, {skipped} skipped")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the report of one CI output folder."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--slowest", type=int, default=25)
+    args = parser.parse_args(argv)
+    print(report(args.folder, args.slowest))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

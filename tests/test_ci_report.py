@@ -1,0 +1,46 @@
+"""scripts/ci-report.py: the steps' times, each tier's counts and the slowest tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+_SPEC = importlib.util.spec_from_file_location("ci_report", REPO_ROOT / "scripts" / "ci-report.py")
+assert _SPEC is not None and _SPEC.loader is not None
+ci_report = importlib.util.module_from_spec(_SPEC)
+sys.modules["ci_report"] = ci_report
+_SPEC.loader.exec_module(ci_report)
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" time="{total}">{cases}</testsuite></testsuites>
+"""
+
+
+def _junit(path: Path, cases: list[tuple[str, float, str]]) -> None:
+    rendered = "".join(
+        f'<testcase classname="m" name="{name}" time="{seconds}">{outcome}</testcase>'
+        for name, seconds, outcome in cases
+    )
+    total = sum(seconds for _, seconds, _ in cases)
+    path.write_text(JUNIT.format(total=total, cases=rendered), encoding="utf-8")
+
+
+def test_the_report_names_steps_tiers_and_the_slowest_tests(tmp_path: Path) -> None:
+    steps = "lint\t30\tok\nbackground: dist\t50\tok\nmain suite\t90\tFAILED (1)\n"
+    (tmp_path / "steps.tsv").write_text(steps)
+    _junit(tmp_path / "junit-main.xml", [("a", 1.5, ""), ("b", 9.0, '<failure message="x"/>')])
+    _junit(tmp_path / "junit-vllm.xml", [(f"v{i}", float(i), "") for i in range(30)])
+    _junit(tmp_path / "junit-install.xml", [("s", 0.1, '<skipped message="y"/>')])
+    lines = ci_report.report(tmp_path, slowest=3).splitlines()
+    assert "  main suite" in "\n".join(lines) and " 75.0 %  FAILED (1)" in "\n".join(lines)
+    assert any(line.startswith("  all steps") and "120 s" in line for line in lines)
+    slow = lines[lines.index("The 3 slowest tests of the run:") + 1 :][:3]
+    assert [line.split()[-1] for line in slow] == ["m::v29", "m::v28", "m::v27"]
+    assert lines[-1] == "total: 31 passed, 1 failed, 1 skipped"
+    assert any("main" in line and "1 passed, 1 failed" in line for line in lines)
+
+
+def test_an_empty_folder_reports_nothing(tmp_path: Path) -> None:
+    assert ci_report.report(tmp_path, slowest=25) == ""
