@@ -42,8 +42,9 @@ IMAGE_SIDE = {"phi4_multimodal": 448, "gemma3": 64, "lfm2_vl": 64, "florence2": 
 #: Why MLX-VLM 0.7.10 fails on the families it does not run (a phrase of its error).
 MLX_FAILURES = {
     "llava": "unexpected keyword argument 'padding'",
-    "llava_joycaption": "unexpected keyword argument 'padding'",
-    "internvl": "parameters not in model",
+    # its chat template reads content as a string; MLX-VLM hands it typed parts first
+    "llava_joycaption": "'list object' has no attribute 'replace'",
+    "internvl": "required positional argument: 'head_dim'",
     "phi4_multimodal": "Model type phi4_multimodal not supported",
     "florence2": "AssertionError",
 }

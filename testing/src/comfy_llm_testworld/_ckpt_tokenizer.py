@@ -221,10 +221,7 @@ def train_tokenizer(spec: TokenizerSpec) -> Any:
     """
     from tokenizers import AddedToken
 
-    if spec.metaspace:
-        tokenizer = _metaspace_tokenizer(spec)
-    else:
-        tokenizer = _byte_level_tokenizer(spec)
+    tokenizer = _metaspace_tokenizer(spec) if spec.metaspace else _byte_level_tokenizer(spec)
     tokenizer.add_special_tokens(
         [AddedToken(tok, special=True, normalized=False) for tok in spec.specials]
     )

@@ -52,7 +52,10 @@ __all__ = [
 ENGINES = ("transformers", "mlx_vlm", "vllm")
 
 #: A CLIP/SigLIP tower saved as the real repositories name it: ``vision_tower.vision_model.*``.
-NESTED_TOWER = ((r"^vision_tower\.(?!vision_model\.)", "vision_tower.vision_model."),)
+NESTED_TOWER = (
+    (r"^vision_tower\.(?!vision_model\.)", "vision_tower.vision_model."),
+    (r"^model\.vision_tower\.(?!vision_model\.)", "model.vision_tower.vision_model."),
+)
 
 #: OpenAI CLIP's normalisation (Qwen2-VL, LLaVA-1.5, InternVL's GotOcr2 processor, ...).
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]

@@ -1,11 +1,11 @@
-"""A tiny Gemma 3 checkpoint (google/gemma-3-4b-it's layout).
+r"""A tiny Gemma 3 checkpoint (google/gemma-3-4b-it's layout).
 
 The tokenizer is SentencePiece-style (``GemmaTokenizer`` rebuilds it from
 vocab + merges with spaces as ``▁`` and byte fallback,
 ``models/gemma/tokenization_gemma.py``), so it is trained that way. The chat
 template writes ``<start_of_image>`` where an image part stands;
-``Gemma3Processor`` replaces each with ``\\n\\n<start_of_image>`` +
-``<image_soft_token>`` x ``image_seq_length`` + ``<end_of_image>\\n\\n``
+``Gemma3Processor`` replaces each with ``\n\n<start_of_image>`` +
+``<image_soft_token>`` x ``image_seq_length`` + ``<end_of_image>\n\n``
 (``processing_gemma3.py`` ``full_image_sequence``). The two text layers are
 one sliding-window and one global layer (the real 4B repeats five sliding,
 one global).
@@ -47,7 +47,8 @@ GEMMA3_TEMPLATE = (
     "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
     "{%- else -%}{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}"
     "{%- endif -%}{%- set loop_messages = messages[1:] -%}"
-    "{%- else -%}{%- set first_user_prefix = '' -%}{%- set loop_messages = messages -%}{%- endif -%}"
+    "{%- else -%}{%- set first_user_prefix = '' -%}"
+    "{%- set loop_messages = messages -%}{%- endif -%}"
     "{%- for message in loop_messages -%}"
     "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
     "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
@@ -131,7 +132,7 @@ def gemma3_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         "rescale_factor": 1 / 255,
         "size": {"height": _IMAGE_SIZE, "width": _IMAGE_SIZE},
     }
-    processors = {
+    processors: dict[str, dict[str, Any]] = {
         "preprocessor_config.json": image_processor,
         "processor_config.json": {
             "processor_class": "Gemma3Processor",

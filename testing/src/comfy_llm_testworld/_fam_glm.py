@@ -64,7 +64,8 @@ GLM4V_TEMPLATE = (
     "[gMASK]<sop>"
     "{%- for msg in messages %}"
     "{%- if msg.role == 'system' %}<|system|>\n"
-    "{%- if msg.content is string %}{{ msg.content }}{%- else %}{{ msg.content[0].text }}{%- endif %}"
+    "{%- if msg.content is string %}{{ msg.content }}"
+    "{%- else %}{{ msg.content[0].text }}{%- endif %}"
     "{%- elif msg.role == 'user' %}<|user|>\n"
     "{%- if msg.content is string %}{{ msg.content }}"
     "{%- else %}{%- for item in msg.content %}"
@@ -164,7 +165,7 @@ def glm4v_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         "resample": 3,
         "rescale_factor": 1 / 255,
     }
-    processors = {
+    processors: dict[str, dict[str, Any]] = {
         "preprocessor_config.json": {
             **common,
             "image_processor_type": "Glm4vImageProcessor",

@@ -88,6 +88,12 @@ def _clip_processor(processor_class: str, **extra: Any) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ LLaVA-1.5
 
+_MLX_LLAVA_PROCESSOR = (
+    "mlx-vlm 0.7.10's own LlavaProcessor passes the tokenizer's padding arguments to the "
+    "image processor (mlx_vlm/models/llava/processing_llava.py:90, mlx_vlm/utils.py:1766), "
+    "which Transformers 5.24 refuses: every LLaVA-1.5/JoyCaption request fails"
+)
+
 _LLAVA_SPECIALS = ("<s>", "</s>", "<unk>", "<image>", "<pad>")
 
 # llava-hf/llava-1.5-*-hf: "USER: <image>\n<text> ASSISTANT:", images first.
@@ -119,7 +125,7 @@ def llava_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         "tie_word_embeddings": False,
         "dtype": "float32",
     }
-    processors = {
+    processors: dict[str, dict[str, Any]] = {
         "preprocessor_config.json": _clip_processor("LlavaProcessor"),
         "processor_config.json": {
             "processor_class": "LlavaProcessor",
@@ -151,7 +157,7 @@ LLAVA = FamilySpec(
     configs=llava_configs,
     image_marker="<image>\n",
     renames=NESTED_TOWER,
-    engines={"transformers": "", "mlx_vlm": "", "vllm": ""},
+    engines={"transformers": "", "mlx_vlm": _MLX_LLAVA_PROCESSOR, "vllm": ""},
     template_file="chat_template.json",
     generation_prompt="ASSISTANT:",
 )
@@ -195,7 +201,8 @@ JOYCAPTION_TEMPLATE = (
     "{{- '" + _JOY_TRIPLE + "' + message['content'].replace('" + _JOY_IMAGE + "', '').lstrip() }}"
     "{%- else %}{{- message['content'] }}{%- endif %}{{- '<|eot_id|>' }}"
     "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}"
+    "{%- if add_generation_prompt %}"
+    "{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}"
 )
 
 
@@ -244,7 +251,7 @@ def joycaption_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         "rescale_factor": 1 / 255,
         "size": {"height": _TILE, "width": _TILE},
     }
-    processors = {
+    processors: dict[str, dict[str, Any]] = {
         "preprocessor_config.json": image_processor,
         "processor_config.json": {
             "processor_class": "LlavaProcessor",
@@ -276,7 +283,15 @@ LLAVA_JOYCAPTION = FamilySpec(
     configs=joycaption_configs,
     image_marker=_JOY_TRIPLE,
     renames=NESTED_TOWER,
-    engines={"transformers": "", "mlx_vlm": "", "vllm": ""},
+    engines={
+        "transformers": "",
+        "mlx_vlm": (
+            "mlx-vlm 0.7.10 renders the conversation as typed parts (mlx_vlm/prompt_utils.py:84 "
+            "llava: LIST_WITH_IMAGE) and JoyCaption's template reads content as a string; "
+            "given the rendered text it still fails as LLaVA-1.5 does: " + _MLX_LLAVA_PROCESSOR
+        ),
+        "vllm": "",
+    },
     template_file="chat_template.json",
     generation_prompt="<|start_header_id|>assistant<|end_header_id|>\n\n",
 )
@@ -325,7 +340,7 @@ def llava_next_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         image_grid_pinpoints=_PINPOINTS,
         do_pad=True,
     )
-    processors = {
+    processors: dict[str, dict[str, Any]] = {
         "preprocessor_config.json": image_processor,
         "processor_config.json": {
             "processor_class": "LlavaNextProcessor",
@@ -373,7 +388,8 @@ MLLAMA_TEMPLATE = (
     "{%- elif content['type'] == 'text' %}{{- content['text'] }}{%- endif %}"
     "{%- endfor %}{%- endif %}{{- '<|eot_id|>' }}"
     "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}"
+    "{%- if add_generation_prompt %}"
+    "{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}"
 )
 
 _MLLAMA_TILE = 28
@@ -507,7 +523,7 @@ MISTRAL3_TEMPLATE = (
 
 
 def mistral3_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
-    """A tiny ``Mistral3ForConditionalGeneration``: Pixtral tower, 2 x 2 patch merger, Mistral text."""
+    """A tiny ``Mistral3ForConditionalGeneration``: Pixtral tower, 2 x 2 merger, Mistral text."""
     text = llama_text(
         ids, vocab_size, model_type="mistral", bos="<s>", eos="</s>", sliding_window=None
     )
@@ -552,7 +568,7 @@ def mistral3_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         "rescale_factor": 1 / 255,
         "size": {"longest_edge": 4 * _TILE},
     }
-    processors = {
+    processors: dict[str, dict[str, Any]] = {
         "preprocessor_config.json": image_processor,
         "processor_config.json": {
             "processor_class": "PixtralProcessor",

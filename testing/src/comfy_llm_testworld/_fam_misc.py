@@ -33,7 +33,7 @@ from comfy_llm_testworld._ckpt_configs import (
     ArchConfigs,
 )
 from comfy_llm_testworld._ckpt_tokenizer import TokenizerSpec
-from comfy_llm_testworld._fam_base import FamilySpec
+from comfy_llm_testworld._fam_base import NESTED_TOWER, FamilySpec
 
 __all__ = ["FLORENCE2", "LFM2_VL", "PHI4_MULTIMODAL"]
 
@@ -61,7 +61,8 @@ PHI4_TEMPLATE = (
     "{%- elif content['type'] == 'text' -%}{{- content['text'] -}}{%- endif -%}"
     "{%- endfor -%}{%- endif -%}{{- '<|end|>' -}}"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|assistant|>' -}}{%- else -%}{{- eos_token -}}{%- endif -%}"
+    "{%- if add_generation_prompt -%}{{- '<|assistant|>' -}}"
+    "{%- else -%}{{- eos_token -}}{%- endif -%}"
 )
 
 _PHI4_CROP = 448
@@ -120,7 +121,7 @@ def phi4_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         "audio_config": audio,
         "dtype": "float32",
     }
-    processors = {
+    processors: dict[str, dict[str, Any]] = {
         "preprocessor_config.json": {
             "processor_class": "Phi4MultimodalProcessor",
             "image_processor_type": "Phi4MultimodalImageProcessor",
@@ -306,7 +307,7 @@ def lfm2_vl_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         "image_std": [0.5, 0.5, 0.5],
         "rescale_factor": 1 / 255,
     }
-    processors = {
+    processors: dict[str, dict[str, Any]] = {
         "preprocessor_config.json": image_processor,
         "processor_config.json": {
             "processor_class": "Lfm2VlProcessor",
@@ -346,6 +347,7 @@ LFM2_VL = FamilySpec(
     ),
     configs=lfm2_vl_configs,
     image_marker="<image>",
+    renames=NESTED_TOWER,
     engines={"transformers": "", "mlx_vlm": "", "vllm": ""},
     generation_prompt="<|im_start|>assistant\n",
 )
@@ -446,7 +448,7 @@ def florence2_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         "rescale_factor": 1 / 255,
         "size": {"height": _FLORENCE_IMAGE, "width": _FLORENCE_IMAGE},
     }
-    processors = {
+    processors: dict[str, dict[str, Any]] = {
         "preprocessor_config.json": image_processor,
         "processor_config.json": {
             "processor_class": "Florence2Processor",
@@ -492,7 +494,11 @@ FLORENCE2 = FamilySpec(
     image_marker="",
     engines={
         "transformers": "",
-        "mlx_vlm": "",
+        "mlx_vlm": (
+            "mlx-vlm 0.7.10's florence2 reads the remote-code layout (vision model_type "
+            "'davit', dim_embed: mlx_vlm/models/florence2/vision.py:443-449), not the "
+            "Transformers-native florence_vision config"
+        ),
         "vllm": (
             "vLLM 0.32 runs Florence-2 only through the out-of-tree bart-plugin "
             "(vllm/model_executor/models/registry.py _OOT_SUPPORTED_MODELS)"

@@ -255,7 +255,8 @@ _INTERNVL_SPECIALS = (
 INTERNVL_TEMPLATE = (
     "{% for message in messages %}"
     "{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{'<|im_start|>system\n你是书生·万象，英文名是InternVL，是由上海人工智能实验室、"
+    # (the fullwidth commas written as escapes)
+    "{{'<|im_start|>system\n你是书生·万象\uff0c英文名是InternVL\uff0c是由上海人工智能实验室、"
     "清华大学及多家合作单位联合开发的多模态大语言模型。<|im_end|>\n'}}{% endif %}"
     "{{'<|im_start|>' + message['role'] + '\n'}}"
     "{% if message['content'] is string %}{{ message['content'] }}"
@@ -366,7 +367,7 @@ def internvl_configs(ids: dict[str, int], vocab_size: int) -> ArchConfigs:
         "initial_shift": True,
     }
     video_processor.pop("image_processor_type")
-    processors = {
+    processors: dict[str, dict[str, Any]] = {
         "preprocessor_config.json": image_processor,
         "video_preprocessor_config.json": video_processor,
         "processor_config.json": {"processor_class": "InternVLProcessor", "image_seq_length": 1},
@@ -382,6 +383,14 @@ INTERNVL = FamilySpec(
     configs=internvl_configs,
     image_marker="<IMG_CONTEXT>\n",
     video_marker="<video>\n",
-    engines={"transformers": "", "mlx_vlm": "", "vllm": ""},
+    engines={
+        "transformers": "",
+        "mlx_vlm": (
+            "mlx-vlm 0.7.10's internvl reads a Qwen3 text model (mlx_vlm/models/internvl/"
+            "config.py:4 TextConfig = qwen3's ModelConfig: head_dim required, no q/k/v bias); "
+            "InternVL 3's Qwen2.5 text is refused (InternVL 3.5 is its MLX route)"
+        ),
+        "vllm": "",
+    },
     generation_prompt="<|im_start|>assistant\n",
 )

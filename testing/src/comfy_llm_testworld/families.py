@@ -134,7 +134,8 @@ def _renamed(tensors: dict[str, Any], spec: FamilySpec) -> dict[str, Any]:
     import re
 
     renamed = {}
-    for name, tensor in tensors.items():
+    for saved, tensor in tensors.items():
+        name = saved
         for pattern, replacement in spec.renames:
             name = re.sub(pattern, replacement, name)
         renamed[name] = tensor
