@@ -133,6 +133,10 @@ class TokenizerSpec:
         tokenizer_config: ``tokenizer_config.json`` content, shaped like the
             real checkpoints' (Transformers picks the tokenizer class from
             the model type for both kinds, so the declared class is cosmetic).
+        metaspace: Train a SentencePiece-style BPE instead (spaces become
+            ``▁``, byte fallback, no pre-tokenizer): what ``GemmaTokenizer``
+            rebuilds from vocab + merges on load, so a byte-level vocabulary
+            would not survive it.
     """
 
     specials: tuple[str, ...]
@@ -140,6 +144,7 @@ class TokenizerSpec:
     end_token: str
     chat_template: str
     tokenizer_config: dict[str, object] = field(default_factory=dict)
+    metaspace: bool = False
 
 
 QWEN_SPEC = TokenizerSpec(
@@ -214,7 +219,25 @@ def train_tokenizer(spec: TokenizerSpec) -> Any:
     Raises:
         RuntimeError: If a chain piece did not become a single token.
     """
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers import AddedToken
+
+    tokenizer = _metaspace_tokenizer(spec) if spec.metaspace else _byte_level_tokenizer(spec)
+    tokenizer.add_special_tokens(
+        [AddedToken(tok, special=True, normalized=False) for tok in spec.specials]
+    )
+    tokenizer.add_tokens(
+        [AddedToken(tok, special=False, normalized=False) for tok in (THINK_OPEN, THINK_CLOSE)]
+    )
+    for piece in (*CHAIN_PIECES, "\n", "\n\n"):
+        ids = tokenizer.encode(piece, add_special_tokens=False).ids
+        if len(ids) != 1:
+            raise RuntimeError(f"piece {piece!r} is not a single token: {ids}")
+    return tokenizer
+
+
+def _byte_level_tokenizer(spec: TokenizerSpec) -> Any:
+    """GPT-2 / Qwen byte-level BPE, trained (specials not yet added)."""
+    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
     from tokenizers.models import BPE
     from tokenizers.trainers import BpeTrainer
 
@@ -238,16 +261,46 @@ def train_tokenizer(spec: TokenizerSpec) -> Any:
         special_tokens=[],
     )
     tokenizer.train_from_iterator(_corpus(), trainer=trainer)
-    tokenizer.add_special_tokens(
-        [AddedToken(tok, special=True, normalized=False) for tok in spec.specials]
+    return tokenizer
+
+
+#: The byte-fallback pieces a SentencePiece-style vocabulary starts with.
+_BYTE_PIECES = tuple(f"<0x{value:02X}>" for value in range(256))
+
+
+def _metaspace_tokenizer(spec: TokenizerSpec) -> Any:
+    """SentencePiece-style BPE as GemmaTokenizer rebuilds it (specials not yet added).
+
+    Its first ids are the specials the class defaults name (``<pad>``,
+    ``<eos>``, ``<bos>``, ``<unk>``), then the 256 byte pieces, then the
+    trained merges, as in the real Gemma vocabularies.
+    """
+    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import BPE
+    from tokenizers.trainers import BpeTrainer
+
+    tokenizer = Tokenizer(BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    # Trained word by word (as SentencePiece never merges across a "▁"), then
+    # given GemmaTokenizer's own pipeline: the merges are the same either way.
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="never", split=True)
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
     )
-    tokenizer.add_tokens(
-        [AddedToken(tok, special=False, normalized=False) for tok in (THINK_OPEN, THINK_CLOSE)]
+    leading = ("<pad>", "<eos>", "<bos>", "<unk>", *_BYTE_PIECES)
+    trainer = BpeTrainer(
+        vocab_size=TRAINED_VOCAB_SIZE + len(leading),
+        min_frequency=2,
+        show_progress=False,
+        special_tokens=list(leading),
     )
-    for piece in (*CHAIN_PIECES, "\n", "\n\n"):
-        ids = tokenizer.encode(piece, add_special_tokens=False).ids
-        if len(ids) != 1:
-            raise RuntimeError(f"piece {piece!r} is not a single token: {ids}")
+    # runs of 3 and 4 newlines are single tokens in Gemma's vocabulary, and vLLM's Gemma 3
+    # processor looks them up (vllm/model_executor/models/gemma3_mm.py:343-352)
+    newlines = ["\n\n\n", "\n\n\n\n"] * 40
+    tokenizer.train_from_iterator([*_corpus(), *newlines], trainer=trainer)
+    tokenizer.normalizer = normalizers.Replace(" ", "\u2581")
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(
+        pattern=" ", behavior="merged_with_previous", invert=False
+    )
     return tokenizer
 
 

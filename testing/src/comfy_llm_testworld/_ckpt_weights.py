@@ -70,17 +70,32 @@ SMOLVLM_LAYOUT = WeightLayout(
 )
 
 
-def random_state_dict(config: dict[str, Any]) -> dict[str, Any]:
+def random_state_dict(
+    config: dict[str, Any],
+    auto_class: str = "AutoModelForImageTextToText",
+    *,
+    as_saved: bool = False,
+) -> dict[str, Any]:
     """Instantiate the architecture with seeded random weights.
 
     Args:
         config: The ``config.json`` dictionary.
+        auto_class: The Transformers auto class that builds the architecture
+            (Phi-4-multimodal is not an image-text-to-text model there).
+        as_saved: Return what ``save_pretrained`` writes instead of the
+            module's state dict: Transformers 5 renames some architectures'
+            weights on load (``conversion_mapping.py``: LLaVA's
+            ``language_model.model.*`` becomes ``model.language_model.*``)
+            and reverts that on save, and it leaves tied weights out. The
+            real repositories carry the saved names, and MLX-VLM and vLLM
+            read those.
 
     Returns:
         Tensor name -> float32 CPU tensor, in the names of the Hub layout.
     """
     import torch
-    from transformers import AutoConfig, AutoModelForImageTextToText
+    import transformers
+    from transformers import AutoConfig
 
     params = dict(config)
     model_type = params.pop("model_type")
@@ -89,11 +104,29 @@ def random_state_dict(config: dict[str, Any]) -> dict[str, Any]:
     # fork: seed our draw without disturbing the caller's RNG stream
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
-        model = AutoModelForImageTextToText.from_config(hf_config, dtype=torch.float32)
+        model = getattr(transformers, auto_class).from_config(hf_config, dtype=torch.float32)
+    if as_saved:
+        return _saved_tensors(model)
     return {
         name: tensor.detach().to(torch.float32).contiguous().clone()
         for name, tensor in sorted(model.state_dict().items())
     }
+
+
+def _saved_tensors(model: Any) -> dict[str, Any]:
+    """The tensors ``save_pretrained`` writes (Hub names, tied weights left out)."""
+    import tempfile
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        shards = sorted(Path(folder).glob("*.safetensors"))
+        tensors: dict[str, Any] = {}
+        for shard in shards:
+            tensors.update(load_file(str(shard)))
+    return {name: tensors[name].contiguous() for name in sorted(tensors)}
 
 
 def apply_script(

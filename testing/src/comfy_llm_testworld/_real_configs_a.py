@@ -1,0 +1,486 @@
+"""Reconstructed config.json files of the popular checkpoints: Qwen, Gemma, LLaVA, Llama.
+
+The Hub cannot be reached here, so these are *reconstructions*, in the key
+shape the real repositories use: from Transformers 5.24's config classes
+(their defaults and docstrings name the reference checkpoint) and published
+architecture tables. What each one could be checked against is in
+``real_configs.REAL_CHECKPOINTS`` (``verified``); the test parses every file
+with Transformers' own config class and counts the parameters of the model it
+builds (on the meta device) against the published size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CONFIGS_A"]
+
+_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+_CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+
+
+def _qwen2_vl_flat(**sizes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "attention_dropout": 0.0,
+        "bos_token_id": 151643,
+        "eos_token_id": 151645,
+        "vision_start_token_id": 151652,
+        "vision_end_token_id": 151653,
+        "vision_token_id": 151654,
+        "image_token_id": 151655,
+        "video_token_id": 151656,
+        "hidden_act": "silu",
+        "initializer_range": 0.02,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0,
+        "sliding_window": 32768,
+        "torch_dtype": "bfloat16",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": 151936,
+        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    }
+    base.update(sizes)
+    return base
+
+
+_QWEN_PREPROCESSOR: dict[str, Any] = {
+    "min_pixels": 3136,
+    "max_pixels": 12845056,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": _CLIP_MEAN,
+    "image_std": _CLIP_STD,
+    "image_processor_type": "Qwen2VLImageProcessor",
+}
+
+_QWEN_TOKENIZER: dict[str, Any] = {
+    "tokenizer_class": "Qwen2Tokenizer",
+    "bos_token": None,
+    "eos_token": "<|im_end|>",
+    "pad_token": "<|endoftext|>",
+    "errors": "replace",
+    "model_max_length": 131072,
+    "split_special_tokens": False,
+}
+
+QWEN2_5_VL_3B: dict[str, dict[str, Any]] = {
+    "config.json": {
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+        "model_type": "qwen2_5_vl",
+        **_qwen2_vl_flat(
+            hidden_size=2048,
+            intermediate_size=11008,
+            num_hidden_layers=36,
+            num_attention_heads=16,
+            num_key_value_heads=2,
+            max_position_embeddings=128000,
+            max_window_layers=70,
+            tie_word_embeddings=True,
+        ),
+        "vision_config": {
+            "depth": 32,
+            "hidden_act": "silu",
+            "hidden_size": 1280,
+            "intermediate_size": 3420,
+            "num_heads": 16,
+            "in_chans": 3,
+            "out_hidden_size": 2048,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "spatial_patch_size": 14,
+            "window_size": 112,
+            "fullatt_block_indexes": [7, 15, 23, 31],
+            "tokens_per_second": 2,
+            "temporal_patch_size": 2,
+        },
+    },
+    "preprocessor_config.json": {**_QWEN_PREPROCESSOR, "processor_class": "Qwen2_5_VLProcessor"},
+    "tokenizer_config.json": {**_QWEN_TOKENIZER, "processor_class": "Qwen2_5_VLProcessor"},
+}
+
+QWEN2_VL_2B: dict[str, dict[str, Any]] = {
+    "config.json": {
+        "architectures": ["Qwen2VLForConditionalGeneration"],
+        "model_type": "qwen2_vl",
+        **_qwen2_vl_flat(
+            hidden_size=1536,
+            intermediate_size=8960,
+            num_hidden_layers=28,
+            num_attention_heads=12,
+            num_key_value_heads=2,
+            max_window_layers=28,
+            tie_word_embeddings=True,
+        ),
+        "vision_config": {
+            "depth": 32,
+            "embed_dim": 1280,
+            "mlp_ratio": 4,
+            "num_heads": 16,
+            "in_chans": 3,
+            "hidden_size": 1536,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "spatial_patch_size": 14,
+            "temporal_patch_size": 2,
+        },
+    },
+    "preprocessor_config.json": {**_QWEN_PREPROCESSOR, "processor_class": "Qwen2VLProcessor"},
+    "tokenizer_config.json": {**_QWEN_TOKENIZER, "processor_class": "Qwen2VLProcessor"},
+}
+
+# google/gemma-3-4b-it writes only what differs from Gemma3TextConfig's defaults (8 heads,
+# 4 KV heads, head_dim 256, vocab 262208): the profiles' KV term cannot see the heads.
+GEMMA3_4B: dict[str, dict[str, Any]] = {
+    "config.json": {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "boi_token_index": 255999,
+        "eoi_token_index": 256000,
+        "eos_token_id": [1, 106],
+        "image_token_index": 262144,
+        "initializer_range": 0.02,
+        "mm_tokens_per_image": 256,
+        "model_type": "gemma3",
+        "text_config": {
+            "hidden_size": 2560,
+            "intermediate_size": 10240,
+            "model_type": "gemma3_text",
+            "num_hidden_layers": 34,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "sliding_window": 1024,
+        },
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.50.0.dev0",
+        "vision_config": {
+            "hidden_size": 1152,
+            "image_size": 896,
+            "intermediate_size": 4304,
+            "model_type": "siglip_vision_model",
+            "num_attention_heads": 16,
+            "num_hidden_layers": 27,
+            "patch_size": 14,
+            "vision_use_head": False,
+        },
+    },
+    "preprocessor_config.json": {
+        "do_convert_rgb": None,
+        "do_normalize": True,
+        "do_pan_and_scan": None,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_processor_type": "Gemma3ImageProcessor",
+        "image_seq_length": 256,
+        "image_std": [0.5, 0.5, 0.5],
+        "pan_and_scan_max_num_crops": None,
+        "pan_and_scan_min_crop_size": None,
+        "pan_and_scan_min_ratio_to_activate": None,
+        "processor_class": "Gemma3Processor",
+        "resample": 2,
+        "rescale_factor": 0.00392156862745098,
+        "size": {"height": 896, "width": 896},
+    },
+    "tokenizer_config.json": {
+        "tokenizer_class": "GemmaTokenizer",
+        "bos_token": "<bos>",
+        "eos_token": "<eos>",
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+        "boi_token": "<start_of_image>",
+        "eoi_token": "<end_of_image>",
+        "image_token": "<image_soft_token>",
+        "add_bos_token": True,
+        "add_eos_token": False,
+        "processor_class": "Gemma3Processor",
+        "spaces_between_special_tokens": False,
+        "model_max_length": 1000000000000000019884624838656,
+    },
+}
+
+_LLAVA_CLIP: dict[str, Any] = {
+    "hidden_size": 1024,
+    "image_size": 336,
+    "intermediate_size": 4096,
+    "model_type": "clip_vision_model",
+    "num_attention_heads": 16,
+    "num_hidden_layers": 24,
+    "patch_size": 14,
+    "projection_dim": 768,
+    "vocab_size": 32000,
+}
+
+LLAVA_15_7B: dict[str, dict[str, Any]] = {
+    "config.json": {
+        "architectures": ["LlavaForConditionalGeneration"],
+        "ignore_index": -100,
+        "image_token_index": 32000,
+        "model_type": "llava",
+        "pad_token_id": 32001,
+        "projector_hidden_act": "gelu",
+        "text_config": {
+            "_name_or_path": "lmsys/vicuna-7b-v1.5",
+            "architectures": ["LlamaForCausalLM"],
+            "max_position_embeddings": 4096,
+            "model_type": "llama",
+            "rms_norm_eps": 1e-05,
+            "torch_dtype": "float16",
+            "vocab_size": 32064,
+        },
+        "tie_word_embeddings": False,
+        "torch_dtype": "float16",
+        "vision_config": _LLAVA_CLIP,
+        "vision_feature_layer": -2,
+        "vision_feature_select_strategy": "default",
+        "vocab_size": 32064,
+    },
+    "preprocessor_config.json": {
+        "crop_size": {"height": 336, "width": 336},
+        "do_center_crop": True,
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": _CLIP_MEAN,
+        "image_processor_type": "CLIPImageProcessor",
+        "image_std": _CLIP_STD,
+        "processor_class": "LlavaProcessor",
+        "resample": 3,
+        "rescale_factor": 0.00392156862745098,
+        "size": {"shortest_edge": 336},
+    },
+    "tokenizer_config.json": {
+        "tokenizer_class": "LlamaTokenizer",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+        "processor_class": "LlavaProcessor",
+        "legacy": False,
+        "model_max_length": 1000000000000000019884624838656,
+    },
+}
+
+_LLAMA31_TEXT: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "factor": 8.0,
+        "high_freq_factor": 4.0,
+        "low_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "vocab_size": 128256,
+    "bos_token_id": 128000,
+    "eos_token_id": [128001, 128008, 128009],
+    "torch_dtype": "bfloat16",
+}
+
+JOYCAPTION_BETA_ONE: dict[str, dict[str, Any]] = {
+    "config.json": {
+        "architectures": ["LlavaForConditionalGeneration"],
+        "ignore_index": -100,
+        "image_seq_length": 729,
+        "image_token_index": 128077,
+        "model_type": "llava",
+        "projector_hidden_act": "gelu",
+        "text_config": _LLAMA31_TEXT,
+        "torch_dtype": "bfloat16",
+        "vision_config": {
+            "hidden_act": "gelu_pytorch_tanh",
+            "hidden_size": 1152,
+            "image_size": 384,
+            "intermediate_size": 4304,
+            "layer_norm_eps": 1e-06,
+            "model_type": "siglip_vision_model",
+            "num_attention_heads": 16,
+            "num_hidden_layers": 27,
+            "patch_size": 14,
+        },
+        "vision_feature_layer": -2,
+        "vision_feature_select_strategy": "full",
+    },
+    "preprocessor_config.json": {
+        "do_convert_rgb": None,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_processor_type": "SiglipImageProcessor",
+        "image_std": [0.5, 0.5, 0.5],
+        "processor_class": "LlavaProcessor",
+        "resample": 3,
+        "rescale_factor": 0.00392156862745098,
+        "size": {"height": 384, "width": 384},
+    },
+    "tokenizer_config.json": {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|eot_id|>",
+        "pad_token": "<|finetune_right_pad_id|>",
+        "processor_class": "LlavaProcessor",
+        "model_max_length": 131072,
+    },
+}
+
+LLAVA_16_MISTRAL_7B: dict[str, dict[str, Any]] = {
+    "config.json": {
+        "architectures": ["LlavaNextForConditionalGeneration"],
+        "ignore_index": -100,
+        "image_grid_pinpoints": [
+            [336, 672],
+            [672, 336],
+            [672, 672],
+            [1008, 336],
+            [336, 1008],
+        ],
+        "image_token_index": 32000,
+        "model_type": "llava_next",
+        "projector_hidden_act": "gelu",
+        "text_config": {
+            "_name_or_path": "mistralai/Mistral-7B-Instruct-v0.2",
+            "architectures": ["MistralForCausalLM"],
+            "intermediate_size": 14336,
+            "max_position_embeddings": 32768,
+            "model_type": "mistral",
+            "num_key_value_heads": 8,
+            "rms_norm_eps": 1e-05,
+            "rope_theta": 1000000.0,
+            "sliding_window": None,
+            "torch_dtype": "bfloat16",
+            "vocab_size": 32064,
+        },
+        "torch_dtype": "float16",
+        "use_image_newline_parameter": True,
+        "vision_config": _LLAVA_CLIP,
+        "vision_feature_layer": -2,
+        "vision_feature_select_strategy": "default",
+        "vocab_size": 32064,
+    },
+    "preprocessor_config.json": {
+        "aspect_ratio_setting": "anyres",
+        "crop_size": {"height": 336, "width": 336},
+        "do_center_crop": True,
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_grid_pinpoints": [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]],
+        "image_mean": _CLIP_MEAN,
+        "image_processor_type": "LlavaNextImageProcessor",
+        "image_std": _CLIP_STD,
+        "processor_class": "LlavaNextProcessor",
+        "resample": 3,
+        "rescale_factor": 0.00392156862745098,
+        "size": {"shortest_edge": 336},
+    },
+    "tokenizer_config.json": {
+        "tokenizer_class": "LlamaTokenizer",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "pad_token": "<unk>",
+        "unk_token": "<unk>",
+        "processor_class": "LlavaNextProcessor",
+        "legacy": True,
+    },
+}
+
+LLAMA_32_11B_VISION: dict[str, dict[str, Any]] = {
+    "config.json": {
+        "architectures": ["MllamaForConditionalGeneration"],
+        "image_token_index": 128256,
+        "model_type": "mllama",
+        "text_config": {
+            "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "max_position_embeddings": 131072,
+            "model_type": "mllama_text_model",
+            "num_attention_heads": 32,
+            "num_hidden_layers": 40,
+            "num_key_value_heads": 8,
+            "rms_norm_eps": 1e-05,
+            "rope_scaling": {
+                "factor": 8.0,
+                "high_freq_factor": 4.0,
+                "low_freq_factor": 1.0,
+                "original_max_position_embeddings": 8192,
+                "rope_type": "llama3",
+            },
+            "rope_theta": 500000.0,
+            "vocab_size": 128256,
+            "bos_token_id": 128000,
+            "eos_token_id": [128001, 128008, 128009],
+            "pad_token_id": 128004,
+        },
+        "torch_dtype": "bfloat16",
+        "vision_config": {
+            "attention_heads": 16,
+            "hidden_size": 1280,
+            "image_size": 560,
+            "intermediate_layers_indices": [3, 7, 15, 23, 30],
+            "intermediate_size": 5120,
+            "max_num_tiles": 4,
+            "model_type": "mllama_vision_model",
+            "norm_eps": 1e-05,
+            "num_channels": 3,
+            "num_global_layers": 8,
+            "num_hidden_layers": 32,
+            "patch_size": 14,
+            "supported_aspect_ratios": [
+                [1, 1],
+                [1, 2],
+                [1, 3],
+                [1, 4],
+                [2, 1],
+                [2, 2],
+                [3, 1],
+                [4, 1],
+            ],
+            "vision_output_dim": 7680,
+        },
+    },
+    "preprocessor_config.json": {
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_pad": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": _CLIP_MEAN,
+        "image_processor_type": "MllamaImageProcessor",
+        "image_std": _CLIP_STD,
+        "max_image_tiles": 4,
+        "processor_class": "MllamaProcessor",
+        "resample": 2,
+        "rescale_factor": 0.00392156862745098,
+        "size": {"height": 560, "width": 560},
+    },
+    "tokenizer_config.json": {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|eot_id|>",
+        "pad_token": "<|finetune_right_pad_id|>",
+        "processor_class": "MllamaProcessor",
+        "model_max_length": 131072,
+    },
+}
+
+CONFIGS_A: dict[str, dict[str, dict[str, Any]]] = {
+    "Qwen/Qwen2.5-VL-3B-Instruct": QWEN2_5_VL_3B,
+    "Qwen/Qwen2-VL-2B-Instruct": QWEN2_VL_2B,
+    "google/gemma-3-4b-it": GEMMA3_4B,
+    "llava-hf/llava-1.5-7b-hf": LLAVA_15_7B,
+    "fancyfeast/llama-joycaption-beta-one-hf-llava": JOYCAPTION_BETA_ONE,
+    "llava-hf/llava-v1.6-mistral-7b-hf": LLAVA_16_MISTRAL_7B,
+    "meta-llama/Llama-3.2-11B-Vision-Instruct": LLAMA_32_11B_VISION,
+}
