@@ -185,4 +185,9 @@ else:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
     )
     assert completed.returncode == 0, completed.stderr
-    assert 'pip install "comfy-llm[apple]"' in completed.stdout
+    from comfy_llm_core import install_command
+
+    # The command that works from this install (a clone here), never a bare
+    # `pip install "comfy-llm[apple]"` of a name that may not be on PyPI.
+    assert install_command("apple") in completed.stdout
+    assert 'pip install "comfy-llm[apple]"' not in completed.stdout

@@ -2,7 +2,8 @@
 
 Importing this package does not import MLX: the engine is imported when a
 backend is created, and a missing MLX raises :class:`EngineNotInstalledError`
-(an ``ImportError``) that names ``pip install "comfy-llm[apple]"``.
+(an ``ImportError``) that names the command installing the ``apple`` extra
+from this install (``comfy_llm_core.install_command``).
 
 Example::
 

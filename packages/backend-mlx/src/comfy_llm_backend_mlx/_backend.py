@@ -358,7 +358,7 @@ def create_backend(
         UnsupportedBackendError: The profile is for another engine or target.
         comfy_llm_staging.errors.IncompleteSnapshotError: Not a completed snapshot.
         EngineNotInstalledError: MLX or MLX-VLM is not installed; the message
-            names ``pip install "comfy-llm[apple]"``.
+            names the command that installs the ``apple`` extra from here.
         ModelLoadError: MLX-VLM failed to load the snapshot.
     """
     return MlxVlmBackend.load(profile, snapshot_path, progress)
