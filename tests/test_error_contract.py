@@ -148,9 +148,35 @@ def test_error_round_trips_through_pickle(cls: type[BaseException]) -> None:
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=IDS)
-def test_every_class_chooses_its_action(cls: type[BaseException]) -> None:
-    assert "action" in vars(cls), f"{cls.__qualname__} inherits its action; set it deliberately"
-    assert isinstance(vars(cls)["action"], ErrorAction)
+def test_every_class_has_an_action(cls: type[BaseException]) -> None:
+    assert isinstance(getattr(cls, "action", None), ErrorAction)
+
+
+def _inherited_action(cls: type[BaseException]) -> ErrorAction | None:
+    return next((vars(k)["action"] for k in cls.__mro__[1:] if "action" in vars(k)), None)
+
+
+RESTATED_ACTION_ALLOWED = {
+    # Allowed since 2026-12, until their errors are thinned too: backend-cuda's and
+    # backend-llamacpp's own errors (beside the shared backend vocabulary in residency,
+    # issue 28 step 2; llama.cpp joins it with issue 30), and modal-remote's, which its
+    # own round of fixes is changing (issue 26).
+    "comfy_llm_backend_cuda",
+    "comfy_llm_backend_llamacpp",
+    "comfy_llm_modal_remote",
+}
+
+
+def test_action_is_set_only_where_it_differs_from_the_inherited_one() -> None:
+    """A class inherits ``action``; one that sets it says something its base does not."""
+    restated = {
+        f"{cls.__module__}.{cls.__qualname__}"
+        for cls in CLASSES
+        if "action" in vars(cls) and vars(cls)["action"] == _inherited_action(cls)
+    }
+    assert {name for name in restated if name.split(".")[0] not in RESTATED_ACTION_ALLOWED} == set()
+    still = {name.split(".")[0] for name in restated}
+    assert still >= RESTATED_ACTION_ALLOWED, "an allowance is no longer needed: delete it"
 
 
 def test_errors_unpickle_in_a_fresh_interpreter() -> None:

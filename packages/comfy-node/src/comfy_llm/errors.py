@@ -23,8 +23,6 @@ __all__ = [
 class ComfyLLMError(_CoreError):
     """Base class of every error raised by the ``comfy_llm`` package."""
 
-    action = ErrorAction.FATAL
-
 
 class TargetUnavailableError(ComfyLLMError, RuntimeError):
     """The requested execution target cannot run in this process.

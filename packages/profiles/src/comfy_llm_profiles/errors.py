@@ -77,8 +77,6 @@ class InvalidModelReferenceError(ProfileError, ValueError):
         reason: What is wrong with it.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, value: str, reason: str) -> None:
         self.value = value
         self.reason = reason
@@ -94,8 +92,6 @@ class CuratedRegistryError(ProfileError, ValueError):
         entry: The curated id concerned, or None for the file as a whole.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, message: str, entry: str | None = None) -> None:
         self.entry = entry
         super().__init__(message)
@@ -108,8 +104,6 @@ class ProfileValidationError(ProfileError, ValueError):
         field: The offending field.
         value: The value found.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(self, field: str, value: object, expected: str) -> None:
         self.field = field
@@ -144,8 +138,6 @@ class ManifestConflictError(ManifestError, FileExistsError):
         path: The existing manifest.
         profile_id: The id both profiles claim.
     """
-
-    action = ErrorAction.FATAL
 
     def __init__(self, path: Path, profile_id: str, problem: str) -> None:
         self.profile_id = profile_id
@@ -260,8 +252,6 @@ class HubUnavailableError(HubAccessError, ConnectionError):
         endpoint: The endpoint that was used.
     """
 
-    action = ErrorAction.RETRY
-
     def __init__(self, repository: str, revision: str | None, endpoint: str, detail: str) -> None:
         self.endpoint = endpoint
         super().__init__(
@@ -280,8 +270,6 @@ class HubTimeoutError(HubUnavailableError, TimeoutError):
         seconds: The timeout that expired.
         variable: The environment variable that sets it.
     """
-
-    action = ErrorAction.RETRY
 
     def __init__(
         self,
@@ -427,8 +415,6 @@ class UnsafeHubPathError(HubDataError):
         path: The path as sent (may hold any character; quote it with ``ascii()``).
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self, repository: str, revision: str | None, *, path: object, problem: str
     ) -> None:
@@ -457,8 +443,6 @@ class ModelRejectedError(ProfileError):
         target: The execution target the check was made for.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str | None, target: str, message: str) -> None:
         self.repository = repository
         self.revision = revision
@@ -468,8 +452,6 @@ class ModelRejectedError(ProfileError):
 
 class MissingConfigError(ModelRejectedError):
     """The repository has no top-level config.json, so nothing can be checked."""
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(self, repository: str, revision: str | None, target: str) -> None:
         super().__init__(
@@ -489,8 +471,6 @@ class InvalidConfigError(ModelRejectedError):
         problem: What is wrong with it.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
         self.problem = problem
         super().__init__(
@@ -508,8 +488,6 @@ class UnsafeWeightsError(ModelRejectedError):
     Attributes:
         weight_files: The weight-like files found (pickle formats), possibly empty.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self, repository: str, revision: str | None, target: str, weight_files: Sequence[str]
@@ -538,8 +516,6 @@ class DownloadTooLargeError(ModelRejectedError):
         limit_bytes: The limit (COMFY_MODAL_LLM_MAX_DOWNLOAD_GB).
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self, repository: str, revision: str | None, target: str, size_bytes: int, limit_bytes: int
     ) -> None:
@@ -562,8 +538,6 @@ class SecurityScanError(ModelRejectedError):
         findings: One line per finding (file path and level where known).
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self, repository: str, revision: str | None, target: str, findings: Sequence[str]
     ) -> None:
@@ -585,8 +559,6 @@ class RemoteCodeError(ModelRejectedError):
         reason: What in config.json asks for it.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str | None, target: str, reason: str) -> None:
         self.reason = reason
         super().__init__(
@@ -607,8 +579,6 @@ class UnsupportedArchitectureError(ModelRejectedError):
         supported: The architectures the target's registry accepts.
         other_targets: Targets whose registry does accept it.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,
@@ -646,8 +616,6 @@ class UnsupportedQuantizationError(ModelRejectedError):
         allowed: The formats the target accepts for this architecture.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self,
         repository: str,
@@ -676,8 +644,6 @@ class LocalFolderError(ModelRejectedError):
         path: The folder (or the reference as typed when no folder was found).
         problem: What is wrong.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(self, path: str, problem: str, fix: str) -> None:
         self.path = path

@@ -53,10 +53,11 @@ def _gib_exact(size: int) -> str:
 
 
 class StagingError(ComfyLLMError):
-    """Base class of every error raised by ``comfy_llm_staging``."""
+    """Base class of every error raised by ``comfy_llm_staging``.
 
-    # Unclassified staging trouble: do not keep this worker trying.
-    action = ErrorAction.FATAL
+    The action is core's FATAL: unclassified staging trouble, so this worker
+    stops trying.
+    """
 
 
 class InvalidRepositoryError(StagingError, ValueError):
@@ -116,8 +117,6 @@ class InsufficientDiskSpaceError(StagingError, DiskFullError):
         during_download: True when the disk filled up mid-way.
         margin_bytes: The safety margin included in ``needed_bytes``.
     """
-
-    action = ErrorAction.RETRY
 
     def __init__(
         self,
@@ -296,8 +295,6 @@ class UnsafeSnapshotPathError(SnapshotContentError):
         reason: Why it is refused.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str, path: object, reason: str) -> None:
         self.path = path
         self.reason = reason
@@ -318,8 +315,6 @@ class SnapshotTimeoutError(SnapshotDownloadError, TimeoutError):
         seconds: The timeout.
         variable: The environment variable that sets it.
     """
-
-    action = ErrorAction.RETRY
 
     def __init__(
         self, repository: str, revision: str, url: str, seconds: float, variable: str
