@@ -207,22 +207,22 @@ def _action(error: BaseException) -> ErrorAction:
 def test_what_the_caller_should_do() -> None:
     from comfy_llm_core import InvalidSettingError
     from comfy_llm_profiles.errors import (
-        GatedModelError,
+        HubAccessError,
+        HubTimeoutError,
         HubUnavailableError,
         ManifestError,
         UnsupportedArchitectureError,
     )
     from comfy_llm_staging.errors import (
         InsufficientDiskSpaceError,
-        SnapshotDownloadError,
         StagingLeaseTimeoutError,
     )
 
     assert _action(InvalidSettingError("X", "y", "a number")) is ErrorAction.FIX_INPUT
     assert _action(_build(UnsupportedArchitectureError)) is ErrorAction.FIX_INPUT
-    assert _action(_build(GatedModelError)) is ErrorAction.FIX_INPUT
+    assert _action(_build(HubAccessError)) is ErrorAction.FIX_INPUT
     assert _action(_build(HubUnavailableError)) is ErrorAction.RETRY
-    assert _action(_build(SnapshotDownloadError)) is ErrorAction.RETRY
+    assert _action(_build(HubTimeoutError)) is ErrorAction.RETRY
     assert _action(_build(StagingLeaseTimeoutError)) is ErrorAction.RETRY
     # a full disk is not an input to fix: the same request works once there is room
     assert _action(_build(InsufficientDiskSpaceError)) is ErrorAction.RETRY

@@ -95,17 +95,15 @@ def stage_snapshot(
         InvalidSettingError: A bad lease timeout.
         InvalidTokenError: A token that cannot be a header value (not echoed).
         StagingLeaseTimeoutError: Another stager held the lease too long.
-        SnapshotAccessError: Missing, private or gated repository.
-        SnapshotRevisionNotFoundError: The commit does not exist.
-        SnapshotContentError: No config.json, or unusable metadata (oversized,
-            nested too deeply, a field of the wrong type or range).
-        UnsafeSnapshotPathError: The metadata names a file outside the snapshot
-            folder (nothing is downloaded or deleted).
+        HubError: A Hub request failed, from profiles, untranslated: refused
+            (HubAccessError), no such repository or commit (ModelNotFoundError),
+            unusable metadata or a file name outside the snapshot folder
+            (HubDataError: nothing is downloaded or deleted), a stall past
+            COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS (HubTimeoutError) or a network
+            or Hub failure (HubUnavailableError); a later call resumes.
+        SnapshotContentError: No config.json, or metadata without sizes.
         InsufficientDiskSpaceError: Not enough free space or inodes, before or
             during the download (ENOSPC/EDQUOT).
-        SnapshotTimeoutError: A Hub request stalled past
-            COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS; a later call resumes.
-        SnapshotDownloadError: Network or Hub failure; a later call resumes.
         SnapshotVerificationError: A file does not match the Hub metadata.
         StagingLeaseLostError: Another stager took the lease over meanwhile.
     """

@@ -20,12 +20,8 @@ __all__ = [
     "InvalidRepositoryError",
     "InvalidRevisionError",
     "InsufficientDiskSpaceError",
-    "SnapshotAccessError",
-    "SnapshotRevisionNotFoundError",
-    "SnapshotDownloadError",
     "SnapshotContentError",
     "UnsafeSnapshotPathError",
-    "SnapshotTimeoutError",
     "SnapshotVerificationError",
     "IncompleteSnapshotError",
     "StagingLeaseTimeoutError",
@@ -191,81 +187,6 @@ class InsufficientDiskSpaceError(StagingError, DiskFullError):
         )
 
 
-class SnapshotAccessError(StagingError, PermissionError):
-    """The Hub refused access: missing repository, private or gated.
-
-    Attributes:
-        repository: The repository asked for.
-        revision: The commit asked for.
-        gated: True when the repository is gated (accept its terms, then a token).
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, repository: str, revision: str, *, gated: bool, detail: str = "") -> None:
-        self.repository = repository
-        self.revision = revision
-        self.gated = gated
-        if gated:
-            what = (
-                f"{repository} is gated: accept its terms on the Hub with your account, "
-                "then make HF_TOKEN (a read token of that account) visible to the stager"
-            )
-        else:
-            what = (
-                f"{repository} was not found or is private: check the spelling, or for a "
-                "private repository make HF_TOKEN (a token with read access) visible to "
-                "the stager"
-            )
-        suffix = f" ({detail})" if detail else ""
-        super().__init__(
-            f"Cannot download revision {revision} of {repository}: {what}: ComfyUI's "
-            f"environment for local runs, the Modal secret for remote runs.{suffix}"
-        )
-
-
-class SnapshotRevisionNotFoundError(StagingError, LookupError):
-    """The repository exists but the pinned commit does not.
-
-    Attributes:
-        repository: The repository asked for.
-        revision: The commit that is missing.
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, repository: str, revision: str) -> None:
-        self.repository = repository
-        self.revision = revision
-        super().__init__(
-            f"Revision {revision} does not exist in {repository} (it may have been "
-            "removed by a force-push). Resolve the model reference again to pin a "
-            "current commit."
-        )
-
-
-class SnapshotDownloadError(StagingError, OSError):
-    """The download failed for a network or Hub reason; partial files are kept.
-
-    Attributes:
-        repository: The repository being staged.
-        revision: The commit being staged.
-        detail: The underlying error, as text.
-    """
-
-    action = ErrorAction.RETRY
-
-    def __init__(self, repository: str, revision: str, detail: str) -> None:
-        self.repository = repository
-        self.revision = revision
-        self.detail = detail
-        super().__init__(
-            f"Downloading revision {revision} of {repository} failed: {detail}. Files "
-            "already fetched are kept; run the stage again to resume. If this keeps "
-            "happening check the network and HF_ENDPOINT (mirror)."
-        )
-
-
 class SnapshotContentError(StagingError, ValueError):
     """The revision lacks what a loader needs (e.g. config.json), or metadata is incomplete.
 
@@ -305,33 +226,6 @@ class UnsafeSnapshotPathError(SnapshotContentError):
             "files must be plain relative paths inside it, so the whole repository is "
             "refused and nothing was downloaded or deleted",
         )
-
-
-class SnapshotTimeoutError(SnapshotDownloadError, TimeoutError):
-    """A Hub request stalled past the Hub timeout; partial files are kept.
-
-    Attributes:
-        url: The request that stalled.
-        seconds: The timeout.
-        variable: The environment variable that sets it.
-    """
-
-    def __init__(
-        self, repository: str, revision: str, url: str, seconds: float, variable: str
-    ) -> None:
-        self.url = url
-        self.seconds = seconds
-        self.variable = variable
-        StagingError.__init__(
-            self,
-            f"The Hub did not answer {url} within {seconds:g} s while staging revision "
-            f"{revision} of {repository} (connect/read timeout {variable}). Files already "
-            "fetched are kept; check the network or HF_ENDPOINT (mirror) and stage again, "
-            f"or raise {variable} on a slow link.",
-        )
-        self.repository = repository
-        self.revision = revision
-        self.detail = f"timed out after {seconds:g} s"
 
 
 class SnapshotVerificationError(StagingError):
