@@ -7,6 +7,7 @@ arguments derived from its ``__init__`` signature, pickled and compared.
 
 from __future__ import annotations
 
+import collections
 import collections.abc
 import importlib
 import inspect
@@ -177,6 +178,26 @@ def test_action_is_set_only_where_it_differs_from_the_inherited_one() -> None:
     assert {name for name in restated if name.split(".")[0] not in RESTATED_ACTION_ALLOWED} == set()
     still = {name.split(".")[0] for name in restated}
     assert still >= RESTATED_ACTION_ALLOWED, "an allowance is no longer needed: delete it"
+
+
+SHARED_NAMES_ALLOWED = {
+    # Allowed since 2026-12 until backend-llamacpp speaks the one backend vocabulary in
+    # residency (issue 30, after issue 28 step 2): it defines its own load, unloaded and
+    # prompt-length errors; and backend-cuda's quantization refusal is named like profiles'.
+    "BackendUnloadedError",
+    "ModelLoadError",
+    "PromptTooLongError",
+    "UnsupportedQuantizationError",
+}
+
+
+def test_one_name_means_one_class() -> None:
+    """Catching a class by name catches what its name says (the node's base was once
+    a second ``ComfyLLMError`` that missed every other package's errors)."""
+    names = collections.Counter(cls.__qualname__ for cls in CLASSES)
+    shared = {name for name, count in names.items() if count > 1}
+    assert shared - SHARED_NAMES_ALLOWED == set()
+    assert shared >= SHARED_NAMES_ALLOWED, "an allowance is no longer needed: delete it"
 
 
 def test_errors_unpickle_in_a_fresh_interpreter() -> None:
