@@ -20,9 +20,9 @@ from comfy_llm_profiles import (
     HubDataError,
     HubTimeoutError,
     HubUnavailableError,
-    InvalidConfigError,
     resolve_profile,
 )
+from comfy_llm_profiles.errors import InvalidConfigError
 
 REPO = "owner/tiny-qwen"
 CPU = ExecutionTarget.LOCAL_CPU
@@ -113,7 +113,8 @@ def test_config_larger_than_advertised_is_cut_off_with_bounded_memory(
     script = textwrap.dedent(
         f"""
         import json
-        from comfy_llm_profiles import ExecutionTarget, InvalidConfigError, resolve_profile
+        from comfy_llm_profiles import ExecutionTarget, resolve_profile
+        from comfy_llm_profiles.errors import InvalidConfigError
 
         def peak_kib():
             with open("/proc/self/status") as status:

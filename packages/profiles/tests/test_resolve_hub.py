@@ -11,22 +11,24 @@ from typing import Any
 
 import pytest
 from comfy_llm_profiles import (
-    DownloadTooLargeError,
     ExecutionTarget,
     HubAccessError,
     HubUnavailableError,
+    ModelNotFoundError,
+    ProgressStage,
+    UnsupportedArchitectureError,
+    load_manifest,
+    resolve_profile,
+)
+from comfy_llm_profiles.errors import (
+    DownloadTooLargeError,
     InvalidConfigError,
     MissingConfigError,
-    ModelNotFoundError,
     ModelRejectedError,
-    ProgressStage,
     RemoteCodeError,
     SecurityScanError,
     UnsafeWeightsError,
-    UnsupportedArchitectureError,
     UnsupportedQuantizationError,
-    load_manifest,
-    resolve_profile,
 )
 
 ConfigFactory = Callable[..., dict[str, Any]]

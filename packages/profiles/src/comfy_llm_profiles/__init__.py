@@ -94,29 +94,18 @@ from comfy_llm_profiles._resolve import ResolvedProfile, resolve_profile
 from comfy_llm_profiles._settings import ProfileSettings, read_settings
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
-    CuratedRegistryError,
-    DownloadTooLargeError,
     HubAccessError,
     HubDataError,
     HubError,
     HubTimeoutError,
     HubUnavailableError,
-    InvalidConfigError,
-    InvalidModelReferenceError,
     LocalFolderError,
-    ManifestConflictError,
     ManifestError,
-    MissingConfigError,
     ModelNotFoundError,
-    ModelRejectedError,
     OfflineResolutionError,
     ProfileError,
     ProfileValidationError,
-    RemoteCodeError,
-    SecurityScanError,
-    UnsafeWeightsError,
     UnsupportedArchitectureError,
-    UnsupportedQuantizationError,
 )
 
 __version__ = "0.1.0"
@@ -209,11 +198,8 @@ __all__ = [
     "ignore_progress",
     # errors
     "ProfileError",
-    "InvalidModelReferenceError",
-    "CuratedRegistryError",
     "ProfileValidationError",
     "ManifestError",
-    "ManifestConflictError",
     "HubError",
     "HubAccessError",
     "ModelNotFoundError",
@@ -222,14 +208,6 @@ __all__ = [
     "OfflineResolutionError",
     "LocalFolderError",
     "HubDataError",
-    "ModelRejectedError",
-    "MissingConfigError",
-    "InvalidConfigError",
-    "UnsafeWeightsError",
-    "DownloadTooLargeError",
-    "SecurityScanError",
-    "RemoteCodeError",
     "UnsupportedArchitectureError",
-    "UnsupportedQuantizationError",
     "__version__",
 ]

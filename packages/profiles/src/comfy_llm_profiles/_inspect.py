@@ -98,6 +98,19 @@ def _unavailable(
     return unavailable_error(request, detail)
 
 
+def _missing_config(
+    repository: str, revision: str | None, target: ExecutionTarget
+) -> MissingConfigError:
+    return MissingConfigError(
+        f"Model repository {repository!r} at {revision} has no config.json at its top level, "
+        "so its architecture cannot be checked. Pick a Transformers-format repository (one "
+        "with config.json and *.safetensors).",
+        repository=repository,
+        revision=revision,
+        target=target.value,
+    )
+
+
 def _files(info: HubModelInfo) -> tuple[RepositoryFile, ...]:
     return tuple(RepositoryFile(f.path, f.size, f.sha256) for f in info.files)
 
@@ -112,21 +125,41 @@ def _check_files(
     settings: ProfileSettings,
 ) -> int:
     """Apply the file-level refusals; return the safetensors total."""
-    where = (repository, revision, target.value)
+    where = {"repository": repository, "revision": revision, "target": target.value}
+    at = f"{repository!r} at {revision}"
     if not any(f.path == "config.json" for f in files):
-        raise MissingConfigError(*where)
+        raise _missing_config(repository, revision, target)
     if findings:
-        raise SecurityScanError(*where, findings)
+        raise SecurityScanError(
+            f"The Hugging Face security scan flagged {len(findings)} file(s) in {at}: "
+            f"{'; '.join(findings[:5])}. No finding is tolerated; pick another repository or a "
+            "revision without findings.",
+            findings=findings,
+            **where,
+        )
     weights = [f for f in files if f.path.endswith(".safetensors")]
     if not weights:
         pickles = [f.path for f in files if f.path.lower().endswith(PICKLE_SUFFIXES)]
-        raise UnsafeWeightsError(*where, pickles)
+        found = (
+            f"only pickle-format weights ({', '.join(pickles[:5])})"
+            if pickles
+            else "no weight files at all"
+        )
+        raise UnsafeWeightsError(
+            f"Model repository {at} has {found}; only *.safetensors weights are accepted "
+            "because pickle formats (.bin, .pt, .pth, .pkl, .ckpt) can run code when loaded. "
+            "Pick a repository or revision that ships safetensors.",
+            weight_files=pickles,
+            **where,
+        )
     unsized = [f.path for f in weights if f.size is None]
     if unsized:
         raise _unavailable(repository, revision, settings, f"the Hub gave no size for {unsized[0]}")
     total = sum(f.size or 0 for f in weights)
     if total > settings.max_download_bytes:
-        raise DownloadTooLargeError(*where, total, settings.max_download_bytes)
+        raise DownloadTooLargeError(
+            repository, revision, target.value, total, settings.max_download_bytes
+        )
     return total
 
 
@@ -182,7 +215,7 @@ def _fetch_config(
         except ModelNotFoundError as error:
             if error.kind != "entry_not_found":
                 raise
-            raise MissingConfigError(repository, revision, target.value) from None
+            raise _missing_config(repository, revision, target) from None
         if cached is not None:
             _write_cached(cached, raw)
     return raw

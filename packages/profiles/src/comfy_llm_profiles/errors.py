@@ -1,12 +1,12 @@
 """Errors raised while parsing references, inspecting the Hub and building profiles.
 
 Every error a user can cause names the value, the limit it broke and the fix,
-because the message is shown verbatim on a ComfyUI node or a CLI line. Each
-class carries the same facts as attributes so callers (the node's metadata,
-the Modal dispatcher) never parse messages. Where a builtin fits, the class
-also derives from it (``ValueError`` for bad input, ``LookupError`` for
-missing repositories, ``PermissionError`` for gated ones) so generic handlers
-keep working.
+because the message is shown verbatim on a ComfyUI node or a CLI line; the
+raise site composes it (the Hub's errors: ``_hub_errors``) and the class keeps
+the facts a caller reads as attributes, so nobody parses messages. Where a
+builtin fits, the class also derives from it (``ValueError`` for bad input,
+``LookupError`` for missing repositories, ``PermissionError`` for gated ones)
+so generic handlers keep working, and ComfyUI shows that kind.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 from comfy_llm_core import ComfyLLMError, ErrorAction
 
 __all__ = [
-    "ACCEPTED_REFERENCE_FORMS",
     "CuratedRegistryError",
     "DownloadTooLargeError",
     "HubAccessError",
@@ -43,14 +42,6 @@ __all__ = [
     "UnsupportedQuantizationError",
 ]
 
-ACCEPTED_REFERENCE_FORMS = (
-    "owner/model (e.g. HuggingFaceTB/SmolVLM-256M-Instruct), "
-    "owner/model@revision (a branch, tag or 40-character commit, e.g. owner/model@main), "
-    "a curated id (e.g. smolvlm-256m-instruct), an absolute path to a checkpoint folder, "
-    "or models/<folder>/<name> for one under ComfyUI's models (e.g. models/LLM/Qwen3-VL-2B)"
-)
-"""The reference forms every parsing error shows."""
-
 _GIB = 1024**3
 
 
@@ -73,12 +64,10 @@ class InvalidModelReferenceError(ProfileError, ValueError):
         reason: What is wrong with it.
     """
 
-    def __init__(self, value: str, reason: str) -> None:
+    def __init__(self, message: str, *, value: str, reason: str) -> None:
+        super().__init__(message)
         self.value = value
         self.reason = reason
-        super().__init__(
-            f"Model reference {value!r} is not accepted: {reason}. Use {ACCEPTED_REFERENCE_FORMS}."
-        )
 
 
 class CuratedRegistryError(ProfileError, ValueError):
@@ -120,11 +109,9 @@ class ManifestError(ProfileError):
     # An unusable file in the storage: nothing serves until it is deleted.
     action = ErrorAction.FATAL
 
-    def __init__(self, path: Path, problem: str) -> None:
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
         self.path = path
-        super().__init__(
-            f"Profile manifest {str(path)!r} {problem}. Delete it and resolve the model again."
-        )
 
 
 class ManifestConflictError(ManifestError, FileExistsError):
@@ -135,17 +122,15 @@ class ManifestConflictError(ManifestError, FileExistsError):
         profile_id: The id both profiles claim.
     """
 
-    def __init__(self, path: Path, profile_id: str, problem: str) -> None:
+    def __init__(self, message: str, *, path: Path, profile_id: str) -> None:
+        super().__init__(message, path=path)
         self.profile_id = profile_id
-        super().__init__(
-            path, f"already exists for {profile_id} but {problem}; it is never overwritten"
-        )
 
 
 class HubError(ProfileError):
     """A Hub request failed or was refused.
 
-    ``comfy_llm_profiles._hub`` is the one place that turns an HTTP answer or a
+    ``comfy_llm_profiles._hub_errors`` is the one place that turns an HTTP answer or a
     transport failure into one of these, and composes the message there;
     callers branch on the class or on ``kind``, never on the text.
 
@@ -256,25 +241,15 @@ class ModelRejectedError(ProfileError):
         target: The execution target the check was made for.
     """
 
-    def __init__(self, repository: str, revision: str | None, target: str, message: str) -> None:
+    def __init__(self, message: str, *, repository: str, revision: str | None, target: str) -> None:
+        super().__init__(message)
         self.repository = repository
         self.revision = revision
         self.target = target
-        super().__init__(message)
 
 
 class MissingConfigError(ModelRejectedError):
     """The repository has no top-level config.json, so nothing can be checked."""
-
-    def __init__(self, repository: str, revision: str | None, target: str) -> None:
-        super().__init__(
-            repository,
-            revision,
-            target,
-            f"Model repository {repository!r} at {revision} has no config.json at its top "
-            "level, so its architecture cannot be checked. Pick a Transformers-format "
-            "repository (one with config.json and *.safetensors).",
-        )
 
 
 class InvalidConfigError(ModelRejectedError):
@@ -287,11 +262,11 @@ class InvalidConfigError(ModelRejectedError):
     def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
         self.problem = problem
         super().__init__(
-            repository,
-            revision,
-            target,
             f"config.json of {repository!r} at {revision} cannot be used: {problem}. Pick a "
             "repository with a standard Transformers config.json.",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
 
 
@@ -303,22 +278,16 @@ class UnsafeWeightsError(ModelRejectedError):
     """
 
     def __init__(
-        self, repository: str, revision: str | None, target: str, weight_files: Sequence[str]
+        self,
+        message: str,
+        *,
+        weight_files: Sequence[str],
+        repository: str,
+        revision: str | None,
+        target: str,
     ) -> None:
+        super().__init__(message, repository=repository, revision=revision, target=target)
         self.weight_files = tuple(weight_files)
-        found = (
-            "only pickle-format weights (" + ", ".join(self.weight_files[:5]) + ")"
-            if self.weight_files
-            else "no weight files at all"
-        )
-        super().__init__(
-            repository,
-            revision,
-            target,
-            f"Model repository {repository!r} at {revision} has {found}; only *.safetensors "
-            "weights are accepted because pickle formats (.bin, .pt, .pth, .pkl, .ckpt) can run "
-            "code when loaded. Pick a repository or revision that ships safetensors.",
-        )
 
 
 class DownloadTooLargeError(ModelRejectedError):
@@ -335,12 +304,12 @@ class DownloadTooLargeError(ModelRejectedError):
         self.size_bytes = size_bytes
         self.limit_bytes = limit_bytes
         super().__init__(
-            repository,
-            revision,
-            target,
             f"Model repository {repository!r} at {revision} has {_gib(size_bytes)} of "
             f"safetensors weights, over the download limit of {_gib(limit_bytes)}. Pick a "
             "smaller or quantized model, or raise COMFY_MODAL_LLM_MAX_DOWNLOAD_GB (GiB).",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
 
 
@@ -352,17 +321,16 @@ class SecurityScanError(ModelRejectedError):
     """
 
     def __init__(
-        self, repository: str, revision: str | None, target: str, findings: Sequence[str]
+        self,
+        message: str,
+        *,
+        findings: Sequence[str],
+        repository: str,
+        revision: str | None,
+        target: str,
     ) -> None:
+        super().__init__(message, repository=repository, revision=revision, target=target)
         self.findings = tuple(findings)
-        super().__init__(
-            repository,
-            revision,
-            target,
-            f"The Hugging Face security scan flagged {len(self.findings)} file(s) in "
-            f"{repository!r} at {revision}: {'; '.join(self.findings[:5])}. No finding is "
-            "tolerated; pick another repository or a revision without findings.",
-        )
 
 
 class RemoteCodeError(ModelRejectedError):
@@ -375,12 +343,12 @@ class RemoteCodeError(ModelRejectedError):
     def __init__(self, repository: str, revision: str | None, target: str, reason: str) -> None:
         self.reason = reason
         super().__init__(
-            repository,
-            revision,
-            target,
             f"config.json of {repository!r} at {revision} asks for remote code ({reason}); "
             "trust_remote_code is never enabled. Pick a repository whose architecture is "
             "built into Transformers/MLX-VLM.",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
 
 
@@ -411,12 +379,12 @@ class UnsupportedArchitectureError(ModelRejectedError):
             f" It is supported on: {', '.join(self.other_targets)}." if self.other_targets else ""
         )
         super().__init__(
-            repository,
-            revision,
-            target,
             f"Architecture {architecture!r} of {repository!r} is not supported on target "
             f"{target!r} (registry {registry_version} accepts: {', '.join(self.supported)})."
             f"{elsewhere} Pick a model with a supported architecture.",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
 
 
@@ -442,11 +410,11 @@ class UnsupportedQuantizationError(ModelRejectedError):
         self.quantization = quantization
         self.allowed = tuple(allowed)
         super().__init__(
-            repository,
-            revision,
-            target,
             f"Quantization {quantization!r} of {repository!r} at {revision} is not allowed on "
             f"target {target!r} (allowed: {', '.join(self.allowed)}). {advice}",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
 
 
@@ -462,5 +430,8 @@ class LocalFolderError(ModelRejectedError):
         self.path = path
         self.problem = problem
         super().__init__(
-            path, None, "", f"Local model folder {path!r} is refused: {problem}. {fix}"
+            f"Local model folder {path!r} is refused: {problem}. {fix}",
+            repository=path,
+            revision=None,
+            target="",
         )
