@@ -141,7 +141,13 @@ def stage_snapshot(
             message="Using the Hugging Face cache's copy in place",
         )
     if hub_offline():
-        raise SnapshotOfflineError(repository, revision)
+        raise SnapshotOfflineError(
+            f"{repository}@{revision} is not staged here nor complete in the Hugging Face "
+            "cache, and HF_HUB_OFFLINE=1 forbids downloading it: unset HF_HUB_OFFLINE once to "
+            "stage it, or pick a model already on disk.",
+            repository=repository,
+            revision=revision,
+        )
 
     with _disk_full_as_error(canonical.parent, None):
         lease = _lease.acquire_lease(
@@ -312,7 +318,11 @@ def _download(
         )
         records = _verify_all(checker, remote_files, progress)
         if not lease.still_held():
-            raise StagingLeaseLostError(str(lease.path))
+            raise StagingLeaseLostError(
+                f"Lost the staging lease {lease.path} to another stager (this one stopped "
+                "heartbeating for too long). Stage again: the other stager's result is reused.",
+                lease_path=str(lease.path),
+            )
         shutil.rmtree(partial / ".cache", ignore_errors=True)
         _layout.prune(partial, wanted)
         _marker.write_marker(

@@ -65,13 +65,9 @@ class InvalidRepositoryError(StagingError, ValueError):
 
     action = ErrorAction.FIX_INPUT
 
-    def __init__(self, repository: object) -> None:
+    def __init__(self, message: str, *, repository: object) -> None:
+        super().__init__(message)
         self.repository = repository
-        super().__init__(
-            f"Repository {repository!r} is not a Hugging Face model id: expected "
-            "'owner/name' (letters, digits, '-', '_', '.'). Pass the repository the "
-            "profile was resolved from."
-        )
 
 
 class InvalidRevisionError(StagingError, ValueError):
@@ -84,14 +80,10 @@ class InvalidRevisionError(StagingError, ValueError):
 
     action = ErrorAction.FIX_INPUT
 
-    def __init__(self, repository: str, revision: object) -> None:
+    def __init__(self, message: str, *, repository: str, revision: object) -> None:
+        super().__init__(message)
         self.repository = repository
         self.revision = revision
-        super().__init__(
-            f"Revision {revision!r} of {repository} is not a 40-character hexadecimal "
-            "commit: staging downloads only pinned revisions. Resolve the reference "
-            "first (profiles pin branches and tags to their commit) and stage that commit."
-        )
 
 
 class InsufficientDiskSpaceError(StagingError, DiskFullError):
@@ -288,26 +280,18 @@ class StagingLeaseTimeoutError(StagingError, TimeoutError):
 
     def __init__(
         self,
+        message: str,
+        *,
         lease_path: str,
         waited_seconds: float,
         limit_seconds: float,
         holder: dict[str, Any] | None,
     ) -> None:
+        super().__init__(message)
         self.lease_path = lease_path
         self.waited_seconds = waited_seconds
         self.limit_seconds = limit_seconds
         self.holder = holder
-        who = (
-            f"pid {holder.get('pid')} on host {holder.get('host')}"
-            if holder
-            else "an unknown stager"
-        )
-        super().__init__(
-            f"Waited {waited_seconds:.0f} s for {who} to finish staging this snapshot "
-            f"(limit {limit_seconds:g} s, lease {lease_path}). Raise "
-            "COMFY_MODAL_LLM_STAGE_LEASE_TIMEOUT_SECONDS for very large models, or, if "
-            "that stager is gone, delete the lease file."
-        )
 
 
 class StagingLeaseLostError(StagingError):
@@ -320,12 +304,9 @@ class StagingLeaseLostError(StagingError):
     # The other stager's result is reused by the next attempt.
     action = ErrorAction.RETRY
 
-    def __init__(self, lease_path: str) -> None:
+    def __init__(self, message: str, *, lease_path: str) -> None:
+        super().__init__(message)
         self.lease_path = lease_path
-        super().__init__(
-            f"Lost the staging lease {lease_path} to another stager (this one stopped "
-            "heartbeating for too long). Stage again: the other stager's result is reused."
-        )
 
 
 class LocalFolderChangedError(StagingError):
@@ -363,11 +344,7 @@ class SnapshotOfflineError(StagingError, OSError):
 
     action = ErrorAction.FIX_INPUT
 
-    def __init__(self, repository: str, revision: str) -> None:
+    def __init__(self, message: str, *, repository: str, revision: str) -> None:
+        super().__init__(message)
         self.repository = repository
         self.revision = revision
-        super().__init__(
-            f"{repository}@{revision} is not staged here nor complete in the Hugging Face "
-            "cache, and HF_HUB_OFFLINE=1 forbids downloading it: unset HF_HUB_OFFLINE once "
-            "to stage it, or pick a model already on disk."
-        )
