@@ -271,7 +271,14 @@ def duplicates(root: Path, seconds: int) -> dict[str, Any]:
     pairs = int(match.group(1)) if match else (0 if summary.startswith("no duplicates") else None)
     rows = [line for line in lines[1:] if re.match(r"D\d+ ", line)]
     incomplete = [line for line in lines if line.startswith("incomplete:")]
-    return {"pairs": pairs, "summary": summary, "rows": rows, "incomplete": incomplete}
+    left_out = [line for line in lines if line.startswith("left out:")]
+    return {
+        "pairs": pairs,
+        "summary": summary,
+        "rows": rows,
+        "left_out": left_out,
+        "incomplete": incomplete,
+    }
 
 
 def measure(root: Path, *, with_duplicates: bool = True, seconds: int = 120) -> dict[str, Any]:
@@ -384,7 +391,9 @@ def render(figures: dict[str, Any]) -> str:
             names = ", ".join(unused)
             out.append(f"{folder}: {len(unused)} exports used nowhere outside its folder: {names}")
     if "duplicates" in figures:
-        out.append(f"duplicates in product code: {figures['duplicates']['summary']}")
+        found = figures["duplicates"]
+        out.append(f"duplicates in product code: {found['summary']}")
+        out += [f"  {line}" for line in found.get("left_out", []) + found.get("incomplete", [])]
     return "\n".join(out)
 
 

@@ -103,13 +103,15 @@ def test_duplicates_reads_only_product_sources(tmp_path: Path, monkeypatch) -> N
         f'(cd "$2" && find . -name "*.py" | sort) > {tmp_path / "seen"}\n'
         "echo '2 pairs of places (6 files read), each sharing runs of 6 or more lines'\n"
         "echo 'D1 alpha/alpha/_x.py:1-6 ~ beta/beta/__init__.py:1-6'\n"
-        "echo 'D2 alpha/alpha/_long.py:1-9 ~ alpha/alpha/_long.py:10-18 shape'\n",
+        "echo 'D2 alpha/alpha/_long.py:1-9 ~ alpha/alpha/_long.py:10-18 shape'\n"
+        "echo 'left out: 1 run of 6 lines that stand in more than 8 places each'\n",
     )
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
     found = house_figures.duplicates(tmp_path / "tree", 5)
     assert found["pairs"] == 2
     assert len(found["rows"]) == 2
+    assert found["left_out"] == ["left out: 1 run of 6 lines that stand in more than 8 places each"]
     assert (tmp_path / "seen").read_text().split() == [
         "./alpha/alpha/__init__.py",
         "./alpha/alpha/_long.py",
