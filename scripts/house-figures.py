@@ -201,6 +201,43 @@ def _last_name(node: ast.expr) -> str | None:
     return None
 
 
+def _import_origins(tree: ast.Module, own: str) -> dict[str, tuple[str, str]]:
+    """Name bound by an import in ``tree`` → (package it comes from, imported name)."""
+    origin: dict[str, tuple[str, str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            package = (node.module or "").split(".")[0] if node.level == 0 else own
+            for alias in node.names:
+                origin[alias.asname or alias.name] = (package, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                origin[alias.asname or alias.name] = (alias.name.split(".")[0], "")
+    return origin
+
+
+def _class_expressions(tree: ast.Module) -> list[ast.expr]:
+    """What each ``except`` clause and ``isinstance``/``issubclass`` call names, tuples opened."""
+    named: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and node.type is not None:
+            named.append(node.type)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+            and len(node.args) == 2
+        ):
+            named.append(node.args[1])
+    found: list[ast.expr] = []
+    while named:
+        item = named.pop()
+        if isinstance(item, ast.Tuple):
+            named += item.elts
+        else:
+            found.append(item)
+    return found
+
+
 def _caught_by_class(trees: dict[Path, ast.Module], owner: dict[Path, str]) -> set[tuple[str, str]]:
     """(package, class name) of each class an ``except`` clause or ``isinstance`` call names.
 
@@ -209,36 +246,12 @@ def _caught_by_class(trees: dict[Path, ast.Module], owner: dict[Path, str]) -> s
     """
     caught: set[tuple[str, str]] = set()
     for path, tree in trees.items():
-        origin: dict[str, tuple[str, str]] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                package = (node.module or "").split(".")[0] if node.level == 0 else owner[path]
-                for alias in node.names:
-                    origin[alias.asname or alias.name] = (package, alias.name)
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    origin[alias.asname or alias.name] = (alias.name.split(".")[0], "")
-
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ExceptHandler):
-                named = [node.type]
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id in ("isinstance", "issubclass")
-                and len(node.args) == 2
-            ):
-                named = [node.args[1]]
-            else:
-                continue
-            while named:
-                item = named.pop()
-                if isinstance(item, ast.Tuple):
-                    named += item.elts
-                elif isinstance(item, ast.Name):
-                    caught.add(origin.get(item.id, (owner[path], item.id)))
-                elif isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name):
-                    caught.add((origin.get(item.value.id, (owner[path], ""))[0], item.attr))
+        origin = _import_origins(tree, owner[path])
+        for item in _class_expressions(tree):
+            if isinstance(item, ast.Name):
+                caught.add(origin.get(item.id, (owner[path], item.id)))
+            elif isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name):
+                caught.add((origin.get(item.value.id, (owner[path], ""))[0], item.attr))
     return caught
 
 
