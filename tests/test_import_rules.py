@@ -104,12 +104,10 @@ _SPEC.loader.exec_module(house_figures)
 
 KNOWN_CIRCLE_EDGES = {
     # Allowed since 2026-12 (reviews/architecture-2026-12.md §1.3), until issue 28 step 4
-    # splits modal-remote into client/ worker/ wire/: the transport reaches up into the
-    # fan-out for a constant (CAPTION_SCALEDOWN_SECONDS, defined in _fanout_report) and
-    # the app takes code_fingerprint from the transport, which itself imports the app.
-    # Step 4 cuts these two arrows; then this entry goes.
+    # splits modal-remote into client/ worker/ wire/: the app takes code_fingerprint from
+    # the transport, which itself imports the app (lazily, to look it up when deploying).
+    # Step 4 cuts this arrow; then this entry goes.
     "modal-remote": {
-        ("comfy_llm_modal_remote._transport", "comfy_llm_modal_remote._fanout"),
         ("comfy_llm_modal_remote._app", "comfy_llm_modal_remote._transport"),
     },
 }
