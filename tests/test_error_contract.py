@@ -158,13 +158,9 @@ def _inherited_action(cls: type[BaseException]) -> ErrorAction | None:
 
 
 RESTATED_ACTION_ALLOWED = {
-    # Allowed since 2026-12, until their errors are thinned too: backend-cuda's and
-    # backend-llamacpp's own errors (beside the shared backend vocabulary in residency,
-    # issue 28 step 2; llama.cpp joins it with issue 30), and modal-remote's, which its
-    # own round of fixes is changing (issue 26).
-    "comfy_llm_backend_cuda",
+    # Allowed since 2026-12, until llama.cpp joins the shared backend vocabulary in
+    # residency (issue 30): backend-llamacpp's own errors restate their base's action.
     "comfy_llm_backend_llamacpp",
-    "comfy_llm_modal_remote",
 }
 
 

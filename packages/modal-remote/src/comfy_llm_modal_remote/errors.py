@@ -31,9 +31,10 @@ AUTH_HINT = "modal token new"
 
 
 class ModalRemoteError(ComfyLLMError):
-    """Base class of every error raised by ``comfy_llm_modal_remote``."""
+    """Base class of every error raised by ``comfy_llm_modal_remote``.
 
-    action = ErrorAction.FATAL
+    The action is core's FATAL: unclassified trouble on the Modal side.
+    """
 
 
 class ModalUnavailableError(ModalRemoteError, RuntimeError):
@@ -87,8 +88,6 @@ class ModalDeployError(ModalRemoteError, RuntimeError):
         reason: The client's error, one line.
         log_tail: The build log's last lines (may be empty).
     """
-
-    action = ErrorAction.FATAL
 
     def __init__(self, app_name: str, reason: str, log_tail: str = "") -> None:
         self.app_name = app_name
@@ -270,9 +269,9 @@ class RemoteExecutionError(ModalRemoteError, RuntimeError):
     Attributes:
         remote_class: The remote error's ``module.QualName``.
         remote_message: Its message.
-    """
 
-    action = ErrorAction.FATAL  # unknown class: nothing says a retry would help
+    The action stays FATAL: for an unknown class nothing says a retry would help.
+    """
 
     def __init__(self, remote_class: str, remote_message: str) -> None:
         self.remote_class = remote_class
