@@ -42,7 +42,6 @@ from .errors import (
     InvalidRevisionError,
     LocalFolderChangedError,
     SnapshotContentError,
-    SnapshotOfflineError,
     SnapshotVerificationError,
     StagingError,
     StagingLeaseLostError,
@@ -82,5 +81,4 @@ __all__ = [
     "StagingLeaseTimeoutError",
     "StagingLeaseLostError",
     "LocalFolderChangedError",
-    "SnapshotOfflineError",
 ]

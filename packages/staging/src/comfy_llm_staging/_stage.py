@@ -8,7 +8,7 @@ The order of one staging::
     complete, verifying Hugging Face cache snapshot of that commit?
                                              ──yes──► used in place (read-only,
                                                        nothing copied), no request
-    HF_HUB_OFFLINE set?  ──yes──► SnapshotOfflineError
+    HF_HUB_OFFLINE set?  ──yes──► profiles' OfflineResolutionError
     acquire the lease (wait for another stager; re-check the marker each time)
     .partial/ already marked (a stager killed before its rename)? ──► promote it
     model info at the commit → THE file list (names proven safe, sizes, digests)
@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from comfy_llm_profiles import (
+    OfflineResolutionError,
     ProgressCallback,
     ProgressEvent,
     ProgressStage,
@@ -48,7 +49,7 @@ from comfy_llm_profiles import (
 from . import _hub, _in_place, _layout, _lease, _marker, _settings, _verify
 from ._progress import DownloadProgress
 from ._snapshot import StagedSnapshot, in_place_snapshot
-from .errors import InsufficientDiskSpaceError, SnapshotOfflineError, StagingLeaseLostError
+from .errors import InsufficientDiskSpaceError, StagingLeaseLostError
 
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
 
@@ -100,7 +101,8 @@ def stage_snapshot(
             unusable metadata or a file name outside the snapshot folder
             (HubDataError: nothing is downloaded or deleted), a stall past
             COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS (HubTimeoutError) or a network
-            or Hub failure (HubUnavailableError); a later call resumes.
+            or Hub failure (HubUnavailableError); a later call resumes; and
+            HF_HUB_OFFLINE with nothing on disk (OfflineResolutionError).
         SnapshotContentError: No config.json, or metadata without sizes.
         InsufficientDiskSpaceError: Not enough free space or inodes, before or
             during the download (ENOSPC/EDQUOT).
@@ -141,12 +143,13 @@ def stage_snapshot(
             message="Using the Hugging Face cache's copy in place",
         )
     if hub_offline():
-        raise SnapshotOfflineError(
+        raise OfflineResolutionError(
             f"{repository}@{revision} is not staged here nor complete in the Hugging Face "
             "cache, and HF_HUB_OFFLINE=1 forbids downloading it: unset HF_HUB_OFFLINE once to "
             "stage it, or pick a model already on disk.",
             repository=repository,
             revision=revision,
+            kind="offline",
         )
 
     with _disk_full_as_error(canonical.parent, None):

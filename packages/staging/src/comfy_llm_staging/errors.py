@@ -27,7 +27,6 @@ __all__ = [
     "StagingLeaseTimeoutError",
     "StagingLeaseLostError",
     "LocalFolderChangedError",
-    "SnapshotOfflineError",
 ]
 
 _GIB = 1024**3
@@ -332,19 +331,3 @@ class LocalFolderChangedError(StagingError):
             f"{expected[:12]}…, {now}). Re-resolve it: queue the workflow again, or run "
             f"comfy-llm resolve {path!r}; never edit a folder while a model from it runs."
         )
-
-
-class SnapshotOfflineError(StagingError, OSError):
-    """The snapshot is not on disk and the Hub may not be asked (HF_HUB_OFFLINE).
-
-    Attributes:
-        repository: ``owner/name``.
-        revision: The 40-hex commit.
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, message: str, *, repository: str, revision: str) -> None:
-        super().__init__(message)
-        self.repository = repository
-        self.revision = revision
