@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import subprocess
@@ -94,53 +95,38 @@ def test_import_linter_contracts_are_kept() -> None:
     assert "0 broken" in done.stdout
 
 
-def _internal_imports(root: Path, package: str) -> dict[str, set[str]]:
-    """Module → the package's own modules it imports anywhere (lazy imports included)."""
-    graph: dict[str, set[str]] = {}
-    for path in sorted((root / package).rglob("*.py")):
-        parts = path.relative_to(root).with_suffix("").parts
-        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        found: set[str] = set()
-        here = module if parts[-1] == "__init__" else module.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                found.add(node.module)
-            elif isinstance(node, ast.ImportFrom) and node.level == 1:  # from . import _x
-                if node.module:
-                    found.add(f"{here}.{node.module}")
-                else:
-                    found.update(f"{here}.{alias.name}" for alias in node.names)
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-        graph[module] = {name for name in found if name.startswith(f"{package}.")}
-    return graph
-
-
-@pytest.mark.parametrize(
-    ("folder", "package"),
-    [
-        ("comfy-node", "comfy_llm"),  # the two faces and the shared pipeline, one way only
-        ("profiles", "comfy_llm_profiles"),  # was _curated -> _decide -> _profile -> _reference
-        ("staging", "comfy_llm_staging"),
-        ("backend-llamacpp", "comfy_llm_backend_llamacpp"),
-    ],
+_SPEC = importlib.util.spec_from_file_location(
+    "house_figures", REPO_ROOT / "scripts" / "house-figures.py"
 )
-def test_no_import_circle_inside_a_package(folder: str, package: str) -> None:
-    """Modules of one package import each other one way only (lazy imports count)."""
-    graph = _internal_imports(REPO_ROOT / "packages" / folder / "src", package)
-    state: dict[str, int] = {}
-    circles: list[list[str]] = []
+assert _SPEC and _SPEC.loader
+house_figures = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(house_figures)
 
-    def visit(module: str, path: list[str]) -> None:
-        state[module] = 1
-        for imported in sorted(graph.get(module, ())):
-            if state.get(imported) == 1:
-                circles.append([*path[path.index(imported) :], imported])
-            elif imported in graph and not state.get(imported):
-                visit(imported, [*path, imported])
-        state[module] = 2
+KNOWN_CIRCLE_EDGES = {
+    # Allowed since 2026-12 (reviews/architecture-2026-12.md §1.3), until issue 28 step 4
+    # splits modal-remote into client/ worker/ wire/: the app takes code_fingerprint from
+    # the transport, which itself imports the app (lazily, to look it up when deploying).
+    # Step 4 cuts this arrow; then this entry goes.
+    "modal-remote": {
+        ("comfy_llm_modal_remote._app", "comfy_llm_modal_remote._transport"),
+    },
+}
 
-    for module in sorted(graph):
-        if not state.get(module):
-            visit(module, [module])
-    assert circles == [], circles
+
+@pytest.mark.parametrize("folder", PACKAGES)
+def test_no_import_circle_inside_a_package(folder: str) -> None:
+    """Modules of one package import each other one way only (lazy imports count).
+
+    History: comfy-node's two faces and pipeline, profiles' _curated -> _decide ->
+    _profile -> _reference and backend-cuda's backends each had a circle once.
+    """
+    source = REPO_ROOT / "packages" / folder / "src"
+    (package,) = [init.parent.name for init in source.glob("*/__init__.py")]
+    graph = house_figures.internal_imports(source, package)
+    allowed = KNOWN_CIRCLE_EDGES.get(folder, set())
+    assert {edge for edge in allowed if edge[1] not in graph.get(edge[0], ())} == set(), (
+        "an allowed arrow is gone: delete it from KNOWN_CIRCLE_EDGES"
+    )
+    for importer, imported in allowed:
+        graph[importer] = graph[importer] - {imported}
+    assert house_figures.import_circles(graph) == []

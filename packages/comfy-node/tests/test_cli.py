@@ -76,6 +76,26 @@ def test_stage_downloads_once_then_reuses(
     assert not [f for f in model_hub.file_requests() if f.endswith(".safetensors")]
 
 
+@pytest.mark.parametrize(
+    ("status", "code", "words"),
+    [(500, 75, "run the stage again to resume"), (401, 2, "HF_TOKEN")],
+    ids=["hub-failed-retry", "token-refused-fix-input"],
+)
+def test_stage_exit_code_says_what_to_do_about_a_hub_failure(
+    model_hub: FakeHub,
+    storage: Path,
+    capsys: pytest.CaptureFixture[str],
+    status: int,
+    code: int,
+    words: str,
+) -> None:
+    # resolution passes; the weights' download fails, inside staging
+    model_hub.inject_fault("GET", "model.safetensors", status=status, times=20)
+    assert main(["stage", "tiny/qwen35", "--target", "local_cpu"]) == code
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("comfy-llm: error: ") and words in last
+
+
 def test_failures_are_one_line_and_non_zero(
     model_hub: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

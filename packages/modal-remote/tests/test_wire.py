@@ -49,12 +49,20 @@ def test_a_comfy_llm_error_crosses_as_class_name_and_fields() -> None:
 
 def test_attributes_keep_their_values_and_the_action() -> None:
     from comfy_llm_core import ErrorAction
-    from comfy_llm_profiles.errors import HubStatusError
+    from comfy_llm_profiles.errors import HubAccessError
 
-    original = HubStatusError(
-        "owner/repo", "main", status=503, kind="api", url="https://x/api", endpoint="https://x"
+    original = HubAccessError(
+        "refused",
+        repository="owner/repo",
+        revision="main",
+        kind="forbidden",
+        endpoint="https://x",
+        status=403,
+        url="https://x/api",
+        token_provided=True,
     )
-    with pytest.raises(HubStatusError) as rebuilt:
+    original.action = ErrorAction.RETRY  # an instance may say what only its raise site knows
+    with pytest.raises(HubAccessError) as rebuilt:
         unwrap(_through_json(error_envelope(original)))
     assert vars(rebuilt.value) == {
         k: (v.value if isinstance(v, ErrorAction) else v) for k, v in vars(original).items()
@@ -72,7 +80,13 @@ def test_an_import_error_keeps_its_slots() -> None:
 
 
 def test_paths_and_tuples_become_plain_values() -> None:
-    original = ModelNotFoundError("tiny/missing", "main", "modal", "HF_TOKEN", False)
+    original = ModelNotFoundError(
+        "not found",
+        repository="tiny/missing",
+        revision="main",
+        kind="repo_not_found",
+        endpoint="https://x",
+    )
     original.extra = (Path("/a/b"), {"k": (1, 2)})  # type: ignore[attr-defined]
     with pytest.raises(ModelNotFoundError) as raised:
         unwrap(_through_json(error_envelope(original)))

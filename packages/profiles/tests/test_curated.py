@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 from comfy_llm_profiles import (
     FAMILIES,
-    CuratedRegistryError,
-    DownloadTooLargeError,
     ExecutionTarget,
     load_curated_registry,
     load_manifest,
@@ -19,6 +17,7 @@ from comfy_llm_profiles import (
     registry_for,
     resolve_profile,
 )
+from comfy_llm_profiles.errors import CuratedRegistryError, DownloadTooLargeError
 from comfy_llm_testworld import FakeHub
 
 from .conftest import CONFIG_FOR_FAMILY, build_config, build_files  # type: ignore[import-not-found]

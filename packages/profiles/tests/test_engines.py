@@ -97,7 +97,8 @@ def test_a_weight_format_nobody_admits_is_refused_when_declared() -> None:
 def test_a_family_cap_lowers_a_limit_and_a_quantization_review_narrows(
     monkeypatch: pytest.MonkeyPatch, make_config: object
 ) -> None:
-    from comfy_llm_profiles import UnsupportedQuantizationError, decide
+    from comfy_llm_profiles import decide
+    from comfy_llm_profiles.errors import UnsupportedQuantizationError
 
     capped = dataclasses.replace(
         FAMILIES["smolvlm"], limits=(("max_images", 1),), quantizations=("none",)

@@ -16,14 +16,13 @@ import pytest
 from comfy_llm_core import ErrorAction, InvalidSettingError
 from comfy_llm_profiles import (
     ExecutionTarget,
-    HubAuthenticationError,
+    HubAccessError,
     HubDataError,
     HubTimeoutError,
     HubUnavailableError,
-    InvalidConfigError,
-    UnsafeHubPathError,
     resolve_profile,
 )
+from comfy_llm_profiles.errors import InvalidConfigError
 
 REPO = "owner/tiny-qwen"
 CPU = ExecutionTarget.LOCAL_CPU
@@ -56,10 +55,10 @@ def repo(hf_env: Any, make_config: ConfigFactory, make_files: FilesFactory) -> A
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
 def test_unsafe_sibling_name_refuses_the_repository(repo: Any, tmp_path: Path, name: str) -> None:
     repo.tamper(REPO, extra_siblings=[{"rfilename": name, "size": 10}])
-    with pytest.raises(UnsafeHubPathError) as caught:
+    with pytest.raises(HubDataError) as caught:
         _resolve(repo, tmp_path)
     error = caught.value
-    assert error.path == name
+    assert (error.kind, error.path) == ("unsafe_path", name)
     assert ascii(name)[:40] in str(error)
     assert "\x00" not in str(error)
     assert error.action is ErrorAction.FIX_INPUT
@@ -114,7 +113,8 @@ def test_config_larger_than_advertised_is_cut_off_with_bounded_memory(
     script = textwrap.dedent(
         f"""
         import json
-        from comfy_llm_profiles import ExecutionTarget, InvalidConfigError, resolve_profile
+        from comfy_llm_profiles import ExecutionTarget, resolve_profile
+        from comfy_llm_profiles.errors import InvalidConfigError
 
         def peak_kib():
             with open("/proc/self/status") as status:
@@ -175,8 +175,9 @@ def test_unauthorized_info_request_names_hf_token(
     repo: Any, tmp_path: Path, token: str | None
 ) -> None:
     repo.inject_fault("GET", "/api/models", status=401)
-    with pytest.raises(HubAuthenticationError) as caught:
+    with pytest.raises(HubAccessError) as caught:
         _resolve(repo, tmp_path, token=token)
+    assert (caught.value.kind, caught.value.status) == ("unauthorized", 401)
     text = str(caught.value)
     assert "HF_TOKEN" in text
     assert "network" not in text

@@ -13,11 +13,11 @@ from comfy_llm_profiles import (
     LocalFolderError,
     OfflineResolutionError,
     ProgressStage,
-    RemoteCodeError,
     hf_cache_snapshot,
     load_manifest,
     resolve_profile,
 )
+from comfy_llm_profiles.errors import RemoteCodeError
 from comfy_llm_testworld import FakeHub
 from huggingface_hub import snapshot_download
 

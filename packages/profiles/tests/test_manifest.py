@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from comfy_llm_profiles import (
     ExecutionTarget,
-    ManifestConflictError,
     ManifestError,
     ModelProfile,
     load_manifest,
     manifest_path,
     write_manifest,
 )
+from comfy_llm_profiles.errors import ManifestConflictError
 
 MakeProfile = Callable[..., ModelProfile]
 

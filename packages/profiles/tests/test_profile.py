@@ -11,10 +11,10 @@ from comfy_llm_profiles import (
     ExecutionTarget,
     ModelProfile,
     ProfileLimits,
-    ProfileValidationError,
     compute_profile_id,
     estimated_vram_gb,
 )
+from comfy_llm_profiles.errors import ProfileValidationError
 
 MakeProfile = Callable[..., ModelProfile]
 

@@ -12,15 +12,17 @@ from comfy_llm_profiles import (
     FAMILIES,
     REGISTRY_VERSIONS,
     ExecutionTarget,
-    InvalidConfigError,
-    ModelRejectedError,
-    RemoteCodeError,
     UnsupportedArchitectureError,
-    UnsupportedQuantizationError,
     available_backends,
     decide,
     known_architectures,
     registry_for,
+)
+from comfy_llm_profiles.errors import (
+    InvalidConfigError,
+    ModelRejectedError,
+    RemoteCodeError,
+    UnsupportedQuantizationError,
 )
 
 ConfigFactory = Callable[..., dict[str, Any]]

@@ -11,23 +11,24 @@ from typing import Any
 
 import pytest
 from comfy_llm_profiles import (
-    DownloadTooLargeError,
     ExecutionTarget,
-    GatedModelError,
+    HubAccessError,
     HubUnavailableError,
+    ModelNotFoundError,
+    ProgressStage,
+    UnsupportedArchitectureError,
+    load_manifest,
+    resolve_profile,
+)
+from comfy_llm_profiles.errors import (
+    DownloadTooLargeError,
     InvalidConfigError,
     MissingConfigError,
-    ModelNotFoundError,
     ModelRejectedError,
-    ModelRevisionNotFoundError,
-    ProgressStage,
     RemoteCodeError,
     SecurityScanError,
     UnsafeWeightsError,
-    UnsupportedArchitectureError,
     UnsupportedQuantizationError,
-    load_manifest,
-    resolve_profile,
 )
 
 ConfigFactory = Callable[..., dict[str, Any]]
@@ -176,11 +177,11 @@ def test_gated_without_token_says_where_the_token_goes(
     where: str,
 ) -> None:
     hf_env.add_repo(REPO, make_files(make_config()), gated="manual")
-    with pytest.raises(GatedModelError) as caught:
+    with pytest.raises(HubAccessError) as caught:
         _resolve(hf_env, REPO, target, tmp_path)
     error = caught.value
     assert isinstance(error, PermissionError)
-    assert (error.repository, error.target, error.token_provided) == (REPO, target.value, False)
+    assert (error.repository, error.kind, error.token_provided) == (REPO, "gated", False)
     message = str(error)
     assert REPO in message and "gated" in message and "HF_TOKEN" in message and where in message
     _no_weight_requests(hf_env)
@@ -211,7 +212,7 @@ def test_gated_with_a_wrong_token(
     hf_env: Any, tmp_path: Path, make_config: ConfigFactory, make_files: FilesFactory
 ) -> None:
     hf_env.add_repo(REPO, make_files(make_config()), gated="auto")
-    with pytest.raises(GatedModelError) as caught:
+    with pytest.raises(HubAccessError) as caught:
         _resolve(hf_env, REPO, ExecutionTarget.MODAL, tmp_path, token="hf_wrong")
     assert caught.value.token_provided
     assert "no access" in str(caught.value) and "Modal secret" in str(caught.value)
@@ -233,11 +234,11 @@ def test_missing_repo_and_missing_revision_are_distinct(
     hf_env.add_repo(REPO, make_files(make_config()))
     with pytest.raises(ModelNotFoundError) as missing_repo:
         _resolve(hf_env, "owner/does-not-exist", CPU, tmp_path)
-    with pytest.raises(ModelRevisionNotFoundError) as missing_rev:
+    with pytest.raises(ModelNotFoundError) as missing_rev:
         _resolve(hf_env, f"{REPO}@no-such-branch", CPU, tmp_path)
     repo_error, rev_error = missing_repo.value, missing_rev.value
     assert isinstance(repo_error, LookupError) and isinstance(rev_error, LookupError)
-    assert not isinstance(rev_error, ModelNotFoundError)
+    assert (repo_error.kind, rev_error.kind) == ("repo_not_found", "revision_not_found")
     assert repo_error.repository == "owner/does-not-exist"
     assert (rev_error.repository, rev_error.revision) == (REPO, "no-such-branch")
     assert "'owner/does-not-exist' was not found" in str(repo_error)
@@ -245,8 +246,9 @@ def test_missing_repo_and_missing_revision_are_distinct(
     assert "repository itself exists" in str(rev_error)
     assert str(repo_error) != str(rev_error)
     missing_commit = "f" * 40
-    with pytest.raises(ModelRevisionNotFoundError):
+    with pytest.raises(ModelNotFoundError) as missing_pin:
         _resolve(hf_env, f"{REPO}@{missing_commit}", CPU, tmp_path)
+    assert missing_pin.value.kind == "revision_not_found"
     assert _manifests(tmp_path) == []
 
 

@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 from comfy_llm_profiles import ProgressEvent
+from comfy_llm_profiles.errors import HubAccessError, HubUnavailableError, ModelNotFoundError
 from comfy_llm_staging import (
     LEGACY_MARKER_FILENAME,
     MARKER_FILENAME,
     InsufficientDiskSpaceError,
-    SnapshotAccessError,
-    SnapshotDownloadError,
-    SnapshotRevisionNotFoundError,
     SnapshotVerificationError,
     _hub,
     _verify,
@@ -158,7 +156,7 @@ def test_failed_staging_resumes_on_the_next_call(hf_env, tmp_path: Path, make_fi
     files["model.safetensors.index.json"] = b'{"weight_map": {}}'
     sha = hf_env.add_repo("acme/sharded", files)
     hf_env.inject_fault("GET", "model-00002-of-00002", status=500)
-    with pytest.raises(SnapshotDownloadError, match="run the stage again to resume") as caught:
+    with pytest.raises(HubUnavailableError, match="run the stage again to resume") as caught:
         stage_snapshot("acme/sharded", sha, storage_root=tmp_path)
     assert isinstance(caught.value, OSError)
     assert _markers(tmp_path) == []
@@ -207,9 +205,9 @@ def test_progress_callback_can_cancel_and_a_later_call_completes(world) -> None:
 
 def test_gated_repository_needs_a_token(hf_env, tmp_path: Path, make_files) -> None:
     sha = hf_env.add_repo("acme/gated", make_files(), gated=True)
-    with pytest.raises(SnapshotAccessError, match="is gated") as caught:
+    with pytest.raises(HubAccessError, match="is gated") as caught:
         stage_snapshot("acme/gated", sha, storage_root=tmp_path)
-    assert caught.value.gated is True
+    assert caught.value.kind == "gated"
     assert "HF_TOKEN" in str(caught.value)
     assert _markers(tmp_path) == []
     staged = stage_snapshot("acme/gated", sha, storage_root=tmp_path, token="hf_test_token")
@@ -218,18 +216,19 @@ def test_gated_repository_needs_a_token(hf_env, tmp_path: Path, make_files) -> N
 
 def test_missing_repository_and_missing_revision_differ(hf_env, tmp_path: Path, make_files) -> None:
     sha = hf_env.add_repo("acme/present", make_files())
-    with pytest.raises(SnapshotAccessError, match="not found or is private") as missing_repo:
+    with pytest.raises(ModelNotFoundError, match="not found or is private") as missing_repo:
         stage_snapshot("acme/absent", sha, storage_root=tmp_path)
-    assert missing_repo.value.gated is False
-    with pytest.raises(SnapshotRevisionNotFoundError, match="does not exist") as missing_rev:
+    assert missing_repo.value.kind == "repo_not_found"
+    with pytest.raises(ModelNotFoundError, match="does not exist") as missing_rev:
         stage_snapshot("acme/present", "e" * 40, storage_root=tmp_path)
     assert isinstance(missing_rev.value, LookupError)
+    assert missing_rev.value.kind == "revision_not_found"
     assert str(missing_repo.value) != str(missing_rev.value)
 
 
 def test_private_repository_without_token_is_refused(hf_env, tmp_path: Path, make_files) -> None:
     sha = hf_env.add_repo("acme/private", make_files(), private=True)
-    with pytest.raises(SnapshotAccessError, match="HF_TOKEN"):
+    with pytest.raises(ModelNotFoundError, match="HF_TOKEN"):
         stage_snapshot("acme/private", sha, storage_root=tmp_path)
     staged = stage_snapshot("acme/private", sha, storage_root=tmp_path, token="hf_test_token")
     assert staged.downloaded is True
@@ -249,7 +248,7 @@ def test_endpoint_from_environment_is_read_at_call_time(
     world, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
-    with pytest.raises(SnapshotDownloadError):
+    with pytest.raises(HubUnavailableError):
         stage_snapshot(world.repository, world.revision, storage_root=world.root)
     assert world.hub.requests == []
     monkeypatch.setenv("HF_ENDPOINT", world.hub.endpoint)

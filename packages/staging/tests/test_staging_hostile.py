@@ -20,13 +20,15 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ErrorAction, hub_path_problem
+from comfy_llm_profiles.errors import (
+    HubAccessError,
+    HubDataError,
+    HubTimeoutError,
+    HubUnavailableError,
+)
 from comfy_llm_staging import (
     MARKER_FILENAME,
     InsufficientDiskSpaceError,
-    SnapshotAccessError,
-    SnapshotContentError,
-    SnapshotDownloadError,
-    SnapshotTimeoutError,
     UnsafeSnapshotPathError,
     _hub,
     _verify,
@@ -102,10 +104,10 @@ def test_hostile_file_path_never_touches_anything_outside(
         staged = stage_snapshot(world.repository, world.revision, storage_root=root)
         assert staged.files == tuple(sorted(world.files))
     else:
-        with pytest.raises(UnsafeSnapshotPathError) as caught:
+        with pytest.raises(HubDataError) as caught:
             stage_snapshot(world.repository, world.revision, storage_root=root)
         error = caught.value
-        assert error.path == hostile
+        assert (error.kind, error.path) == ("unsafe_path", hostile)
         assert ascii(hostile)[:60] in str(error)
         assert "\x00" not in str(error) and "\n" not in str(error)
         assert error.action is ErrorAction.FIX_INPUT
@@ -193,7 +195,7 @@ def test_stalled_hub_fails_fast_naming_endpoint_and_variable(
 ) -> None:
     monkeypatch.setenv("COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS", "0.5")
     started = time.monotonic()
-    with pytest.raises(SnapshotTimeoutError) as caught:
+    with pytest.raises(HubTimeoutError) as caught:
         stage_snapshot("acme/tiny-vlm", "a" * 40, storage_root=tmp_path, endpoint=silent_endpoint)
     assert time.monotonic() - started < 10
     text = str(caught.value)
@@ -211,7 +213,7 @@ def test_stalled_file_download_is_bounded_by_the_same_setting(
     monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "600")  # ours caps it
     world.hub.inject_fault("GET", "model.safetensors", cut_after_bytes=10, delay=30, times=20)
     started = time.monotonic()
-    with pytest.raises(SnapshotDownloadError) as caught:
+    with pytest.raises(HubUnavailableError) as caught:
         stage_snapshot(world.repository, world.revision, storage_root=world.root)
     assert time.monotonic() - started < 30
     assert "\n" not in str(caught.value)
@@ -223,7 +225,7 @@ def test_stalled_file_download_is_bounded_by_the_same_setting(
 
 def test_unauthorized_info_request_names_hf_token(world: Any) -> None:
     world.hub.inject_fault("GET", "/api/models", status=401)
-    with pytest.raises(SnapshotAccessError) as caught:
+    with pytest.raises(HubAccessError) as caught:
         stage_snapshot(world.repository, world.revision, storage_root=world.root)
     assert "HF_TOKEN" in str(caught.value)
     assert "HTTP 401" in str(caught.value)
@@ -231,7 +233,7 @@ def test_unauthorized_info_request_names_hf_token(world: Any) -> None:
 
 def test_cut_info_connection_is_one_line(world: Any) -> None:
     world.hub.inject_fault("GET", "/api/models", cut_after_bytes=5)
-    with pytest.raises(SnapshotDownloadError) as caught:
+    with pytest.raises(HubUnavailableError) as caught:
         stage_snapshot(world.repository, world.revision, storage_root=world.root)
     text = str(caught.value)
     assert "\n" not in text
@@ -387,7 +389,7 @@ def test_malformed_model_info_is_refused_naming_the_field(
     world: Any, tamper: dict[str, Any], field: str
 ) -> None:
     world.hub.tamper(world.repository, **tamper)
-    with pytest.raises(SnapshotContentError) as caught:
+    with pytest.raises(HubDataError) as caught:
         stage_snapshot(world.repository, world.revision, storage_root=world.root)
     text = str(caught.value)
     assert world.repository in text
@@ -404,5 +406,5 @@ def test_oversized_model_info_is_cut_off_on_bytes_received(world: Any) -> None:
     body = json.dumps({"sha": world.revision, "siblings": siblings}).encode()
     assert len(body) > 16 * 1024**2
     world.hub.tamper(world.repository, info_body=body)
-    with pytest.raises(SnapshotContentError, match="byte limit"):
+    with pytest.raises(HubDataError, match="byte limit"):
         stage_snapshot(world.repository, world.revision, storage_root=world.root)

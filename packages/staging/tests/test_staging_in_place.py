@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comfy_llm_profiles import resolve_profile
+from comfy_llm_core import ErrorAction
+from comfy_llm_profiles import OfflineResolutionError, resolve_profile
 from comfy_llm_staging import (
     IncompleteSnapshotError,
     LocalFolderChangedError,
-    SnapshotOfflineError,
     require_completed_snapshot,
     snapshot_path,
     stage_local_folder,
@@ -94,9 +94,12 @@ def test_offline_with_nothing_on_disk_names_the_setting(
     world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(SnapshotOfflineError) as caught:
+    with pytest.raises(OfflineResolutionError) as caught:
         stage_snapshot(world.repository, world.revision, storage_root=world.root)
     assert "HF_HUB_OFFLINE=1" in str(caught.value) and "\n" not in str(caught.value)
+    # one Hub vocabulary: profiles' offline refusal, still an OSError, still an input to fix
+    assert isinstance(caught.value, OSError) and caught.value.kind == "offline"
+    assert caught.value.action is ErrorAction.FIX_INPUT
     assert world.hub.requests == []
 
 

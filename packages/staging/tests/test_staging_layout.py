@@ -199,10 +199,16 @@ def test_endpoint_is_read_at_call_time(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("error", "builtin"),
     [
-        (InvalidRevisionError("o/m", "main"), ValueError),
+        (InvalidRevisionError("not pinned", repository="o/m", revision="main"), ValueError),
         (InsufficientDiskSpaceError("/data", 10 * 1024**3, 1024**3), OSError),
         (
-            StagingLeaseTimeoutError("/x.lease.json", 5.0, 5.0, {"pid": 1, "host": "h"}),
+            StagingLeaseTimeoutError(
+                "waited",
+                lease_path="/x.lease.json",
+                waited_seconds=5.0,
+                limit_seconds=5.0,
+                holder={"pid": 1, "host": "h"},
+            ),
             TimeoutError,
         ),
         (SnapshotVerificationError("model.safetensors", "sha256", "aa", "bb"), StagingError),

@@ -47,9 +47,10 @@ VLLM_ENGINE_NAME: Final = "vllm"
 
 
 class CudaBackendError(ComfyLLMError):
-    """Base class of every error raised by ``comfy_llm_backend_cuda``."""
+    """Base class of every error raised by ``comfy_llm_backend_cuda``.
 
-    action = ErrorAction.FATAL
+    The action is core's FATAL: unclassified engine trouble.
+    """
 
 
 class PromptTooLongError(CudaBackendError, ValueError):
@@ -105,9 +106,9 @@ class UnsupportedQuantizationError(CudaBackendError, ValueError):
         capability: The GPU's compute capability as vLLM reports it (``8.9``), or None.
         minimum: The lowest capability vLLM accepts for the method (``10.0``), or None.
         reason: vLLM's own words.
-    """
 
-    action = ErrorAction.FATAL
+    The action stays FATAL: this GPU will not run it, whatever the input.
+    """
 
     def __init__(
         self,

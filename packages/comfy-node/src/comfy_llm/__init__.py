@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from comfy_llm._entrypoint import comfy_entrypoint
 from comfy_llm._versions import __version__
-from comfy_llm.errors import ComfyLLMError
+from comfy_llm.errors import NodeError
 
-__all__ = ["ComfyLLMError", "__version__", "comfy_entrypoint"]
+__all__ = ["NodeError", "__version__", "comfy_entrypoint"]

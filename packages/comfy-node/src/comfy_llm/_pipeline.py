@@ -195,8 +195,9 @@ def resolve_and_stage(
         ``(ResolvedProfile, StagedSnapshot)``.
 
     Raises:
-        ProfileError: The reference or repository was refused.
-        StagingError: The snapshot could not be downloaded or verified.
+        ProfileError: The reference or repository was refused, or a Hub request
+            failed (HubError, while resolving or while downloading).
+        StagingError: The snapshot could not be stored or verified.
     """
     resolved = _resolve_cached(reference, target, root, progress)
     profile = resolved.profile
@@ -252,8 +253,9 @@ def run_request(
     Raises:
         TargetUnavailableError: ``run_on_modal`` is set and the Modal extra is
             not installed (ModalUnavailableError: no credentials).
-        ProfileError: The model reference or repository was refused.
-        StagingError: The snapshot could not be downloaded or verified.
+        ProfileError: The model reference or repository was refused, or a Hub
+            request failed (HubError, while resolving or while downloading).
+        StagingError: The snapshot could not be stored or verified.
         InputError: An input was refused.
         ResidencyError: The model does not fit, or targets mismatch.
     """

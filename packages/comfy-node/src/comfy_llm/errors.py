@@ -8,25 +8,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from comfy_llm_core import ComfyLLMError as _CoreError
-from comfy_llm_core import ErrorAction, install_command, platform_extra
+from comfy_llm_core import ComfyLLMError, ErrorAction, install_command, platform_extra
 
 __all__ = [
     "CaptionFolderError",
-    "ComfyLLMError",
     "ComfyUIDirError",
     "ComfyUIInterpreterError",
+    "NodeError",
     "TargetUnavailableError",
 ]
 
 
-class ComfyLLMError(_CoreError):
-    """Base class of every error raised by the ``comfy_llm`` package."""
+class NodeError(ComfyLLMError):
+    """Base class of the errors the node and the CLI add (not of the lower packages' errors).
 
-    action = ErrorAction.FATAL
+    Catch ``comfy_llm_core.ComfyLLMError`` for every comfy-llm error.
+    """
 
 
-class TargetUnavailableError(ComfyLLMError, RuntimeError):
+class TargetUnavailableError(NodeError, RuntimeError):
     """The requested execution target cannot run in this process.
 
     Attributes:
@@ -42,7 +42,7 @@ class TargetUnavailableError(ComfyLLMError, RuntimeError):
         super().__init__(f"Execution target {target!r} is not available here: {reason}")
 
 
-class ComfyUIDirError(ComfyLLMError, ValueError):
+class ComfyUIDirError(NodeError, ValueError):
     """The folder given to ``comfy-llm comfyui-link`` is not a ComfyUI install.
 
     Attributes:
@@ -59,7 +59,7 @@ class ComfyUIDirError(ComfyLLMError, ValueError):
         )
 
 
-class CaptionFolderError(ComfyLLMError, ValueError):
+class CaptionFolderError(NodeError, ValueError):
     """The caption batch's folder (or image input) cannot be used.
 
     Attributes:
@@ -78,7 +78,7 @@ class CaptionFolderError(ComfyLLMError, ValueError):
         )
 
 
-class ComfyUIInterpreterError(ComfyLLMError, RuntimeError):
+class ComfyUIInterpreterError(NodeError, RuntimeError):
     """ComfyUI's Python cannot import ``comfy_llm``, so a link shim would fail there.
 
     Attributes:

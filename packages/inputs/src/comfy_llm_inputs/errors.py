@@ -49,8 +49,6 @@ class ImageInputError(InputError):
             (rather than the whole batch) is at fault.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self,
         message: str,
@@ -71,8 +69,6 @@ class VideoInputError(InputError):
             or ``"frames tensor"``), never a full machine path.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self,
         message: str,
@@ -92,8 +88,6 @@ class FileInputError(InputError):
         filename: The name of the file at fault (as the user gave it, without
             directories), or ``None`` for errors about the set of files.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,

@@ -61,7 +61,13 @@ def translate_client_error(error: BaseException, app_name: str) -> BaseException
     if _modal_error(error, "AuthError"):
         return ModalUnavailableError("token", " ".join(str(error).split())[:200])
     if _modal_error(error, "NotFoundError"):
-        return ModalAppMissingError(app_name, " ".join(str(error).split())[:200])
+        detail = " ".join(str(error).split())[:200]
+        suffix = f" ({detail})" if detail else ""
+        return ModalAppMissingError(
+            f"The Modal app {app_name!r} was stopped or deleted outside ComfyUI{suffix}. It is "
+            "deployed again on the next run: queue the prompt again.",
+            app_name=app_name,
+        )
     if _modal_error(error, "ConnectionError") or isinstance(error, (ConnectionError, TimeoutError)):
         return ModalUnavailableError("network", f"{type(error).__name__}: {error}"[:200])
     return None
@@ -73,7 +79,12 @@ def call_outcome(call: Any, what: str) -> dict[str, Any]:
         outcome: dict[str, Any] = call.outcome()
     except Exception as error:
         if is_cancelled_outcome(error):
-            raise RemoteCallCancelledError(what) from error
+            raise RemoteCallCancelledError(
+                f"Modal cancelled {what}: it was stopped outside ComfyUI (the Modal dashboard, "
+                "`modal app stop`, or a deploy of this app from another machine). Fix: queue the "
+                "prompt again; captions already written are kept.",
+                what=what,
+            ) from error
         raise
     return outcome
 

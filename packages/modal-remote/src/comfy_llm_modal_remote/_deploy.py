@@ -151,7 +151,16 @@ class DeployJob:
             self._thread.join(poll_seconds)
         if self.error is not None:
             reason = " ".join(f"{type(self.error).__name__}: {self.error}".split())[:500]
-            raise ModalDeployError(self.name, reason, self.output.tail()) from self.error
+            log_tail = self.output.tail()
+            tail = f" Last build log lines:\n{log_tail}" if log_tail else ""
+            raise ModalDeployError(
+                f"Deploying the Modal app {self.name!r} failed: {reason}. Fix: check the lines "
+                "below and your Modal workspace (modal.com/apps), then queue the prompt again; or "
+                f"switch run_on_modal off to run in this ComfyUI process.{tail}",
+                app_name=self.name,
+                reason=reason,
+                log_tail=log_tail,
+            ) from self.error
 
     def running(self) -> bool:
         """True while the deploy thread runs."""

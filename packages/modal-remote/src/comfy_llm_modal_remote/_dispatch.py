@@ -125,7 +125,17 @@ class Dispatcher:
                 deploys stopping each other's containers).
         """
         if error.deployed in self._displaced:
-            raise DeploymentConflictError(self.transport.app_name, error.expected, error.deployed)
+            app_name = self.transport.app_name
+            raise DeploymentConflictError(
+                f"The Modal app {app_name!r} is deployed from another machine with other code "
+                f"({error.deployed[:12]}; this machine has {error.expected[:12]}), and it "
+                "redeployed over this machine's deploy: each deploy stops the other's "
+                "containers. Fix: give each installation its own COMFY_MODAL_APP_NAME (or unset "
+                "it), or install the same comfy-llm version on both, then queue the prompt again.",
+                app_name=app_name,
+                expected=error.expected,
+                deployed=error.deployed,
+            )
         self._displaced.add(error.deployed)
         self._staged.clear()
         self.transport.forget_deployment()
@@ -251,7 +261,15 @@ class Dispatcher:
                 return self._follow(call, progress, check_interrupt, "the GPU request", wait), gpu
             except _NoContainerYet:
                 if index + 1 == len(choices):
-                    raise GPUUnavailableError(choices, wait) from None
+                    raise GPUUnavailableError(
+                        f"No {' then '.join(choices)} container started on Modal within {wait:g} "
+                        "s each: that GPU type is out of capacity or not available to this "
+                        "workspace. Fix: choose another modal_gpu, give a fallback list such as "
+                        "'H100,A100-80GB', or raise COMFY_MODAL_GPU_WAIT_SECONDS, then queue the "
+                        "prompt again.",
+                        gpus=choices,
+                        waited_seconds=wait,
+                    ) from None
                 progress(
                     ProgressEvent(
                         stage=ProgressStage.ADMISSION,

@@ -31,9 +31,10 @@ AUTH_HINT = "modal token new"
 
 
 class ModalRemoteError(ComfyLLMError):
-    """Base class of every error raised by ``comfy_llm_modal_remote``."""
+    """Base class of every error raised by ``comfy_llm_modal_remote``.
 
-    action = ErrorAction.FATAL
+    The action is core's FATAL: unclassified trouble on the Modal side.
+    """
 
 
 class ModalUnavailableError(ModalRemoteError, RuntimeError):
@@ -88,18 +89,11 @@ class ModalDeployError(ModalRemoteError, RuntimeError):
         log_tail: The build log's last lines (may be empty).
     """
 
-    action = ErrorAction.FATAL
-
-    def __init__(self, app_name: str, reason: str, log_tail: str = "") -> None:
+    def __init__(self, message: str, *, app_name: str, reason: str, log_tail: str = "") -> None:
+        super().__init__(message)
         self.app_name = app_name
         self.reason = reason
         self.log_tail = log_tail
-        tail = f" Last build log lines:\n{log_tail}" if log_tail else ""
-        super().__init__(
-            f"Deploying the Modal app {app_name!r} failed: {reason}. Fix: check the lines below "
-            "and your Modal workspace (modal.com/apps), then queue the prompt again; or switch "
-            f"run_on_modal off to run in this ComfyUI process.{tail}"
-        )
 
 
 class DeploymentMismatchError(ModalRemoteError, RuntimeError):
@@ -138,13 +132,9 @@ class ModalAppMissingError(ModalRemoteError, RuntimeError):
 
     action = ErrorAction.RETRY
 
-    def __init__(self, app_name: str, detail: str = "") -> None:
+    def __init__(self, message: str, *, app_name: str) -> None:
+        super().__init__(message)
         self.app_name = app_name
-        suffix = f" ({detail})" if detail else ""
-        super().__init__(
-            f"The Modal app {app_name!r} was stopped or deleted outside ComfyUI{suffix}. It is "
-            "deployed again on the next run: queue the prompt again."
-        )
 
 
 class GPUUnavailableError(ModalRemoteError, RuntimeError):
@@ -157,16 +147,10 @@ class GPUUnavailableError(ModalRemoteError, RuntimeError):
 
     action = ErrorAction.RETRY
 
-    def __init__(self, gpus: tuple[str, ...], waited_seconds: float) -> None:
+    def __init__(self, message: str, *, gpus: tuple[str, ...], waited_seconds: float) -> None:
+        super().__init__(message)
         self.gpus = tuple(gpus)
         self.waited_seconds = waited_seconds
-        tried = " then ".join(gpus)
-        super().__init__(
-            f"No {tried} container started on Modal within {waited_seconds:g} s each: that GPU "
-            "type is out of capacity or not available to this workspace. Fix: choose another "
-            "modal_gpu, give a fallback list such as 'H100,A100-80GB', or raise "
-            "COMFY_MODAL_GPU_WAIT_SECONDS, then queue the prompt again."
-        )
 
 
 class DeploymentConflictError(ModalRemoteError, RuntimeError):
@@ -184,17 +168,11 @@ class DeploymentConflictError(ModalRemoteError, RuntimeError):
 
     action = ErrorAction.FIX_INPUT
 
-    def __init__(self, app_name: str, expected: str, deployed: str) -> None:
+    def __init__(self, message: str, *, app_name: str, expected: str, deployed: str) -> None:
+        super().__init__(message)
         self.app_name = app_name
         self.expected = expected
         self.deployed = deployed
-        super().__init__(
-            f"The Modal app {app_name!r} is deployed from another machine with other code "
-            f"({deployed[:12]}; this machine has {expected[:12]}), and it redeployed over this "
-            "machine's deploy: each deploy stops the other's containers. Fix: give each "
-            "installation its own COMFY_MODAL_APP_NAME (or unset it), or install the same "
-            "comfy-llm version on both, then queue the prompt again."
-        )
 
 
 class RemoteCallCancelledError(ModalRemoteError, RuntimeError):
@@ -211,13 +189,9 @@ class RemoteCallCancelledError(ModalRemoteError, RuntimeError):
 
     action = ErrorAction.RETRY
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, message: str, *, what: str) -> None:
+        super().__init__(message)
         self.what = what
-        super().__init__(
-            f"Modal cancelled {what}: it was stopped outside ComfyUI (the Modal dashboard, "
-            "`modal app stop`, or a deploy of this app from another machine). Fix: queue the "
-            "prompt again; captions already written are kept."
-        )
 
 
 class WorkerUnsafeError(ModalRemoteError, RuntimeError):
@@ -270,9 +244,9 @@ class RemoteExecutionError(ModalRemoteError, RuntimeError):
     Attributes:
         remote_class: The remote error's ``module.QualName``.
         remote_message: Its message.
-    """
 
-    action = ErrorAction.FATAL  # unknown class: nothing says a retry would help
+    The action stays FATAL: for an unknown class nothing says a retry would help.
+    """
 
     def __init__(self, remote_class: str, remote_message: str) -> None:
         self.remote_class = remote_class

@@ -17,7 +17,6 @@ timeouts at the same setting, so no Hub call can wait forever.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from collections.abc import Mapping
@@ -25,16 +24,21 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from comfy_llm_core import env_float, hub_path_problem
+from comfy_llm_core import hub_path_problem, quote_untrusted
 from huggingface_hub.utils import build_hf_headers, get_session
 
-from comfy_llm_profiles.errors import (
-    HubDataError,
-    HubStatusError,
-    HubTimeoutError,
-    HubUnavailableError,
-    UnsafeHubPathError,
+from comfy_llm_profiles._hub_errors import (
+    DEFAULT_HUB_TIMEOUT_SECONDS,
+    HUB_TIMEOUT_ENV,
+    TOKEN_HINT,
+    data_error,
+    http_library,
+    hub_error,
+    hub_request,
+    hub_timeout_seconds,
+    status_error,
 )
+from comfy_llm_profiles.errors import HubDataError
 
 __all__ = [
     "CONFIG_MAX_BYTES",
@@ -51,8 +55,6 @@ __all__ = [
     "parse_json",
 ]
 
-HUB_TIMEOUT_ENV = "COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS"
-DEFAULT_HUB_TIMEOUT_SECONDS = 30.0
 MODEL_INFO_MAX_BYTES = 16 * 1024**2
 CONFIG_MAX_BYTES = 4 * 1024**2
 MAX_JSON_DEPTH = 64
@@ -99,21 +101,6 @@ class HubModelInfo:
     security_findings: tuple[str, ...]
 
 
-def hub_timeout_seconds() -> float:
-    """The connect/read timeout of every Hub request (``COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS``).
-
-    Raises:
-        InvalidSettingError: Not a number above 0 and at most 3600.
-    """
-    return env_float(
-        HUB_TIMEOUT_ENV,
-        DEFAULT_HUB_TIMEOUT_SECONDS,
-        minimum=0.0,
-        maximum=3600.0,
-        exclusive_minimum=True,
-    )
-
-
 def _cap_timeouts(request: Any) -> None:
     """Request hook: no timeout of a Hub request is unset or above the setting."""
     seconds = hub_timeout_seconds()
@@ -140,29 +127,6 @@ def install_hub_timeouts() -> Any:
     return session
 
 
-def _http_library(session: Any) -> Any:
-    """The HTTP library of huggingface_hub's session (httpx in 1.x, httpx2 in 2.x)."""
-    return importlib.import_module(type(session).__module__.split(".")[0])
-
-
-def _status_kind(status: int, code: str | None, missing: str) -> str:
-    known = {
-        "GatedRepo": "gated",
-        "RepoNotFound": "repo_not_found",
-        "RevisionNotFound": "revision_not_found",
-        "EntryNotFound": "entry_not_found",
-    }
-    if code in known:
-        return known[code]
-    if status == 401:
-        return "unauthorized"
-    if status == 403:
-        return "forbidden"
-    if status == 404:
-        return missing
-    return "unavailable"
-
-
 def fetch_bounded(
     url: str,
     *,
@@ -174,6 +138,8 @@ def fetch_bounded(
     max_bytes: int,
     params: Mapping[str, str] | None = None,
     missing: str = "repo_not_found",
+    where_token: str = TOKEN_HINT,
+    again: str = "try again",
 ) -> bytes:
     """GET ``url`` with the Hub timeouts, refusing more than ``max_bytes`` of body.
 
@@ -187,21 +153,34 @@ def fetch_bounded(
         max_bytes: The most body bytes accepted.
         params: Query parameters.
         missing: The ``kind`` of a plain 404 (``repo_not_found`` or ``entry_not_found``).
+        where_token: Where HF_TOKEN belongs for this caller (a refusal's fix).
+        again: How to try again (a transient failure's fix).
 
     Returns:
         The body.
 
     Raises:
-        HubStatusError: An HTTP error status (see its ``kind``).
+        HubAccessError: Gated, or a token missing or refused (see ``kind``).
+        ModelNotFoundError: No such repository, revision or file (see ``kind``).
         HubTimeoutError: No connection or no data within the timeout.
-        HubUnavailableError: The connection failed or broke.
+        HubUnavailableError: The connection failed or broke, or another HTTP error.
         HubDataError: The body is over ``max_bytes``.
     """
     session = install_hub_timeouts()
-    http = _http_library(session)
+    http: Any = http_library()
     seconds = hub_timeout_seconds()
     headers = dict(build_hf_headers(token=token))
     headers["Accept-Encoding"] = "identity"
+    request = hub_request(
+        repository,
+        revision,
+        endpoint=endpoint,
+        what=what,
+        token=token,
+        where_token=where_token,
+        again=again,
+        missing=missing,
+    )
     received = 0
     chunks: list[bytes] = []
     try:
@@ -211,18 +190,11 @@ def fetch_bounded(
             status = int(response.status_code)
             if status >= 400:
                 code = response.headers.get("X-Error-Code")
-                raise HubStatusError(
-                    repository,
-                    revision,
-                    status=status,
-                    kind=_status_kind(status, code, missing),
-                    url=url,
-                    endpoint=endpoint,
-                )
+                raise status_error(status, code, url, request)
             for chunk in response.iter_bytes():
                 received += len(chunk)
                 if received > max_bytes:
-                    raise HubDataError(
+                    raise data_error(
                         repository,
                         revision,
                         what=what,
@@ -233,16 +205,8 @@ def fetch_bounded(
                         ),
                     )
                 chunks.append(chunk)
-    except http.TimeoutException:
-        raise HubTimeoutError(
-            repository, revision, endpoint, url=url, seconds=seconds, variable=HUB_TIMEOUT_ENV
-        ) from None
-    except http.HTTPError as error:
-        lines = str(error).strip().splitlines()
-        detail = f"{type(error).__name__}: {lines[0] if lines else 'no detail'}"
-        raise HubUnavailableError(
-            repository, revision, endpoint, f"the connection for {what} failed ({detail})"
-        ) from None
+    except http.HTTPError as error:  # the transport failed: no answer, or a broken one
+        raise hub_error(error, request) or error from None
     return b"".join(chunks)
 
 
@@ -260,7 +224,7 @@ def parse_json(
     """
 
     def refuse(problem: str) -> HubDataError:
-        return HubDataError(repository, revision, what=what, field="body", problem=problem)
+        return data_error(repository, revision, what=what, field="body", problem=problem)
 
     brackets = _STRINGS.sub(b"", raw).translate(None, _NOT_BRACKETS)
     depth = deepest = 0
@@ -287,7 +251,7 @@ class _Fields:
         self.repository, self.revision, self.what = repository, revision, what
 
     def fail(self, field: str, problem: str) -> HubDataError:
-        return HubDataError(
+        return data_error(
             self.repository, self.revision, what=self.what, field=field, problem=problem
         )
 
@@ -321,7 +285,19 @@ def _file(check: _Fields, index: int, sibling: object) -> HubFile:
     name = sibling.get("rfilename")
     problem = hub_path_problem(name)
     if problem is not None:
-        raise UnsafeHubPathError(check.repository, check.revision, path=name, problem=problem)
+        at = f" at {check.revision}" if check.revision else ""
+        raise HubDataError(
+            f"Model repository {check.repository!r}{at} lists the file {quote_untrusted(name)}, "
+            f"which {problem}: a repository's files must be plain relative paths inside it, "
+            "so the whole repository is refused and nothing was downloaded. Pick another "
+            "repository.",
+            repository=check.repository,
+            revision=check.revision,
+            what="model info",
+            field="siblings[].rfilename",
+            problem=problem,
+            path=name,
+        )
     size = check.size(sibling.get("size"), f"{where}.size")
     blob_id = check.hex_id(sibling.get("blobId"), f"{where}.blobId", _HEX40)
     lfs = sibling.get("lfs")
@@ -364,6 +340,8 @@ def fetch_model_info(
     endpoint: str,
     token: str | None,
     security: bool = False,
+    where_token: str = TOKEN_HINT,
+    again: str = "try again",
 ) -> HubModelInfo:
     """Fetch and check the model info (with file metadata) of ``repository`` at ``revision``.
 
@@ -373,15 +351,17 @@ def fetch_model_info(
         endpoint: The Hub endpoint, without a trailing slash.
         token: A Hub token, or None for huggingface_hub's default.
         security: Also ask for the security scan's findings.
+        where_token: Where HF_TOKEN belongs for this caller (a refusal's fix).
+        again: How to try again (a transient failure's fix).
 
     Returns:
         The checked answer.
 
     Raises:
-        HubStatusError: An HTTP error status (see its ``kind``).
+        HubAccessError, ModelNotFoundError: Refused, or missing (see ``kind``).
         HubTimeoutError, HubUnavailableError: The Hub stalled or could not be reached.
-        UnsafeHubPathError: A sibling's name is not a safe relative path.
-        HubDataError: Oversized, too deep, or a field of the wrong type or range.
+        HubDataError: Oversized, too deep, a field of the wrong type or range, or a
+            sibling's name that is not a safe relative path (kind ``unsafe_path``).
     """
     what = "model info"
     url = f"{endpoint}/api/models/{repository}"
@@ -399,6 +379,8 @@ def fetch_model_info(
         what=what,
         max_bytes=MODEL_INFO_MAX_BYTES,
         params=params,
+        where_token=where_token,
+        again=again,
     )
     payload = parse_json(raw, repository=repository, revision=revision, what=what)
     check = _Fields(repository, revision, what)

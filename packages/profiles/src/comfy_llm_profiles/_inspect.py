@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,20 +30,17 @@ from comfy_llm_profiles._hub import (
     fetch_model_info,
     parse_json,
 )
+from comfy_llm_profiles._hub_errors import hub_request, unavailable_error
 from comfy_llm_profiles._reference import is_commit
 from comfy_llm_profiles._settings import ProfileSettings
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
     DownloadTooLargeError,
-    GatedModelError,
-    HubAuthenticationError,
     HubDataError,
-    HubStatusError,
     HubUnavailableError,
     InvalidConfigError,
     MissingConfigError,
     ModelNotFoundError,
-    ModelRevisionNotFoundError,
     SecurityScanError,
     UnsafeWeightsError,
 )
@@ -92,31 +88,27 @@ class RepositoryInspection:
     config: Mapping[str, Any]
 
 
-@contextmanager
-def _hub_errors(
-    repository: str, revision: str | None, target: ExecutionTarget, settings: ProfileSettings
-) -> Iterator[None]:
-    """Translate the Hub's HTTP error answers into this package's, naming the fix."""
-    token_sent = settings.token is not None
-    try:
-        yield
-    except HubStatusError as error:
-        where = (repository, revision, target.value, target.token_location, token_sent)
-        if error.kind == "gated":
-            raise GatedModelError(*where) from None
-        if error.kind == "repo_not_found":
-            raise ModelNotFoundError(*where) from None
-        if error.kind == "revision_not_found":
-            raise ModelRevisionNotFoundError(repository, revision) from None
-        if error.kind == "entry_not_found":
-            raise MissingConfigError(repository, revision, target.value) from None
-        if error.kind in ("unauthorized", "forbidden"):
-            raise HubAuthenticationError(
-                repository, revision, status=error.status, token_provided=token_sent
-            ) from None
-        raise HubUnavailableError(
-            repository, revision, settings.endpoint, f"HTTP {error.status} for {error.url}"
-        ) from None
+def _unavailable(
+    repository: str, revision: str | None, settings: ProfileSettings, detail: str
+) -> HubUnavailableError:
+    """The Hub answered something unusable for the model info: as if it had failed."""
+    request = hub_request(
+        repository, revision, endpoint=settings.endpoint, what="model info", token=settings.token
+    )
+    return unavailable_error(request, detail)
+
+
+def _missing_config(
+    repository: str, revision: str | None, target: ExecutionTarget
+) -> MissingConfigError:
+    return MissingConfigError(
+        f"Model repository {repository!r} at {revision} has no config.json at its top level, "
+        "so its architecture cannot be checked. Pick a Transformers-format repository (one "
+        "with config.json and *.safetensors).",
+        repository=repository,
+        revision=revision,
+        target=target.value,
+    )
 
 
 def _files(info: HubModelInfo) -> tuple[RepositoryFile, ...]:
@@ -133,23 +125,41 @@ def _check_files(
     settings: ProfileSettings,
 ) -> int:
     """Apply the file-level refusals; return the safetensors total."""
-    where = (repository, revision, target.value)
+    where = {"repository": repository, "revision": revision, "target": target.value}
+    at = f"{repository!r} at {revision}"
     if not any(f.path == "config.json" for f in files):
-        raise MissingConfigError(*where)
+        raise _missing_config(repository, revision, target)
     if findings:
-        raise SecurityScanError(*where, findings)
+        raise SecurityScanError(
+            f"The Hugging Face security scan flagged {len(findings)} file(s) in {at}: "
+            f"{'; '.join(findings[:5])}. No finding is tolerated; pick another repository or a "
+            "revision without findings.",
+            findings=findings,
+            **where,
+        )
     weights = [f for f in files if f.path.endswith(".safetensors")]
     if not weights:
         pickles = [f.path for f in files if f.path.lower().endswith(PICKLE_SUFFIXES)]
-        raise UnsafeWeightsError(*where, pickles)
+        found = (
+            f"only pickle-format weights ({', '.join(pickles[:5])})"
+            if pickles
+            else "no weight files at all"
+        )
+        raise UnsafeWeightsError(
+            f"Model repository {at} has {found}; only *.safetensors weights are accepted "
+            "because pickle formats (.bin, .pt, .pth, .pkl, .ckpt) can run code when loaded. "
+            "Pick a repository or revision that ships safetensors.",
+            weight_files=pickles,
+            **where,
+        )
     unsized = [f.path for f in weights if f.size is None]
     if unsized:
-        raise HubUnavailableError(
-            repository, revision, settings.endpoint, f"the Hub gave no size for {unsized[0]}"
-        )
+        raise _unavailable(repository, revision, settings, f"the Hub gave no size for {unsized[0]}")
     total = sum(f.size or 0 for f in weights)
     if total > settings.max_download_bytes:
-        raise DownloadTooLargeError(*where, total, settings.max_download_bytes)
+        raise DownloadTooLargeError(
+            repository, revision, target.value, total, settings.max_download_bytes
+        )
     return total
 
 
@@ -190,7 +200,7 @@ def _fetch_config(
 ) -> bytes:
     raw = _read_cached(cached)
     if raw is None:
-        with _hub_errors(repository, revision, target, settings):
+        try:
             raw = fetch_bounded(
                 f"{settings.endpoint}/{repository}/resolve/{quote(revision, safe='')}/config.json",
                 repository=repository,
@@ -200,7 +210,12 @@ def _fetch_config(
                 what="config.json",
                 max_bytes=_MAX_CONFIG_BYTES,
                 missing="entry_not_found",
+                where_token=target.token_location,
             )
+        except ModelNotFoundError as error:
+            if error.kind != "entry_not_found":
+                raise
+            raise _missing_config(repository, revision, target) from None
         if cached is not None:
             _write_cached(cached, raw)
     return raw
@@ -249,34 +264,34 @@ def inspect_repository(
         The pinned inspection, with the parsed config.json.
 
     Raises:
-        GatedModelError: Gated and no accepted token.
-        ModelNotFoundError: No such repository (or private and not visible).
-        ModelRevisionNotFoundError: The repository exists, the revision not.
+        HubAccessError: Gated and no accepted token, or a token missing or refused
+            (HTTP 401/403); its message says where HF_TOKEN goes for ``target``.
+        ModelNotFoundError: No such repository (or private and not visible), or
+            no such revision (see ``kind``).
         MissingConfigError: No top-level config.json.
         SecurityScanError: The Hub's security scan reported findings.
         UnsafeWeightsError: No safetensors weights (pickle only, or none).
         DownloadTooLargeError: Safetensors total over the download limit.
         InvalidConfigError: config.json is not a JSON object, oversized (counted on
             the bytes received) or nested too deeply.
-        HubAuthenticationError: HTTP 401/403 without a Hub error code (HF_TOKEN).
         HubTimeoutError: No answer within COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS.
-        UnsafeHubPathError: A file name that would leave the repository's folder.
-        HubDataError: Malformed model info (a field of the wrong type or range).
+        HubDataError: Malformed model info (a field of the wrong type or range), or a
+            file name that would leave the repository's folder (kind ``unsafe_path``).
         HubUnavailableError: The Hub could not be reached or failed.
     """
-    with _hub_errors(repository, revision, target, settings):
-        info = fetch_model_info(
-            repository,
-            revision,
-            endpoint=settings.endpoint,
-            token=settings.token,
-            security=True,
-        )
+    info = fetch_model_info(
+        repository,
+        revision,
+        endpoint=settings.endpoint,
+        token=settings.token,
+        security=True,
+        where_token=target.token_location,
+    )
     if not is_commit(info.sha) or (is_commit(revision) and info.sha != revision):
-        raise HubUnavailableError(
+        raise _unavailable(
             repository,
             revision,
-            settings.endpoint,
+            settings,
             f"the Hub answered for commit {info.sha!r} instead of {revision!r}",
         )
     pinned = info.sha

@@ -65,19 +65,35 @@ def load_manifest(path: Path) -> ModelProfile:
     path = Path(path)
     try:
         if path.stat().st_size > _MAX_MANIFEST_BYTES:
-            raise ManifestError(path, f"is larger than {_MAX_MANIFEST_BYTES} bytes")
+            raise _unusable(path, f"is larger than {_MAX_MANIFEST_BYTES} bytes")
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ManifestError(path, "does not exist") from None
+        raise _unusable(path, "does not exist") from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ManifestError(path, f"cannot be read as JSON ({error})") from None
+        raise _unusable(path, f"cannot be read as JSON ({error})") from None
     try:
         profile = ModelProfile.from_dict(data)
     except ProfileError as error:
-        raise ManifestError(path, f"is not a valid profile ({error})") from None
+        raise _unusable(path, f"is not a valid profile ({error})") from None
     if path.stem != profile.profile_id:
-        raise ManifestError(path, f"holds profile {profile.profile_id}, not {path.stem}")
+        raise _unusable(path, f"holds profile {profile.profile_id}, not {path.stem}")
     return profile
+
+
+def _unusable(path: Path, problem: str) -> ManifestError:
+    return ManifestError(
+        f"Profile manifest {str(path)!r} {problem}. Delete it and resolve the model again.",
+        path=path,
+    )
+
+
+def _conflict(path: Path, profile_id: str, problem: str) -> ManifestConflictError:
+    return ManifestConflictError(
+        f"Profile manifest {str(path)!r} already exists for {profile_id} but {problem}; it is "
+        "never overwritten. Delete it and resolve the model again.",
+        path=path,
+        profile_id=profile_id,
+    )
 
 
 def _existing_identity_matches(path: Path, profile: ModelProfile) -> None:
@@ -85,12 +101,12 @@ def _existing_identity_matches(path: Path, profile: ModelProfile) -> None:
     try:
         existing = load_manifest(path)
     except ManifestError as error:
-        raise ManifestConflictError(path, profile.profile_id, f"is unusable: {error}") from None
+        raise _conflict(path, profile.profile_id, f"is unusable: {error}") from None
     if (
         existing.identity != profile.identity
         or compute_profile_id(existing.to_dict()) != profile.profile_id
     ):
-        raise ManifestConflictError(path, profile.profile_id, "holds a different profile")
+        raise _conflict(path, profile.profile_id, "holds a different profile")
 
 
 def write_manifest(storage_root: Path, profile: ModelProfile) -> tuple[Path, bool]:

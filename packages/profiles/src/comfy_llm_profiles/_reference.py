@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from comfy_llm_profiles.errors import InvalidModelReferenceError
 
 __all__ = [
+    "ACCEPTED_REFERENCE_FORMS",
     "LOCAL_NAME_PREFIX",
     "MAX_NAME_PART",
     "MAX_PATH_CHARACTERS",
@@ -112,8 +113,21 @@ class ModelReference:
         return f"{self.repository}@{self.revision}" if self.revision else str(self.repository)
 
 
+ACCEPTED_REFERENCE_FORMS = (
+    "owner/model (e.g. HuggingFaceTB/SmolVLM-256M-Instruct), "
+    "owner/model@revision (a branch, tag or 40-character commit, e.g. owner/model@main), "
+    "a curated id (e.g. smolvlm-256m-instruct), an absolute path to a checkpoint folder, "
+    "or models/<folder>/<name> for one under ComfyUI's models (e.g. models/LLM/Qwen3-VL-2B)"
+)
+"""The reference forms every parsing error shows."""
+
+
 def _refuse(value: str, reason: str) -> InvalidModelReferenceError:
-    return InvalidModelReferenceError(value, reason)
+    return InvalidModelReferenceError(
+        f"Model reference {value!r} is not accepted: {reason}. Use {ACCEPTED_REFERENCE_FORMS}.",
+        value=value,
+        reason=reason,
+    )
 
 
 def _check_name_part(value: str, part: str, label: str) -> None:

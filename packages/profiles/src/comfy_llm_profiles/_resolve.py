@@ -30,6 +30,7 @@ from comfy_llm_profiles._hf_cache import (
     hf_cache_ref,
     hub_offline,
 )
+from comfy_llm_profiles._hub_errors import hub_request, offline_error, unavailable_error
 from comfy_llm_profiles._inspect import inspect_repository
 from comfy_llm_profiles._local import (
     FolderScan,
@@ -61,10 +62,11 @@ from comfy_llm_profiles.errors import (
     DownloadTooLargeError,
     HubUnavailableError,
     LocalFolderError,
-    OfflineResolutionError,
 )
 
 __all__ = ["ResolvedProfile", "resolve_profile"]
+
+_OFFLINE = f"{OFFLINE_ENV}=1 forbids asking the Hub"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,10 +125,10 @@ def resolve_profile(
         InvalidModelReferenceError: ``reference`` is not an accepted form.
         CuratedRegistryError: A curated id not reviewed for ``target``.
         InvalidSettingError: A malformed environment variable (comfy_llm_core).
-        HubAccessError: Gated, missing repository or revision, or Hub unreachable
-            (subclasses: GatedModelError, ModelNotFoundError,
-            ModelRevisionNotFoundError, HubUnavailableError;
-            OfflineResolutionError: offline and never resolved here).
+        HubError: Gated or refused (HubAccessError), missing repository or
+            revision (ModelNotFoundError), Hub unreachable (HubUnavailableError),
+            malformed metadata (HubDataError), offline and never resolved here
+            (OfflineResolutionError); ``kind`` says which.
         LocalFolderError: A local folder is missing or fails the gate.
         ModelRejectedError: A refusal before download (subclasses:
             MissingConfigError, UnsafeWeightsError, DownloadTooLargeError,
@@ -296,9 +298,7 @@ def _pin_commit(
         return inspection.revision, False
     known = _last_pin(storage_root, repository, revision)
     if known is None:
-        raise OfflineResolutionError(
-            repository, revision, f"{OFFLINE_ENV}=1 forbids asking the Hub"
-        )
+        raise offline_error(repository, revision, settings.endpoint, _OFFLINE)
     return known, True
 
 
@@ -320,9 +320,7 @@ def _commit_facts(
     if facts is None:
         facts = _hf_cache_facts(repository, revision, target, settings)
         if facts is None and hub_offline():
-            raise OfflineResolutionError(
-                repository, revision, f"{OFFLINE_ENV}=1 forbids asking the Hub"
-            )
+            raise offline_error(repository, revision, settings.endpoint, _OFFLINE)
         if facts is None:
             facts = _hub_facts(repository, revision, target, settings, cache_dir)
         save_pinned_facts(storage_root, facts)
@@ -360,10 +358,14 @@ def _hub_facts(
         repository, revision=revision, target=target, settings=settings, cache_dir=cache_dir
     )
     if inspection.revision != revision:
-        raise HubUnavailableError(
+        request = hub_request(
             repository,
             revision,
-            settings.endpoint,
-            f"the Hub answered commit {inspection.revision} for pinned {revision}",
+            endpoint=settings.endpoint,
+            what="model info",
+            token=settings.token,
+        )
+        raise unavailable_error(
+            request, f"the Hub answered commit {inspection.revision} for pinned {revision}"
         )
     return PinnedFacts(repository, revision, inspection.weight_bytes, inspection.config)

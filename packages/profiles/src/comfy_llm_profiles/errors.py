@@ -1,12 +1,12 @@
 """Errors raised while parsing references, inspecting the Hub and building profiles.
 
 Every error a user can cause names the value, the limit it broke and the fix,
-because the message is shown verbatim on a ComfyUI node or a CLI line. Each
-class carries the same facts as attributes so callers (the node's metadata,
-the Modal dispatcher) never parse messages. Where a builtin fits, the class
-also derives from it (``ValueError`` for bad input, ``LookupError`` for
-missing repositories, ``PermissionError`` for gated ones) so generic handlers
-keep working.
+because the message is shown verbatim on a ComfyUI node or a CLI line; the
+raise site composes it (the Hub's errors: ``_hub_errors``) and the class keeps
+the facts a caller reads as attributes, so nobody parses messages. Where a
+builtin fits, the class also derives from it (``ValueError`` for bad input,
+``LookupError`` for missing repositories, ``PermissionError`` for gated ones)
+so generic handlers keep working, and ComfyUI shows that kind.
 """
 
 from __future__ import annotations
@@ -14,17 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from comfy_llm_core import ComfyLLMError, ErrorAction, quote_untrusted
+from comfy_llm_core import ComfyLLMError, ErrorAction
 
 __all__ = [
-    "ACCEPTED_REFERENCE_FORMS",
     "CuratedRegistryError",
     "DownloadTooLargeError",
-    "GatedModelError",
     "HubAccessError",
-    "HubAuthenticationError",
+    "HubError",
     "HubDataError",
-    "HubStatusError",
     "HubTimeoutError",
     "HubUnavailableError",
     "OfflineResolutionError",
@@ -36,24 +33,14 @@ __all__ = [
     "MissingConfigError",
     "ModelNotFoundError",
     "ModelRejectedError",
-    "ModelRevisionNotFoundError",
     "ProfileError",
     "ProfileValidationError",
     "RemoteCodeError",
     "SecurityScanError",
-    "UnsafeHubPathError",
     "UnsafeWeightsError",
     "UnsupportedArchitectureError",
     "UnsupportedQuantizationError",
 ]
-
-ACCEPTED_REFERENCE_FORMS = (
-    "owner/model (e.g. HuggingFaceTB/SmolVLM-256M-Instruct), "
-    "owner/model@revision (a branch, tag or 40-character commit, e.g. owner/model@main), "
-    "a curated id (e.g. smolvlm-256m-instruct), an absolute path to a checkpoint folder, "
-    "or models/<folder>/<name> for one under ComfyUI's models (e.g. models/LLM/Qwen3-VL-2B)"
-)
-"""The reference forms every parsing error shows."""
 
 _GIB = 1024**3
 
@@ -77,14 +64,10 @@ class InvalidModelReferenceError(ProfileError, ValueError):
         reason: What is wrong with it.
     """
 
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, value: str, reason: str) -> None:
+    def __init__(self, message: str, *, value: str, reason: str) -> None:
+        super().__init__(message)
         self.value = value
         self.reason = reason
-        super().__init__(
-            f"Model reference {value!r} is not accepted: {reason}. Use {ACCEPTED_REFERENCE_FORMS}."
-        )
 
 
 class CuratedRegistryError(ProfileError, ValueError):
@@ -93,8 +76,6 @@ class CuratedRegistryError(ProfileError, ValueError):
     Attributes:
         entry: The curated id concerned, or None for the file as a whole.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(self, message: str, entry: str | None = None) -> None:
         self.entry = entry
@@ -108,8 +89,6 @@ class ProfileValidationError(ProfileError, ValueError):
         field: The offending field.
         value: The value found.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(self, field: str, value: object, expected: str) -> None:
         self.field = field
@@ -130,11 +109,9 @@ class ManifestError(ProfileError):
     # An unusable file in the storage: nothing serves until it is deleted.
     action = ErrorAction.FATAL
 
-    def __init__(self, path: Path, problem: str) -> None:
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
         self.path = path
-        super().__init__(
-            f"Profile manifest {str(path)!r} {problem}. Delete it and resolve the model again."
-        )
 
 
 class ManifestConflictError(ManifestError, FileExistsError):
@@ -145,307 +122,114 @@ class ManifestConflictError(ManifestError, FileExistsError):
         profile_id: The id both profiles claim.
     """
 
-    action = ErrorAction.FATAL
-
-    def __init__(self, path: Path, profile_id: str, problem: str) -> None:
+    def __init__(self, message: str, *, path: Path, profile_id: str) -> None:
+        super().__init__(message, path=path)
         self.profile_id = profile_id
-        super().__init__(
-            path, f"already exists for {profile_id} but {problem}; it is never overwritten"
-        )
 
 
-class HubAccessError(ProfileError):
-    """The Hub refused or failed a metadata request.
+class HubError(ProfileError):
+    """A Hub request failed or was refused.
+
+    ``comfy_llm_profiles._hub_errors`` is the one place that turns an HTTP answer or a
+    transport failure into one of these, and composes the message there;
+    callers branch on the class or on ``kind``, never on the text.
 
     Attributes:
         repository: The repository asked for.
         revision: The revision asked for (None for the default branch).
+        kind: ``gated``, ``unauthorized``, ``forbidden`` (:class:`HubAccessError`);
+            ``repo_not_found``, ``revision_not_found``, ``entry_not_found``
+            (:class:`ModelNotFoundError`); ``unavailable``, ``timeout``
+            (:class:`HubUnavailableError`); ``offline``
+            (:class:`OfflineResolutionError`); ``data``, ``unsafe_path``
+            (:class:`HubDataError`).
+        endpoint: The Hub endpoint (or HF_ENDPOINT mirror) asked, when known.
+        status: The HTTP status, when the Hub answered one.
+        url: The request (without its query), when known.
+        token_provided: Whether a token was sent.
     """
 
     # A failed Hub request; the subclasses say when it is not transient.
     action = ErrorAction.RETRY
 
-    def __init__(self, repository: str, revision: str | None, message: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        repository: str,
+        revision: str | None,
+        kind: str,
+        endpoint: str | None = None,
+        status: int | None = None,
+        url: str | None = None,
+        token_provided: bool = False,
+    ) -> None:
+        super().__init__(message)
         self.repository = repository
         self.revision = revision
-        super().__init__(message)
-
-
-class ModelNotFoundError(HubAccessError, LookupError):
-    """The repository does not exist, or is private and the token cannot see it.
-
-    Attributes:
-        target: The execution target (decides where HF_TOKEN belongs).
-        token_provided: Whether a token was sent.
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(
-        self,
-        repository: str,
-        revision: str | None,
-        target: str,
-        where_token: str,
-        token_provided: bool,
-    ) -> None:
-        self.target = target
-        self.token_provided = token_provided
-        hint = (
-            "the token that was sent cannot see it"
-            if token_provided
-            else f"private repositories need a token: {where_token}"
-        )
-        super().__init__(
-            repository,
-            revision,
-            f"Model repository {repository!r} was not found on the Hugging Face Hub. Check the "
-            f"spelling (owner/model, case-sensitive); if it is private, {hint}.",
-        )
-
-
-class ModelRevisionNotFoundError(HubAccessError, LookupError):
-    """The repository exists but the requested branch, tag or commit does not."""
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, repository: str, revision: str | None) -> None:
-        super().__init__(
-            repository,
-            revision,
-            f"Revision {revision!r} was not found in model repository {repository!r} (the "
-            "repository itself exists). Use an existing branch, tag or 40-character commit, "
-            f"or drop '@{revision}' to use the default branch.",
-        )
-
-
-class GatedModelError(HubAccessError, PermissionError):
-    """The repository is gated and no (accepted) token was sent.
-
-    Attributes:
-        target: The execution target, which decides where HF_TOKEN belongs.
-        token_provided: Whether a token was sent (then access was not granted).
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(
-        self,
-        repository: str,
-        revision: str | None,
-        target: str,
-        where_token: str,
-        token_provided: bool,
-    ) -> None:
-        self.target = target
-        self.token_provided = token_provided
-        fix = (
-            "the token that was sent has no access: accept the model's terms on its Hub page "
-            f"with the token's account, or use another token ({where_token})"
-            if token_provided
-            else f"accept the model's terms on its Hub page, then {where_token}"
-        )
-        super().__init__(
-            repository,
-            revision,
-            f"Model repository {repository!r} is gated on the Hugging Face Hub and needs an "
-            f"access token for target {target!r}: {fix}.",
-        )
-
-
-class HubUnavailableError(HubAccessError, ConnectionError):
-    """The Hub (or the HF_ENDPOINT mirror) could not be reached or answered an error.
-
-    Attributes:
-        endpoint: The endpoint that was used.
-    """
-
-    action = ErrorAction.RETRY
-
-    def __init__(self, repository: str, revision: str | None, endpoint: str, detail: str) -> None:
+        self.kind = kind
         self.endpoint = endpoint
-        super().__init__(
-            repository,
-            revision,
-            f"Could not inspect {repository!r} at {endpoint}: {detail}. Check the network, "
-            "or set HF_ENDPOINT to a reachable Hugging Face mirror, then try again.",
-        )
+        self.status = status
+        self.url = url
+        self.token_provided = token_provided
+
+
+class HubAccessError(HubError, PermissionError):
+    """The Hub refused access: a gated repository, or a token missing, refused or expired."""
+
+    action = ErrorAction.FIX_INPUT
+
+
+class ModelNotFoundError(HubError, LookupError):
+    """The repository, the revision or a file does not exist (or is private and not visible)."""
+
+    action = ErrorAction.FIX_INPUT
+
+
+class HubUnavailableError(HubError, ConnectionError):
+    """The Hub (or the HF_ENDPOINT mirror) could not be reached, or answered an error."""
 
 
 class HubTimeoutError(HubUnavailableError, TimeoutError):
-    """A Hub request got no connection or no data within the configured timeout.
-
-    Attributes:
-        url: The request that stalled (without its query).
-        seconds: The timeout that expired.
-        variable: The environment variable that sets it.
-    """
-
-    action = ErrorAction.RETRY
-
-    def __init__(
-        self,
-        repository: str,
-        revision: str | None,
-        endpoint: str,
-        *,
-        url: str,
-        seconds: float,
-        variable: str,
-    ) -> None:
-        self.url = url
-        self.seconds = seconds
-        self.variable = variable
-        HubAccessError.__init__(
-            self,
-            repository,
-            revision,
-            f"The Hub at {endpoint} did not answer {url} within {seconds:g} s (connect/read "
-            f"timeout {variable}). Check the network or HF_ENDPOINT (mirror) and try again; "
-            f"on a slow link raise {variable}.",
-        )
-        self.endpoint = endpoint
+    """A Hub request got no connection or no data within COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS."""
 
 
-class OfflineResolutionError(HubAccessError, ConnectionError):
-    """A reference needs the Hub, and the Hub is off (HF_HUB_OFFLINE) or unreachable.
-
-    Attributes:
-        reason: ``HF_HUB_OFFLINE=1`` or what made the Hub unreachable.
-    """
+class OfflineResolutionError(HubError, ConnectionError):
+    """A reference needs the Hub, and the Hub is off (HF_HUB_OFFLINE) or unreachable."""
 
     action = ErrorAction.FIX_INPUT
 
-    def __init__(self, repository: str, revision: str | None, reason: str) -> None:
-        self.reason = reason
-        shown = f"{repository}@{revision}" if revision else repository
-        super().__init__(
-            repository,
-            revision,
-            f"{shown} was never resolved on this machine and {reason}, so its files cannot be "
-            "found: unset HF_HUB_OFFLINE (or reconnect) once to resolve it, or pick a model "
-            "already staged or a local folder.",
-        )
 
-
-class HubStatusError(HubAccessError):
-    """The Hub answered a request with an HTTP error; callers translate it by ``kind``.
-
-    Attributes:
-        status: The HTTP status.
-        kind: ``repo_not_found``, ``gated``, ``revision_not_found``,
-            ``entry_not_found``, ``unauthorized``, ``forbidden`` or ``unavailable``.
-        url: The request (without its query).
-        endpoint: The endpoint used.
-    """
-
-    # A refusal is the user's to fix; an instance for kind 'unavailable' is RETRY.
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(
-        self,
-        repository: str,
-        revision: str | None,
-        *,
-        status: int,
-        kind: str,
-        url: str,
-        endpoint: str,
-    ) -> None:
-        self.status = status
-        self.kind = kind
-        self.url = url
-        self.endpoint = endpoint
-        super().__init__(
-            repository,
-            revision,
-            f"The Hub at {endpoint} answered HTTP {status} ({kind.replace('_', ' ')}) for {url}.",
-        )
-        if kind == "unavailable":
-            self.action = ErrorAction.RETRY
-
-
-class HubAuthenticationError(HubAccessError, PermissionError):
-    """The Hub refused the request as unauthenticated (HTTP 401/403 without a Hub error code).
-
-    Attributes:
-        status: The HTTP status.
-        token_provided: Whether a token was sent.
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(
-        self, repository: str, revision: str | None, *, status: int, token_provided: bool
-    ) -> None:
-        self.status = status
-        self.token_provided = token_provided
-        fix = (
-            "the token in HF_TOKEN was refused: it may be expired, revoked or lack read "
-            "access; create a new read token at https://huggingface.co/settings/tokens"
-            if token_provided
-            else "no token was sent: set HF_TOKEN to a read token of an account with access"
-        )
-        super().__init__(
-            repository,
-            revision,
-            f"The Hub refused access to {repository!r} (HTTP {status}): {fix}.",
-        )
-
-
-class HubDataError(HubAccessError, ValueError):
-    """The Hub's answer (model info, config.json) is malformed, oversized or too deep.
+class HubDataError(HubError, ValueError):
+    """The Hub's answer (model info, config.json) is malformed, oversized, too deep or unsafe.
 
     Attributes:
         what: Which answer (``"model info"``, ``"config.json"``).
         field: The field at fault (a JSON path such as ``siblings[3].size``, or ``body``).
         problem: What is wrong with it.
+        path: For kind ``unsafe_path``, the file name as sent (it may hold any
+            character: quote it with ``ascii()``); else None.
     """
 
     action = ErrorAction.FIX_INPUT
 
     def __init__(
-        self, repository: str, revision: str | None, *, what: str, field: str, problem: str
+        self,
+        message: str,
+        *,
+        repository: str,
+        revision: str | None,
+        what: str,
+        field: str,
+        problem: str,
+        path: object = None,
     ) -> None:
+        kind = "data" if path is None else "unsafe_path"
+        super().__init__(message, repository=repository, revision=revision, kind=kind)
         self.what = what
         self.field = field
         self.problem = problem
-        at = f" at {revision}" if revision else ""
-        super().__init__(
-            repository,
-            revision,
-            f"The Hub's {what} for {repository!r}{at} cannot be used: {field} {problem}. "
-            "The repository (or the HF_ENDPOINT mirror) serves malformed metadata; pick "
-            "another repository or revision.",
-        )
-
-
-class UnsafeHubPathError(HubDataError):
-    """The repository lists a file path that would leave its own folder; it is refused whole.
-
-    Attributes:
-        path: The path as sent (may hold any character; quote it with ``ascii()``).
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(
-        self, repository: str, revision: str | None, *, path: object, problem: str
-    ) -> None:
         self.path = path
-        at = f" at {revision}" if revision else ""
-        HubAccessError.__init__(
-            self,
-            repository,
-            revision,
-            f"Model repository {repository!r}{at} lists the file {quote_untrusted(path)}, "
-            f"which {problem}: a repository's files must be plain relative paths inside it, "
-            "so the whole repository is refused and nothing was downloaded. Pick another "
-            "repository.",
-        )
-        self.what = "model info"
-        self.field = "siblings[].rfilename"
-        self.problem = problem
 
 
 class ModelRejectedError(ProfileError):
@@ -457,29 +241,15 @@ class ModelRejectedError(ProfileError):
         target: The execution target the check was made for.
     """
 
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, repository: str, revision: str | None, target: str, message: str) -> None:
+    def __init__(self, message: str, *, repository: str, revision: str | None, target: str) -> None:
+        super().__init__(message)
         self.repository = repository
         self.revision = revision
         self.target = target
-        super().__init__(message)
 
 
 class MissingConfigError(ModelRejectedError):
     """The repository has no top-level config.json, so nothing can be checked."""
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, repository: str, revision: str | None, target: str) -> None:
-        super().__init__(
-            repository,
-            revision,
-            target,
-            f"Model repository {repository!r} at {revision} has no config.json at its top "
-            "level, so its architecture cannot be checked. Pick a Transformers-format "
-            "repository (one with config.json and *.safetensors).",
-        )
 
 
 class InvalidConfigError(ModelRejectedError):
@@ -489,16 +259,14 @@ class InvalidConfigError(ModelRejectedError):
         problem: What is wrong with it.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
         self.problem = problem
         super().__init__(
-            repository,
-            revision,
-            target,
             f"config.json of {repository!r} at {revision} cannot be used: {problem}. Pick a "
             "repository with a standard Transformers config.json.",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
 
 
@@ -509,25 +277,17 @@ class UnsafeWeightsError(ModelRejectedError):
         weight_files: The weight-like files found (pickle formats), possibly empty.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
-        self, repository: str, revision: str | None, target: str, weight_files: Sequence[str]
+        self,
+        message: str,
+        *,
+        weight_files: Sequence[str],
+        repository: str,
+        revision: str | None,
+        target: str,
     ) -> None:
+        super().__init__(message, repository=repository, revision=revision, target=target)
         self.weight_files = tuple(weight_files)
-        found = (
-            "only pickle-format weights (" + ", ".join(self.weight_files[:5]) + ")"
-            if self.weight_files
-            else "no weight files at all"
-        )
-        super().__init__(
-            repository,
-            revision,
-            target,
-            f"Model repository {repository!r} at {revision} has {found}; only *.safetensors "
-            "weights are accepted because pickle formats (.bin, .pt, .pth, .pkl, .ckpt) can run "
-            "code when loaded. Pick a repository or revision that ships safetensors.",
-        )
 
 
 class DownloadTooLargeError(ModelRejectedError):
@@ -538,20 +298,18 @@ class DownloadTooLargeError(ModelRejectedError):
         limit_bytes: The limit (COMFY_MODAL_LLM_MAX_DOWNLOAD_GB).
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self, repository: str, revision: str | None, target: str, size_bytes: int, limit_bytes: int
     ) -> None:
         self.size_bytes = size_bytes
         self.limit_bytes = limit_bytes
         super().__init__(
-            repository,
-            revision,
-            target,
             f"Model repository {repository!r} at {revision} has {_gib(size_bytes)} of "
             f"safetensors weights, over the download limit of {_gib(limit_bytes)}. Pick a "
             "smaller or quantized model, or raise COMFY_MODAL_LLM_MAX_DOWNLOAD_GB (GiB).",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
 
 
@@ -562,20 +320,17 @@ class SecurityScanError(ModelRejectedError):
         findings: One line per finding (file path and level where known).
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
-        self, repository: str, revision: str | None, target: str, findings: Sequence[str]
+        self,
+        message: str,
+        *,
+        findings: Sequence[str],
+        repository: str,
+        revision: str | None,
+        target: str,
     ) -> None:
+        super().__init__(message, repository=repository, revision=revision, target=target)
         self.findings = tuple(findings)
-        super().__init__(
-            repository,
-            revision,
-            target,
-            f"The Hugging Face security scan flagged {len(self.findings)} file(s) in "
-            f"{repository!r} at {revision}: {'; '.join(self.findings[:5])}. No finding is "
-            "tolerated; pick another repository or a revision without findings.",
-        )
 
 
 class RemoteCodeError(ModelRejectedError):
@@ -585,17 +340,15 @@ class RemoteCodeError(ModelRejectedError):
         reason: What in config.json asks for it.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str | None, target: str, reason: str) -> None:
         self.reason = reason
         super().__init__(
-            repository,
-            revision,
-            target,
             f"config.json of {repository!r} at {revision} asks for remote code ({reason}); "
             "trust_remote_code is never enabled. Pick a repository whose architecture is "
             "built into Transformers/MLX-VLM.",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
 
 
@@ -607,8 +360,6 @@ class UnsupportedArchitectureError(ModelRejectedError):
         supported: The architectures the target's registry accepts.
         other_targets: Targets whose registry does accept it.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,
@@ -628,12 +379,12 @@ class UnsupportedArchitectureError(ModelRejectedError):
             f" It is supported on: {', '.join(self.other_targets)}." if self.other_targets else ""
         )
         super().__init__(
-            repository,
-            revision,
-            target,
             f"Architecture {architecture!r} of {repository!r} is not supported on target "
             f"{target!r} (registry {registry_version} accepts: {', '.join(self.supported)})."
             f"{elsewhere} Pick a model with a supported architecture.",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
 
 
@@ -645,8 +396,6 @@ class UnsupportedQuantizationError(ModelRejectedError):
             description of an unknown one).
         allowed: The formats the target accepts for this architecture.
     """
-
-    action = ErrorAction.FIX_INPUT
 
     def __init__(
         self,
@@ -661,11 +410,11 @@ class UnsupportedQuantizationError(ModelRejectedError):
         self.quantization = quantization
         self.allowed = tuple(allowed)
         super().__init__(
-            repository,
-            revision,
-            target,
             f"Quantization {quantization!r} of {repository!r} at {revision} is not allowed on "
             f"target {target!r} (allowed: {', '.join(self.allowed)}). {advice}",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
 
 
@@ -677,11 +426,12 @@ class LocalFolderError(ModelRejectedError):
         problem: What is wrong.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, path: str, problem: str, fix: str) -> None:
         self.path = path
         self.problem = problem
         super().__init__(
-            path, None, "", f"Local model folder {path!r} is refused: {problem}. {fix}"
+            f"Local model folder {path!r} is refused: {problem}. {fix}",
+            repository=path,
+            revision=None,
+            target="",
         )

@@ -34,11 +34,9 @@ class ResidencyError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_residency``.
 
     Errors pickle with their attributes (the Modal RemoteEngine ships them to
-    the local dispatcher).
+    the local dispatcher). The action is core's FATAL: unclassified manager
+    trouble, so this worker stops trying.
     """
-
-    # Unclassified manager trouble: do not keep this worker trying.
-    action = ErrorAction.FATAL
 
 
 class GenerationSettingsError(ResidencyError, ValueError):
@@ -148,8 +146,6 @@ class InsufficientMemoryError(ResidencyError, MemoryError):
 class MemoryProbeError(ResidencyError, RuntimeError):
     """The memory probe cannot measure its device (e.g. no CUDA device)."""
 
-    action = ErrorAction.FATAL
-
 
 class ReentrantCallError(ResidencyError, RuntimeError):
     """The manager was called again from inside its own request.
@@ -158,8 +154,6 @@ class ReentrantCallError(ResidencyError, RuntimeError):
     models on the manager that is calling it: the model it would touch is in
     the middle of generating.
     """
-
-    action = ErrorAction.FATAL
 
 
 # -- the backend vocabulary: what every backend package raises, defined once ----------------
@@ -176,8 +170,6 @@ def _label(engine: str) -> str:
 class BackendError(ComfyLLMError):
     """Base of the errors every backend package shares (re-exported by each)."""
 
-    action = ErrorAction.FATAL
-
 
 class EngineNotInstalledError(BackendError, ImportError):
     """An engine, or the package that loads it, cannot be imported here.
@@ -187,8 +179,6 @@ class EngineNotInstalledError(BackendError, ImportError):
         module: The module that failed to import.
         reason: The import error's message.
     """
-
-    action = ErrorAction.FATAL
 
     def __init__(self, engine: str, module: str, reason: str) -> None:
         self.engine = engine
@@ -206,6 +196,8 @@ class EngineNotInstalledError(BackendError, ImportError):
 class ModelLoadError(BackendError, RuntimeError):
     """The engine could not load the processor or the model from the snapshot.
 
+    FATAL, as its base: this engine installation cannot load the snapshot.
+
     Attributes:
         engine: The engine that tried.
         profile_id: The profile being loaded.
@@ -213,9 +205,6 @@ class ModelLoadError(BackendError, RuntimeError):
         what: ``processor`` or ``model``.
         reason: The underlying error's message.
     """
-
-    # This engine installation cannot load the snapshot.
-    action = ErrorAction.FATAL
 
     def __init__(self, engine: str, profile_id: str, path: str, what: str, reason: str) -> None:
         self.engine = engine

@@ -1,4 +1,4 @@
-"""The Hub calls staging makes, and the translation of their errors.
+"""The Hub calls staging makes.
 
 1. :func:`list_allowed_files`: the model info at the pinned commit, with file
    metadata, through profiles' bounded and checked fetch (timeouts, byte
@@ -11,65 +11,36 @@
    Hub timeout and the progress adapter. huggingface_hub skips files already
    present with matching metadata, so a second call resumes an interrupted
    staging.
+
+A failed request raises profiles' :class:`~comfy_llm_profiles.HubError`
+(``comfy_llm_profiles.hub_error`` turns huggingface_hub's failures into one),
+whose message ends in how to resume; staging adds no second translation.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from comfy_llm_profiles import (
-    HUB_TIMEOUT_ENV,
-    HubDataError,
-    HubStatusError,
-    HubTimeoutError,
-    HubUnavailableError,
-    UnsafeHubPathError,
     fetch_model_info,
+    hub_error,
+    hub_request,
     hub_timeout_seconds,
     install_hub_timeouts,
 )
 from huggingface_hub import hf_hub_download
-from huggingface_hub.errors import (
-    GatedRepoError,
-    HfHubHTTPError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
 from huggingface_hub.utils import filter_repo_objects
 
 from ._layout import ALLOW_PATTERNS, IGNORE_PATTERNS, is_hidden
-from .errors import (
-    SnapshotAccessError,
-    SnapshotContentError,
-    SnapshotDownloadError,
-    SnapshotRevisionNotFoundError,
-    SnapshotTimeoutError,
-    StagingError,
-    UnsafeSnapshotPathError,
-)
+from .errors import SnapshotContentError
 
 _MAX_PARALLEL_FILES = 8
-
-# HfHubHTTPError derives from OSError and from its HTTP library's base error
-# (httpx2 in huggingface_hub 2.x, httpx in 1.x); transport errors derive from
-# the latter. Catch both families without importing the library by name.
-_TRANSLATED_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    *(
-        base
-        for base in HfHubHTTPError.__mro__[1:]
-        if base not in (OSError, Exception, BaseException, object)
-    ),
-)
-_HTTP_LIBRARY = importlib.import_module(
-    next(b for b in HfHubHTTPError.__mro__ if b.__name__ == "HTTPError").__module__.split(".")[0]
-)
-_TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (_HTTP_LIBRARY.TimeoutException,)
+RESUME = "run the stage again to resume (files already fetched are kept)"
+"""How a staging that failed on the way is tried again: the fix every Hub error names."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,18 +80,16 @@ def list_allowed_files(
         The files matching the allow-list and not the ignore-list, sorted by path.
 
     Raises:
-        SnapshotAccessError: Missing, private or gated repository, or HTTP 401/403.
-        SnapshotRevisionNotFoundError: The commit does not exist.
-        UnsafeSnapshotPathError: A file name that would leave the snapshot folder.
+        HubAccessError: Gated, or a token missing or refused (HTTP 401/403).
+        ModelNotFoundError: No such repository, or no such commit (see ``kind``).
+        HubDataError: Malformed metadata (oversized, too deep, bad fields), or a
+            file name that would leave the snapshot folder (kind ``unsafe_path``).
+        HubTimeoutError: The Hub did not answer within the Hub timeout.
+        HubUnavailableError: Network or Hub failure.
         SnapshotContentError: No config.json among the allowed files, metadata
-            without sizes, or malformed metadata (oversized, too deep, bad fields).
-        SnapshotTimeoutError: The Hub did not answer within the Hub timeout.
-        SnapshotDownloadError: Network or Hub failure.
+            without sizes, or an answer for another commit.
     """
-    try:
-        info = fetch_model_info(repository, revision, endpoint=endpoint, token=token)
-    except Exception as error:
-        raise translate_error(error, repository, revision) from None
+    info = fetch_model_info(repository, revision, endpoint=endpoint, token=token, again=RESUME)
     if info.sha != revision:
         raise SnapshotContentError(
             repository, revision, f"the Hub answered with commit {info.sha} instead"
@@ -172,10 +141,10 @@ def download(
         tqdm_class: The progress adapter class (see ``_progress``).
 
     Raises:
-        SnapshotAccessError: Missing, private or gated repository.
-        SnapshotRevisionNotFoundError: The commit does not exist.
-        SnapshotTimeoutError: The Hub stalled past the Hub timeout.
-        SnapshotDownloadError: Network or Hub failure (partial files are kept).
+        HubAccessError: Gated, or a token missing or refused.
+        ModelNotFoundError: No such repository or commit (see ``kind``).
+        HubTimeoutError: The Hub stalled past the Hub timeout.
+        HubUnavailableError: Network or Hub failure (partial files are kept).
         OSError: A disk error (the caller turns ENOSPC into a disk-full error).
     """
     install_hub_timeouts()
@@ -198,8 +167,17 @@ def download(
     try:
         _run_all(fetch, files)
     except Exception as error:
-        translated = translate_error(error, repository, revision)
-        if translated is error:
+        request = hub_request(
+            repository,
+            revision,
+            endpoint=endpoint,
+            what="files",
+            token=token,
+            again=RESUME,
+            missing="unavailable",  # a file the model info named: the Hub's fault
+        )
+        translated = hub_error(error, request)
+        if translated is None or translated is error:
             raise
         raise translated from error
 
@@ -271,78 +249,3 @@ class _SnapshotBars:
                 return lambda *args, **kwargs: None
 
         return _FileBar
-
-
-def translate_error(error: Exception, repository: str, revision: str) -> Exception:
-    """Return the staging error for a Hub error, or ``error`` itself.
-
-    Errors that are not network or Hub errors (a disk error, a progress
-    callback's cancellation, a programming error) are returned unchanged.
-    """
-    if isinstance(error, StagingError):
-        return error
-    if isinstance(error, UnsafeHubPathError):
-        return UnsafeSnapshotPathError(repository, revision, error.path, error.problem)
-    if isinstance(error, HubDataError):
-        return SnapshotContentError(
-            repository,
-            revision,
-            f"the Hub's {error.what} is malformed: {error.field} {error.problem}",
-        )
-    if isinstance(error, HubTimeoutError):
-        return SnapshotTimeoutError(repository, revision, error.url, error.seconds, HUB_TIMEOUT_ENV)
-    if isinstance(error, HubStatusError):
-        if error.kind == "gated":
-            return SnapshotAccessError(repository, revision, gated=True)
-        if error.kind in ("repo_not_found", "unauthorized", "forbidden"):
-            return SnapshotAccessError(
-                repository, revision, gated=False, detail=f"HTTP {error.status}"
-            )
-        if error.kind == "revision_not_found":
-            return SnapshotRevisionNotFoundError(repository, revision)
-        return SnapshotDownloadError(repository, revision, f"HTTP {error.status} for {error.url}")
-    if isinstance(error, HubUnavailableError):
-        detail = str(error).split(": ", 1)[-1]
-        return SnapshotDownloadError(repository, revision, detail.split(". Check the")[0])
-    if isinstance(error, GatedRepoError):
-        return SnapshotAccessError(repository, revision, gated=True)
-    if isinstance(error, RepositoryNotFoundError):
-        return SnapshotAccessError(repository, revision, gated=False)
-    if isinstance(error, RevisionNotFoundError):
-        return SnapshotRevisionNotFoundError(repository, revision)
-    if isinstance(error, HfHubHTTPError):
-        status = getattr(getattr(error, "response", None), "status_code", None)
-        if status in (401, 403):
-            return SnapshotAccessError(repository, revision, gated=False, detail=f"HTTP {status}")
-    stalled = next((cause for cause in _chain(error) if isinstance(cause, _TIMEOUT_ERRORS)), None)
-    if stalled is not None:
-        return SnapshotTimeoutError(
-            repository, revision, endpoint_of(stalled), hub_timeout_seconds(), HUB_TIMEOUT_ENV
-        )
-    if isinstance(error, OSError) and not isinstance(error, HfHubHTTPError) and error.errno:
-        return error  # a local disk error: the caller decides (ENOSPC → disk full)
-    if isinstance(error, _TRANSLATED_ERRORS):
-        detail = " ".join(str(error).split()) or type(error).__name__
-        return SnapshotDownloadError(
-            repository, revision, f"{type(error).__name__}: {detail[:500]}"
-        )
-    return error
-
-
-def _chain(error: BaseException) -> list[BaseException]:
-    """``error`` and the errors it was raised from, innermost last."""
-    seen: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in seen and len(seen) < 16:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
-def endpoint_of(error: BaseException) -> str:
-    """The URL a transport error was about, when the HTTP library recorded it."""
-    try:
-        request = error.request  # type: ignore[attr-defined]
-        return str(request.url.copy_with(query=None))
-    except Exception:
-        return "the Hub"

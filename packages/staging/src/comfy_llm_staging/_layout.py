@@ -108,7 +108,12 @@ def check_repository(repository: object) -> str:
         or not _REPOSITORY_RE.fullmatch(repository)
         or ".." in repository
     ):
-        raise InvalidRepositoryError(repository)
+        raise InvalidRepositoryError(
+            f"Repository {repository!r} is not a Hugging Face model id: expected 'owner/name' "
+            "(letters, digits, '-', '_', '.'). Pass the repository the profile was resolved "
+            "from.",
+            repository=repository,
+        )
     return repository
 
 
@@ -119,7 +124,13 @@ def check_revision(repository: str, revision: object) -> str:
         InvalidRevisionError: It is not.
     """
     if not isinstance(revision, str) or not _REVISION_RE.fullmatch(revision):
-        raise InvalidRevisionError(repository, revision)
+        raise InvalidRevisionError(
+            f"Revision {revision!r} of {repository} is not a 40-character hexadecimal commit: "
+            "staging downloads only pinned revisions. Resolve the reference first (profiles "
+            "pin branches and tags to their commit) and stage that commit.",
+            repository=repository,
+            revision=revision,
+        )
     return revision
 
 

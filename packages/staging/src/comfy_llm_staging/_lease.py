@@ -290,11 +290,21 @@ def acquire_lease(
             pass  # another stager is inspecting the lease; go round again
         waited = time.monotonic() - started
         if waited >= timeout_seconds:
+            record = holder.describe() if holder is not None else None
+            who = (
+                f"pid {record.get('pid')} on host {record.get('host')}"
+                if record
+                else "an unknown stager"
+            )
             raise StagingLeaseTimeoutError(
-                str(lease_file),
-                waited,
-                timeout_seconds,
-                holder.describe() if holder is not None else None,
+                f"Waited {waited:.0f} s for {who} to finish staging this snapshot (limit "
+                f"{timeout_seconds:g} s, lease {lease_file}). Raise "
+                "COMFY_MODAL_LLM_STAGE_LEASE_TIMEOUT_SECONDS for very large models, or, if that "
+                "stager is gone, delete the lease file.",
+                lease_path=str(lease_file),
+                waited_seconds=waited,
+                limit_seconds=timeout_seconds,
+                holder=record,
             )
         who = (
             f" (pid {holder.pid} on {holder.host})"

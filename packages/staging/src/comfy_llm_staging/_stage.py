@@ -8,7 +8,7 @@ The order of one staging::
     complete, verifying Hugging Face cache snapshot of that commit?
                                              ──yes──► used in place (read-only,
                                                        nothing copied), no request
-    HF_HUB_OFFLINE set?  ──yes──► SnapshotOfflineError
+    HF_HUB_OFFLINE set?  ──yes──► profiles' OfflineResolutionError
     acquire the lease (wait for another stager; re-check the marker each time)
     .partial/ already marked (a stager killed before its rename)? ──► promote it
     model info at the commit → THE file list (names proven safe, sizes, digests)
@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from comfy_llm_profiles import (
+    OfflineResolutionError,
     ProgressCallback,
     ProgressEvent,
     ProgressStage,
@@ -48,7 +49,7 @@ from comfy_llm_profiles import (
 from . import _hub, _in_place, _layout, _lease, _marker, _settings, _verify
 from ._progress import DownloadProgress
 from ._snapshot import StagedSnapshot, in_place_snapshot
-from .errors import InsufficientDiskSpaceError, SnapshotOfflineError, StagingLeaseLostError
+from .errors import InsufficientDiskSpaceError, StagingLeaseLostError
 
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
 
@@ -95,17 +96,16 @@ def stage_snapshot(
         InvalidSettingError: A bad lease timeout.
         InvalidTokenError: A token that cannot be a header value (not echoed).
         StagingLeaseTimeoutError: Another stager held the lease too long.
-        SnapshotAccessError: Missing, private or gated repository.
-        SnapshotRevisionNotFoundError: The commit does not exist.
-        SnapshotContentError: No config.json, or unusable metadata (oversized,
-            nested too deeply, a field of the wrong type or range).
-        UnsafeSnapshotPathError: The metadata names a file outside the snapshot
-            folder (nothing is downloaded or deleted).
+        HubError: A Hub request failed, from profiles, untranslated: refused
+            (HubAccessError), no such repository or commit (ModelNotFoundError),
+            unusable metadata or a file name outside the snapshot folder
+            (HubDataError: nothing is downloaded or deleted), a stall past
+            COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS (HubTimeoutError) or a network
+            or Hub failure (HubUnavailableError); a later call resumes; and
+            HF_HUB_OFFLINE with nothing on disk (OfflineResolutionError).
+        SnapshotContentError: No config.json, or metadata without sizes.
         InsufficientDiskSpaceError: Not enough free space or inodes, before or
             during the download (ENOSPC/EDQUOT).
-        SnapshotTimeoutError: A Hub request stalled past
-            COMFY_MODAL_LLM_HUB_TIMEOUT_SECONDS; a later call resumes.
-        SnapshotDownloadError: Network or Hub failure; a later call resumes.
         SnapshotVerificationError: A file does not match the Hub metadata.
         StagingLeaseLostError: Another stager took the lease over meanwhile.
     """
@@ -143,7 +143,14 @@ def stage_snapshot(
             message="Using the Hugging Face cache's copy in place",
         )
     if hub_offline():
-        raise SnapshotOfflineError(repository, revision)
+        raise OfflineResolutionError(
+            f"{repository}@{revision} is not staged here nor complete in the Hugging Face "
+            "cache, and HF_HUB_OFFLINE=1 forbids downloading it: unset HF_HUB_OFFLINE once to "
+            "stage it, or pick a model already on disk.",
+            repository=repository,
+            revision=revision,
+            kind="offline",
+        )
 
     with _disk_full_as_error(canonical.parent, None):
         lease = _lease.acquire_lease(
@@ -314,7 +321,11 @@ def _download(
         )
         records = _verify_all(checker, remote_files, progress)
         if not lease.still_held():
-            raise StagingLeaseLostError(str(lease.path))
+            raise StagingLeaseLostError(
+                f"Lost the staging lease {lease.path} to another stager (this one stopped "
+                "heartbeating for too long). Stage again: the other stager's result is reused.",
+                lease_path=str(lease.path),
+            )
         shutil.rmtree(partial / ".cache", ignore_errors=True)
         _layout.prune(partial, wanted)
         _marker.write_marker(

@@ -20,18 +20,13 @@ __all__ = [
     "InvalidRepositoryError",
     "InvalidRevisionError",
     "InsufficientDiskSpaceError",
-    "SnapshotAccessError",
-    "SnapshotRevisionNotFoundError",
-    "SnapshotDownloadError",
     "SnapshotContentError",
     "UnsafeSnapshotPathError",
-    "SnapshotTimeoutError",
     "SnapshotVerificationError",
     "IncompleteSnapshotError",
     "StagingLeaseTimeoutError",
     "StagingLeaseLostError",
     "LocalFolderChangedError",
-    "SnapshotOfflineError",
 ]
 
 _GIB = 1024**3
@@ -53,10 +48,11 @@ def _gib_exact(size: int) -> str:
 
 
 class StagingError(ComfyLLMError):
-    """Base class of every error raised by ``comfy_llm_staging``."""
+    """Base class of every error raised by ``comfy_llm_staging``.
 
-    # Unclassified staging trouble: do not keep this worker trying.
-    action = ErrorAction.FATAL
+    The action is core's FATAL: unclassified staging trouble, so this worker
+    stops trying.
+    """
 
 
 class InvalidRepositoryError(StagingError, ValueError):
@@ -68,13 +64,9 @@ class InvalidRepositoryError(StagingError, ValueError):
 
     action = ErrorAction.FIX_INPUT
 
-    def __init__(self, repository: object) -> None:
+    def __init__(self, message: str, *, repository: object) -> None:
+        super().__init__(message)
         self.repository = repository
-        super().__init__(
-            f"Repository {repository!r} is not a Hugging Face model id: expected "
-            "'owner/name' (letters, digits, '-', '_', '.'). Pass the repository the "
-            "profile was resolved from."
-        )
 
 
 class InvalidRevisionError(StagingError, ValueError):
@@ -87,14 +79,10 @@ class InvalidRevisionError(StagingError, ValueError):
 
     action = ErrorAction.FIX_INPUT
 
-    def __init__(self, repository: str, revision: object) -> None:
+    def __init__(self, message: str, *, repository: str, revision: object) -> None:
+        super().__init__(message)
         self.repository = repository
         self.revision = revision
-        super().__init__(
-            f"Revision {revision!r} of {repository} is not a 40-character hexadecimal "
-            "commit: staging downloads only pinned revisions. Resolve the reference "
-            "first (profiles pin branches and tags to their commit) and stage that commit."
-        )
 
 
 class InsufficientDiskSpaceError(StagingError, DiskFullError):
@@ -116,8 +104,6 @@ class InsufficientDiskSpaceError(StagingError, DiskFullError):
         during_download: True when the disk filled up mid-way.
         margin_bytes: The safety margin included in ``needed_bytes``.
     """
-
-    action = ErrorAction.RETRY
 
     def __init__(
         self,
@@ -192,81 +178,6 @@ class InsufficientDiskSpaceError(StagingError, DiskFullError):
         )
 
 
-class SnapshotAccessError(StagingError, PermissionError):
-    """The Hub refused access: missing repository, private or gated.
-
-    Attributes:
-        repository: The repository asked for.
-        revision: The commit asked for.
-        gated: True when the repository is gated (accept its terms, then a token).
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, repository: str, revision: str, *, gated: bool, detail: str = "") -> None:
-        self.repository = repository
-        self.revision = revision
-        self.gated = gated
-        if gated:
-            what = (
-                f"{repository} is gated: accept its terms on the Hub with your account, "
-                "then make HF_TOKEN (a read token of that account) visible to the stager"
-            )
-        else:
-            what = (
-                f"{repository} was not found or is private: check the spelling, or for a "
-                "private repository make HF_TOKEN (a token with read access) visible to "
-                "the stager"
-            )
-        suffix = f" ({detail})" if detail else ""
-        super().__init__(
-            f"Cannot download revision {revision} of {repository}: {what}: ComfyUI's "
-            f"environment for local runs, the Modal secret for remote runs.{suffix}"
-        )
-
-
-class SnapshotRevisionNotFoundError(StagingError, LookupError):
-    """The repository exists but the pinned commit does not.
-
-    Attributes:
-        repository: The repository asked for.
-        revision: The commit that is missing.
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, repository: str, revision: str) -> None:
-        self.repository = repository
-        self.revision = revision
-        super().__init__(
-            f"Revision {revision} does not exist in {repository} (it may have been "
-            "removed by a force-push). Resolve the model reference again to pin a "
-            "current commit."
-        )
-
-
-class SnapshotDownloadError(StagingError, OSError):
-    """The download failed for a network or Hub reason; partial files are kept.
-
-    Attributes:
-        repository: The repository being staged.
-        revision: The commit being staged.
-        detail: The underlying error, as text.
-    """
-
-    action = ErrorAction.RETRY
-
-    def __init__(self, repository: str, revision: str, detail: str) -> None:
-        self.repository = repository
-        self.revision = revision
-        self.detail = detail
-        super().__init__(
-            f"Downloading revision {revision} of {repository} failed: {detail}. Files "
-            "already fetched are kept; run the stage again to resume. If this keeps "
-            "happening check the network and HF_ENDPOINT (mirror)."
-        )
-
-
 class SnapshotContentError(StagingError, ValueError):
     """The revision lacks what a loader needs (e.g. config.json), or metadata is incomplete.
 
@@ -296,8 +207,6 @@ class UnsafeSnapshotPathError(SnapshotContentError):
         reason: Why it is refused.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str, path: object, reason: str) -> None:
         self.path = path
         self.reason = reason
@@ -308,35 +217,6 @@ class UnsafeSnapshotPathError(SnapshotContentError):
             "files must be plain relative paths inside it, so the whole repository is "
             "refused and nothing was downloaded or deleted",
         )
-
-
-class SnapshotTimeoutError(SnapshotDownloadError, TimeoutError):
-    """A Hub request stalled past the Hub timeout; partial files are kept.
-
-    Attributes:
-        url: The request that stalled.
-        seconds: The timeout.
-        variable: The environment variable that sets it.
-    """
-
-    action = ErrorAction.RETRY
-
-    def __init__(
-        self, repository: str, revision: str, url: str, seconds: float, variable: str
-    ) -> None:
-        self.url = url
-        self.seconds = seconds
-        self.variable = variable
-        StagingError.__init__(
-            self,
-            f"The Hub did not answer {url} within {seconds:g} s while staging revision "
-            f"{revision} of {repository} (connect/read timeout {variable}). Files already "
-            "fetched are kept; check the network or HF_ENDPOINT (mirror) and stage again, "
-            f"or raise {variable} on a slow link.",
-        )
-        self.repository = repository
-        self.revision = revision
-        self.detail = f"timed out after {seconds:g} s"
 
 
 class SnapshotVerificationError(StagingError):
@@ -399,26 +279,18 @@ class StagingLeaseTimeoutError(StagingError, TimeoutError):
 
     def __init__(
         self,
+        message: str,
+        *,
         lease_path: str,
         waited_seconds: float,
         limit_seconds: float,
         holder: dict[str, Any] | None,
     ) -> None:
+        super().__init__(message)
         self.lease_path = lease_path
         self.waited_seconds = waited_seconds
         self.limit_seconds = limit_seconds
         self.holder = holder
-        who = (
-            f"pid {holder.get('pid')} on host {holder.get('host')}"
-            if holder
-            else "an unknown stager"
-        )
-        super().__init__(
-            f"Waited {waited_seconds:.0f} s for {who} to finish staging this snapshot "
-            f"(limit {limit_seconds:g} s, lease {lease_path}). Raise "
-            "COMFY_MODAL_LLM_STAGE_LEASE_TIMEOUT_SECONDS for very large models, or, if "
-            "that stager is gone, delete the lease file."
-        )
 
 
 class StagingLeaseLostError(StagingError):
@@ -431,12 +303,9 @@ class StagingLeaseLostError(StagingError):
     # The other stager's result is reused by the next attempt.
     action = ErrorAction.RETRY
 
-    def __init__(self, lease_path: str) -> None:
+    def __init__(self, message: str, *, lease_path: str) -> None:
+        super().__init__(message)
         self.lease_path = lease_path
-        super().__init__(
-            f"Lost the staging lease {lease_path} to another stager (this one stopped "
-            "heartbeating for too long). Stage again: the other stager's result is reused."
-        )
 
 
 class LocalFolderChangedError(StagingError):
@@ -461,24 +330,4 @@ class LocalFolderChangedError(StagingError):
             f"Local model folder {path!r} changed since it was resolved (content pin "
             f"{expected[:12]}…, {now}). Re-resolve it: queue the workflow again, or run "
             f"comfy-llm resolve {path!r}; never edit a folder while a model from it runs."
-        )
-
-
-class SnapshotOfflineError(StagingError, OSError):
-    """The snapshot is not on disk and the Hub may not be asked (HF_HUB_OFFLINE).
-
-    Attributes:
-        repository: ``owner/name``.
-        revision: The 40-hex commit.
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, repository: str, revision: str) -> None:
-        self.repository = repository
-        self.revision = revision
-        super().__init__(
-            f"{repository}@{revision} is not staged here nor complete in the Hugging Face "
-            "cache, and HF_HUB_OFFLINE=1 forbids downloading it: unset HF_HUB_OFFLINE once "
-            "to stage it, or pick a model already on disk."
         )

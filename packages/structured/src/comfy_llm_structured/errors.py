@@ -22,8 +22,6 @@ class InvalidSchemaError(StructuredOutputError, ValueError):
         problem: What is wrong, in words.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, problem: str) -> None:
         self.problem = problem
         super().__init__(
