@@ -398,7 +398,10 @@ def decide(
             quantization.method if quantization.known else f"unknown ({quantization.description})"
         )
         raise UnsupportedQuantizationError(
-            *where, quantization=label, allowed=allowed, advice=registry.quantization_advice
+            *where,
+            quantization=label,
+            allowed=allowed,
+            advice=_advice(registry, rule, usable, quantization),
         )
     dtype = _dtype(config)
     limits = _capped(_limits(config, registry, rule, limit_overrides), rule)
@@ -428,4 +431,27 @@ def decide(
         family=rule.family,
         advertised_context_tokens=_positive_int(config, "max_position_embeddings"),
         runtime_requirements=choice.requirements,
+    )
+
+
+def _advice(
+    registry: CompatibilityRegistry,
+    rule: ArchitectureRule,
+    usable: Collection[str],
+    quantization: QuantizationInfo,
+) -> str:
+    """The target's advice, plus how to install an engine that would load the format.
+
+    Only an engine that is not installed here but accepts the quantization is
+    named; its command comes from ``install_command`` (one place for all advice).
+    """
+    missing = [
+        c for c in rule.backends if c.name not in usable and rule.accepts(c, quantization.method)
+    ]
+    if not missing:
+        return registry.quantization_advice
+    spec = ENGINES[missing[0].name]
+    return (
+        f"{registry.quantization_advice} The {spec.label} engine loads it here once installed: "
+        f"{spec.install_hint}"
     )

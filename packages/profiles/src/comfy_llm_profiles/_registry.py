@@ -257,13 +257,13 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.LOCAL_CUDA: _Target(
-        version="local_cuda/2026.12.1",
-        fingerprint="8bf80bc5ffa05877",
+        version="local_cuda/2026.12.2",
+        fingerprint="3aca51850ab726ad",
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
             "local_apple); block-FP8 and ModelOpt NVFP4 Qwen3.5 checkpoints need the vLLM "
-            "backend (install comfy-llm[cuda,vllm])."
+            "backend."
         ),
     ),
     ExecutionTarget.MODAL: _Target(
