@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import install_command
 from comfy_llm_profiles import ENGINES, ProfileValidationError, engine_spec
 from comfy_llm_residency import EngineNotInstalledError, create_backend
 
 
-def _record(monkeypatch: pytest.MonkeyPatch, name: str, module: str) -> None:
+def _record(
+    monkeypatch: pytest.MonkeyPatch, name: str, module: str, extra: str = "llamacpp"
+) -> None:
     spec = dataclasses.replace(engine_spec("transformers"), name=name, module=module)
-    monkeypatch.setitem(ENGINES, name, dataclasses.replace(spec, extras=(name,), label=name))
+    monkeypatch.setitem(ENGINES, name, dataclasses.replace(spec, extras=(extra,), label=name))
 
 
 def _profile(fake: Any, backend: str) -> Any:
@@ -44,9 +47,10 @@ def test_the_record_names_the_package_that_loads(
 def test_a_missing_package_names_the_extra_of_its_record(
     fake: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _record(monkeypatch, "absent", "comfy_llm_backend_absent")
-    with pytest.raises(ImportError, match=r'pip install "comfy-llm\[absent\]"') as caught:
+    _record(monkeypatch, "absent", "comfy_llm_backend_absent", extra="llamacpp")
+    with pytest.raises(ImportError) as caught:
         create_backend(_profile(fake, "absent"), Path("."), lambda event: None)
+    assert install_command("llamacpp") in str(caught.value)  # the record's extra, one wording
     assert isinstance(caught.value, EngineNotInstalledError)
     assert (caught.value.engine, caught.value.module) == ("absent", "comfy_llm_backend_absent")
     assert caught.value.name == "comfy_llm_backend_absent"
