@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_core import install_command
 from comfy_llm_profiles import ExecutionTarget, ProfileError, decide
 
 from .conftest import build_config  # type: ignore[import-not-found]
@@ -49,6 +50,18 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _portable(message: str) -> str:
+    """The message with install commands as placeholders.
+
+    An install command names this checkout's interpreter or clone (what works
+    from here), so the digest would differ per checkout; its wording is
+    comfy_llm_core.install_command's own tests' concern.
+    """
+    for extra in ("apple", "cuda", "vllm", "modal", "llamacpp"):
+        message = message.replace(install_command(extra), f"<install {extra}>")
+    return message
+
+
 def _config(name: str, quantization: str) -> dict[str, Any]:
     if name in _MOE:
         base, architecture, model_type = _MOE[name]
@@ -66,7 +79,7 @@ def _outcome(target: ExecutionTarget, config: dict[str, Any], **kwargs: Any) -> 
             target, config, repository="owner/model", revision=SHA, weight_bytes=3 * GIB, **kwargs
         )
     except ProfileError as error:
-        return {"refused": type(error).__name__, "message_sha256": _digest(str(error))}
+        return {"refused": type(error).__name__, "message_sha256": _digest(_portable(str(error)))}
     profile = (
         decision.to_profile("local/model", PIN, local_path="/models/model")
         if local
