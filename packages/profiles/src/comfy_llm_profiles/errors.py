@@ -37,6 +37,7 @@ __all__ = [
     "ProfileValidationError",
     "RemoteCodeError",
     "SecurityScanError",
+    "UnsafeGgufError",
     "UnsafeWeightsError",
     "UnsupportedArchitectureError",
     "UnsupportedQuantizationError",
@@ -434,4 +435,23 @@ class LocalFolderError(ModelRejectedError):
             repository=path,
             revision=None,
             target="",
+        )
+
+
+class UnsafeGgufError(ProfileError, ValueError):
+    """A GGUF file was refused before llama.cpp (C++) saw it: checked where it entered.
+
+    Attributes:
+        path: The file.
+        reason: The broken rule, with the value and the limit.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"Refused GGUF file {path}: {reason}. The file was not given to llama.cpp; "
+            "download it again or pick another quantization."
         )
