@@ -19,6 +19,7 @@ from comfy_llm_core import ComfyLLMError, ErrorAction
 __all__ = [
     "CuratedRegistryError",
     "DownloadTooLargeError",
+    "EngineNotInstalledError",
     "HubAccessError",
     "HubError",
     "HubDataError",
@@ -454,4 +455,28 @@ class UnsafeGgufError(ProfileError, ValueError):
         super().__init__(
             f"Refused GGUF file {path}: {reason}. The file was not given to llama.cpp; "
             "download it again or pick another quantization."
+        )
+
+
+class EngineNotInstalledError(ModelRejectedError):
+    """The only engine that loads this model's format is not installed here.
+
+    Attributes:
+        engine: The engine's label (``llama.cpp``).
+        install_hint: The command that installs it.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(
+        self, repository: str, revision: str | None, target: str, *, engine: str, install_hint: str
+    ) -> None:
+        self.engine = engine
+        self.install_hint = install_hint
+        super().__init__(
+            repository,
+            revision,
+            target,
+            f"{repository!r} needs the {engine} engine, which is not installed in this Python "
+            f"(target {target!r}). Install it: {install_hint}, then restart.",
         )
