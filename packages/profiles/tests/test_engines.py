@@ -94,7 +94,9 @@ def test_the_table_holds_what_used_to_be_literals() -> None:
     assert {"Q4_K_M", "Q8_0", "F16"} <= set(quantization_methods()[4:])
     assert engine_spec("vllm").install_hint.startswith(f"{install_command('vllm')} (Linux)")
     assert engine_spec("transformers").install_hint == install_command("cuda")
-    assert {s.weight_format for s in ENGINES.values()} == {"safetensors"}
+    assert {n: s.weight_format for n, s in ENGINES.items() if s.weight_format != "safetensors"} == {
+        "llama_cpp": "gguf"
+    }
 
 
 def test_an_unknown_engine_is_a_profile_error() -> None:

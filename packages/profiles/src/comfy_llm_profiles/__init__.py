@@ -19,8 +19,17 @@ from comfy_llm_profiles._decide import (
     decide,
     estimate_memory_bytes,
 )
+from comfy_llm_profiles._decide_gguf import GGUF_DTYPE, decide_gguf
 from comfy_llm_profiles._engines import ENGINES, EngineSpec, engine_spec
 from comfy_llm_profiles._families import FAMILIES, Family
+from comfy_llm_profiles._gguf_format import GGUF_LIMITS, GgufFile, GgufLimits, read_gguf
+from comfy_llm_profiles._gguf_rules import (
+    FILE_TYPES,
+    GgufModel,
+    GgufProjector,
+    check_model_file,
+    check_projector_file,
+)
 from comfy_llm_profiles._hf_cache import (
     OFFLINE_ENV,
     hf_cache_dir,
@@ -55,6 +64,15 @@ from comfy_llm_profiles._local import (
     list_model_folders,
     scan_folder,
     scan_hf_cache_snapshot,
+)
+from comfy_llm_profiles._local_gguf import (
+    GGUF_SUFFIX,
+    check_gguf_pair,
+    find_local_gguf,
+    gguf_file_names,
+    is_projector_name,
+    scan_gguf_files,
+    split_gguf_names,
 )
 from comfy_llm_profiles._manifest import (
     MANIFEST_DIR,
@@ -94,6 +112,7 @@ from comfy_llm_profiles._resolve import ResolvedProfile, resolve_profile
 from comfy_llm_profiles._settings import ProfileSettings, read_settings
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
+    EngineNotInstalledError,
     HubAccessError,
     HubDataError,
     HubError,
@@ -105,12 +124,31 @@ from comfy_llm_profiles.errors import (
     OfflineResolutionError,
     ProfileError,
     ProfileValidationError,
+    UnsafeGgufError,
     UnsupportedArchitectureError,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "FILE_TYPES",
+    "GGUF_DTYPE",
+    "GGUF_LIMITS",
+    "GGUF_SUFFIX",
+    "GgufFile",
+    "GgufLimits",
+    "GgufModel",
+    "GgufProjector",
+    "check_gguf_pair",
+    "check_model_file",
+    "check_projector_file",
+    "decide_gguf",
+    "find_local_gguf",
+    "gguf_file_names",
+    "is_projector_name",
+    "read_gguf",
+    "scan_gguf_files",
+    "split_gguf_names",
     # targets, references, settings
     "ExecutionTarget",
     "ModelReference",
@@ -208,6 +246,8 @@ __all__ = [
     "OfflineResolutionError",
     "LocalFolderError",
     "HubDataError",
+    "UnsafeGgufError",
+    "EngineNotInstalledError",
     "UnsupportedArchitectureError",
     "__version__",
 ]

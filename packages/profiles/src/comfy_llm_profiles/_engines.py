@@ -186,9 +186,12 @@ def _vllm_memory(facts: EngineFacts, options: Mapping[str, OptionValue]) -> dict
 
 
 def _llamacpp_memory(facts: EngineFacts, options: Mapping[str, OptionValue]) -> dict[str, int]:
-    """llama.cpp's own terms: the GGUF's tensors as stored (mmap, no dtype change), an f16
-    KV cache for the whole context (its default ``type_k``/``type_v``), and the compute
-    buffers the backend's offload plan reserves (``_offload.py``: 512 MiB)."""
+    """llama.cpp's own memory terms.
+
+    The GGUF's tensors as stored (mmap, no dtype change), an f16 KV cache for
+    the whole context (its default ``type_k``/``type_v``), and the compute
+    buffers the backend's offload plan reserves (``_offload.py``: 512 MiB).
+    """
     kv_f16 = facts.attention_kv_bytes * _F16_BYTES // max(1, facts.kv_element_bytes)
     return {
         "weights": facts.runtime_weight_bytes,
