@@ -78,7 +78,8 @@ def test_several_quantizations_in_one_folder_are_told_apart(
     folder = llm_folder / "tiny-smolvlm-GGUF"
     write_gguf_pair(folder, quantization="F32")  # LM Studio keeps quants side by side
     root = tmp_path / "store"
-    with pytest.raises(LocalFolderError, match="expected one model .gguf, found tiny-smolvlm-F32"):
+    expected = r"expected one model \.gguf, found tiny-smolvlm-F32"
+    with pytest.raises(LocalFolderError, match=expected):
         _resolve("models/LLM/tiny-smolvlm-GGUF", root, llm_folder)
     q8 = _resolve("models/LLM/tiny-smolvlm-GGUF/tiny-smolvlm-Q8_0.gguf", root, llm_folder).profile
     f32 = _resolve("models/LLM/tiny-smolvlm-GGUF/tiny-smolvlm-F32.gguf", root, llm_folder).profile
@@ -123,7 +124,7 @@ def test_a_text_only_llama_file_is_no_reviewed_family(llm_folder: Path, tmp_path
 
 
 def test_without_llama_cpp_installed_the_install_is_named(llm_folder: Path, tmp_path: Path) -> None:
-    with pytest.raises(EngineNotInstalledError, match="llama.cpp") as caught:
+    with pytest.raises(EngineNotInstalledError, match=r"llama\.cpp") as caught:
         _resolve(
             "models/LLM/tiny-smolvlm-GGUF",
             tmp_path / "store",

@@ -1,6 +1,9 @@
-"""The bounded GGUF reader, which lives in profiles (a weight-format rule, checked where a
-GGUF enters: resolution of a local file, staging after a download); re-exported here so the
-backend checks each file again, by the same code, right before llama.cpp loads it."""
+"""The bounded GGUF reader, re-exported from profiles, where it lives.
+
+GGUF safety is a weight-format rule checked where a file enters (resolution
+of a local file, staging after a download), below this package; the backend
+checks each file again, by the same code, right before llama.cpp loads it.
+"""
 
 from __future__ import annotations
 

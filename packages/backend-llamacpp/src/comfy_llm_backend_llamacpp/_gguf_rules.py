@@ -1,5 +1,9 @@
-"""The engine's GGUF rules, which live in profiles beside the reader (see ``_gguf_format``);
-re-exported so the backend checks each file again right before llama.cpp loads it."""
+"""The engine's GGUF rules, re-exported from profiles, where it lives.
+
+GGUF safety is a weight-format rule checked where a file enters (resolution
+of a local file, staging after a download), below this package; the backend
+checks each file again, by the same code, right before llama.cpp loads it.
+"""
 
 from __future__ import annotations
 

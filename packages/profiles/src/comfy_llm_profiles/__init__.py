@@ -71,6 +71,7 @@ from comfy_llm_profiles._local_gguf import (
     find_local_gguf,
     gguf_file_names,
     is_projector_name,
+    list_gguf_files,
     scan_gguf_files,
     split_gguf_names,
 )
@@ -146,6 +147,7 @@ __all__ = [
     "find_local_gguf",
     "gguf_file_names",
     "is_projector_name",
+    "list_gguf_files",
     "read_gguf",
     "scan_gguf_files",
     "split_gguf_names",

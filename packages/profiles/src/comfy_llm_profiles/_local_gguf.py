@@ -37,6 +37,7 @@ __all__ = [
     "find_local_gguf",
     "gguf_file_names",
     "is_projector_name",
+    "list_gguf_files",
     "scan_gguf_files",
     "split_gguf_names",
 ]
@@ -48,6 +49,10 @@ _FIX = "Name the model file (models/LLM/<folder>/<file>.gguf) or pick one from t
 def is_projector_name(name: str) -> bool:
     """Whether a file name is a vision projector's (``mmproj*.gguf``, llama.cpp's convention)."""
     return name.lower().startswith("mmproj") and name.lower().endswith(GGUF_SUFFIX)
+
+
+def _is_model_name(name: str) -> bool:
+    return name.lower().endswith(GGUF_SUFFIX) and not is_projector_name(name)
 
 
 def split_gguf_names(names: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -74,6 +79,38 @@ def _files_in(folder: Path) -> list[str]:
         return [p.name for p in folder.iterdir() if p.is_file()]
     except OSError:
         return []
+
+
+_LIST_DEPTH = 3  # models/LLM/<file>, <folder>/<file>, LM Studio's <publisher>/<repository>/<file>
+_LIST_MAX = 2000
+
+
+def list_gguf_files(model_folders: Mapping[str, Sequence[Path]]) -> list[tuple[str, Path]]:
+    """``(models/<folder>/<path>.gguf, path)`` for every model GGUF (not a projector) found.
+
+    Up to three levels below each registered folder (LM Studio keeps
+    ``<publisher>/<repository>/<file>.gguf``), hidden entries skipped, at most
+    2000 files. Names only: nothing is read until one is resolved.
+    """
+    found: dict[str, Path] = {}
+    for kind, bases in sorted(model_folders.items()):
+        for base in bases:
+            pending = [(Path(base), 1)]
+            while pending and len(found) < _LIST_MAX:
+                folder, depth = pending.pop()
+                try:
+                    entries = sorted(folder.iterdir())
+                except OSError:
+                    continue
+                for entry in entries:
+                    if entry.name.startswith("."):
+                        continue
+                    if entry.is_dir() and depth < _LIST_DEPTH:
+                        pending.append((entry, depth + 1))
+                    elif entry.is_file() and _is_model_name(entry.name):
+                        relative = entry.relative_to(base).as_posix()
+                        found.setdefault(f"models/{kind}/{relative}", entry)
+    return sorted(found.items())
 
 
 def find_local_gguf(
