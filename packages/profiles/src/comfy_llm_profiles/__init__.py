@@ -48,6 +48,12 @@ from comfy_llm_profiles._hub import (
     install_hub_timeouts,
 )
 from comfy_llm_profiles._hub_errors import hub_error, hub_request
+from comfy_llm_profiles._hub_gguf import (
+    DEFAULT_GGUF_QUANTIZATION,
+    HubGgufChoice,
+    choose_hub_gguf,
+    hub_gguf_quantizations,
+)
 from comfy_llm_profiles._inspect import (
     PICKLE_SUFFIXES,
     RepositoryFile,
@@ -114,6 +120,7 @@ from comfy_llm_profiles._settings import ProfileSettings, read_settings
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
     EngineNotInstalledError,
+    GgufRepositoryError,
     HubAccessError,
     HubDataError,
     HubError,
@@ -132,6 +139,11 @@ from comfy_llm_profiles.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_GGUF_QUANTIZATION",
+    "HubGgufChoice",
+    "choose_hub_gguf",
+    "hub_gguf_quantizations",
+    "GgufRepositoryError",
     "FILE_TYPES",
     "GGUF_DTYPE",
     "GGUF_LIMITS",

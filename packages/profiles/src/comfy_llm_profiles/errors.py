@@ -20,6 +20,7 @@ __all__ = [
     "CuratedRegistryError",
     "DownloadTooLargeError",
     "EngineNotInstalledError",
+    "GgufRepositoryError",
     "HubAccessError",
     "HubError",
     "HubDataError",
@@ -479,4 +480,24 @@ class EngineNotInstalledError(ModelRejectedError):
             target,
             f"{repository!r} needs the {engine} engine, which is not installed in this Python "
             f"(target {target!r}). Install it: {install_hint}, then restart.",
+        )
+
+
+class GgufRepositoryError(ModelRejectedError):
+    """A GGUF repository offers no file this engine can download and verify.
+
+    Attributes:
+        problem: What is missing (named files, the reason).
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
+        self.problem = problem
+        super().__init__(
+            repository,
+            revision,
+            target,
+            f"GGUF repository {repository!r} at {revision} cannot be used: {problem}. Pick "
+            "another repository (one model .gguf per quantization, plus its mmproj-*.gguf).",
         )
