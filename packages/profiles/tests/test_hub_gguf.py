@@ -7,10 +7,10 @@ from comfy_llm_profiles import (
     DEFAULT_GGUF_QUANTIZATION,
     GgufRepositoryError,
     RepositoryFile,
-    UnsupportedQuantizationError,
     choose_hub_gguf,
     hub_gguf_quantizations,
 )
+from comfy_llm_profiles.errors import UnsupportedQuantizationError
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

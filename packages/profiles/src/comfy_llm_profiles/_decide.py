@@ -447,7 +447,11 @@ def _advice(
     named; its command comes from ``install_command`` (one place for all advice).
     """
     missing = [
-        c for c in rule.backends if c.name not in usable and rule.accepts(c, quantization.method)
+        c
+        for c in rule.backends
+        if c.name not in usable
+        and c.weight_format == "safetensors"
+        and rule.accepts(c, quantization.method)
     ]
     if not missing:
         return registry.quantization_advice

@@ -258,7 +258,7 @@ _TARGETS: Final = {
     ),
     ExecutionTarget.LOCAL_CUDA: _Target(
         version="local_cuda/2026.12.3",
-        fingerprint="3aca51850ab726ad",
+        fingerprint="cf44144ff4a314d4",
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "

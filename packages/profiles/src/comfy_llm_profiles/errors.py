@@ -448,8 +448,6 @@ class UnsafeGgufError(ProfileError, ValueError):
         reason: The broken rule, with the value and the limit.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
         self.reason = reason
@@ -467,20 +465,18 @@ class EngineNotInstalledError(ModelRejectedError):
         install_hint: The command that installs it.
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self, repository: str, revision: str | None, target: str, *, engine: str, install_hint: str
     ) -> None:
-        self.engine = engine
-        self.install_hint = install_hint
         super().__init__(
-            repository,
-            revision,
-            target,
             f"{repository!r} needs the {engine} engine, which is not installed in this Python "
             f"(target {target!r}). Install it: {install_hint}, then restart.",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
+        self.engine = engine
+        self.install_hint = install_hint
 
 
 class GgufRepositoryError(ModelRejectedError):
@@ -490,14 +486,12 @@ class GgufRepositoryError(ModelRejectedError):
         problem: What is missing (named files, the reason).
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
-        self.problem = problem
         super().__init__(
-            repository,
-            revision,
-            target,
             f"GGUF repository {repository!r} at {revision} cannot be used: {problem}. Pick "
             "another repository (one model .gguf per quantization, plus its mmproj-*.gguf).",
+            repository=repository,
+            revision=revision,
+            target=target,
         )
+        self.problem = problem
