@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from comfy_llm_profiles import (
     REGISTRY_VERSIONS,
-    EngineNotInstalledError,
+    EngineUnavailableError,
     ExecutionTarget,
     LocalFolderError,
     UnsafeGgufError,
@@ -124,7 +124,7 @@ def test_a_text_only_llama_file_is_no_reviewed_family(llm_folder: Path, tmp_path
 
 
 def test_without_llama_cpp_installed_the_install_is_named(llm_folder: Path, tmp_path: Path) -> None:
-    with pytest.raises(EngineNotInstalledError, match=r"llama\.cpp") as caught:
+    with pytest.raises(EngineUnavailableError, match=r"llama\.cpp") as caught:
         _resolve(
             "models/LLM/tiny-smolvlm-GGUF",
             tmp_path / "store",

@@ -119,7 +119,7 @@ from comfy_llm_profiles._resolve import ResolvedProfile, resolve_profile
 from comfy_llm_profiles._settings import ProfileSettings, read_settings
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
-    EngineNotInstalledError,
+    EngineUnavailableError,
     GgufRepositoryError,
     HubAccessError,
     HubDataError,
@@ -261,7 +261,7 @@ __all__ = [
     "LocalFolderError",
     "HubDataError",
     "UnsafeGgufError",
-    "EngineNotInstalledError",
+    "EngineUnavailableError",
     "UnsupportedArchitectureError",
     "__version__",
 ]

@@ -35,7 +35,7 @@ from comfy_llm_profiles._quantization import QuantizationInfo
 from comfy_llm_profiles._registry import ArchitectureRule, registry_for
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
-    EngineNotInstalledError,
+    EngineUnavailableError,
     UnsupportedArchitectureError,
     UnsupportedQuantizationError,
 )
@@ -108,7 +108,7 @@ def decide_gguf(
     Raises:
         UnsupportedArchitectureError: No family reviewed this GGUF pair on the target.
         UnsupportedQuantizationError: The file type is unknown or not reviewed.
-        EngineNotInstalledError: llama-cpp-python is not installed here.
+        EngineUnavailableError: llama-cpp-python is not installed here.
     """
     target = ExecutionTarget(target)
     registry = registry_for(target)
@@ -128,10 +128,10 @@ def decide_gguf(
     rule, architecture = found
     engine = next((e for e in rule.backends if e.weight_format == "gguf"), None)
     if engine is None:  # pragma: no cover - a family with GGUF pairs lists a GGUF engine
-        raise EngineNotInstalledError(*where, engine="GGUF", install_hint="")
+        raise EngineUnavailableError(*where, engine="GGUF", install_hint="")
     usable = available_backends(target) if backends is None else frozenset(backends)
     if engine.name not in usable:
-        raise EngineNotInstalledError(*where, engine=engine.label, install_hint=engine.install_hint)
+        raise EngineUnavailableError(*where, engine=engine.label, install_hint=engine.install_hint)
     method = model.quantization or "unknown"
     if not rule.accepts(engine, method):
         reviewed = rule.record.quantizations

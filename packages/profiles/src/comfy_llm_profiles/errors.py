@@ -19,7 +19,7 @@ from comfy_llm_core import ComfyLLMError, ErrorAction
 __all__ = [
     "CuratedRegistryError",
     "DownloadTooLargeError",
-    "EngineNotInstalledError",
+    "EngineUnavailableError",
     "GgufRepositoryError",
     "HubAccessError",
     "HubError",
@@ -457,7 +457,7 @@ class UnsafeGgufError(ProfileError, ValueError):
         )
 
 
-class EngineNotInstalledError(ModelRejectedError):
+class EngineUnavailableError(ModelRejectedError):
     """The only engine that loads this model's format is not installed here.
 
     Attributes:
