@@ -50,7 +50,19 @@ NODE_ID = "bench-1"
 BACKENDS: dict[str, tuple[str, str]] = {
     "transformers": ("local_cpu", "comfy_llm_backend_cuda"),
     "mlx_vlm": ("local_apple", "comfy_llm_backend_mlx"),
+    "llama_cpp": ("local_cpu", "comfy_llm_backend_llamacpp"),
 }
+
+# llama.cpp runs GGUF files from disk: the test world's tiny SmolVLM as a Q8_0 model +
+# mmproj pair in the stand-in's models/LLM (a local reference, used in place).
+GGUF_FOLDER = "bench-gguf"
+GGUF_REFERENCE = f"models/LLM/{GGUF_FOLDER}/tiny-smolvlm-Q8_0.gguf"
+
+
+def reference_for(name: str) -> str:
+    """What the node is given for ``name``: the Hub repository, or the GGUF file on disk."""
+    return GGUF_REFERENCE if name == "llama_cpp" else REPOSITORY
+
 
 # A random model may stop early on its end token; the first candidate whose
 # greedy generation fills the whole token budget is used for the warm runs.
@@ -67,6 +79,7 @@ VERSIONED_DISTRIBUTIONS = (
     "comfy-llm-residency",
     "comfy-llm-backend-cuda",
     "comfy-llm-backend-mlx",
+    "comfy-llm-backend-llamacpp",
     "comfy-llm-profiles",
     "comfy-llm-staging",
     "comfy-llm-inputs",
@@ -75,6 +88,7 @@ VERSIONED_DISTRIBUTIONS = (
     "transformers",
     "mlx",
     "mlx-vlm",
+    "llama-cpp-python",
     "huggingface-hub",
     "numpy",
 )
@@ -379,7 +393,12 @@ class RawRun:
 
 
 def run_node(
-    node: Any, hooks: NodeHooks, prompt: str, image: Any, args: argparse.Namespace
+    node: Any,
+    hooks: NodeHooks,
+    prompt: str,
+    image: Any,
+    args: argparse.Namespace,
+    reference: str = REPOSITORY,
 ) -> NodeRun:
     import comfy.utils
     from server import PromptServer
@@ -390,7 +409,7 @@ def run_node(
     record = hooks.start()
     output = node.execute(
         prompt=prompt,
-        model_profile=REPOSITORY,
+        model_profile=reference,
         images=image,
         max_new_tokens=args.tokens,
         enable_reasoning=not args.no_reasoning,
@@ -506,16 +525,33 @@ def bench_backend(
     print(f"[{name}] cold request through the node (target {target}) ...", flush=True)
 
     # 1. cold load through the node's whole path
-    cold = run_node(node, hooks, PROMPTS[0], image, args)
+    reference = reference_for(name)
+    cold = run_node(node, hooks, PROMPTS[0], image, args, reference)
     if cold.metadata.get("cache_status") != "cold":
         raise RuntimeError(f"{name}: the first request was not a cold load: {cold.metadata}")
 
     # 3 (set-up). the raw backend on the same snapshot
     root = Path(os.environ["COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT"])
-    profile = resolve_profile(REPOSITORY, target, storage_root=root).profile
-    snapshot = stage_snapshot(
-        profile.repository, profile.revision, storage_root=root, profile_id=profile.profile_id
-    )
+    if name == "llama_cpp":
+        from comfy_llm._storage import model_folders
+        from comfy_llm_profiles import gguf_file_names
+        from comfy_llm_staging import stage_local_folder
+
+        profile = resolve_profile(
+            reference, target, storage_root=root, model_folders=model_folders()
+        ).profile
+        snapshot = stage_local_folder(
+            Path(str(profile.local_path)),
+            repository=profile.repository,
+            content_pin=profile.revision,
+            storage_root=root,
+            files=gguf_file_names(dict(profile.backend_options)),
+        )
+    else:
+        profile = resolve_profile(REPOSITORY, target, storage_root=root).profile
+        snapshot = stage_snapshot(
+            profile.repository, profile.revision, storage_root=root, profile_id=profile.profile_id
+        )
     from comfy_llm_inputs import prepare_inputs
     from comfy_llm_profiles import ignore_progress
 
@@ -551,7 +587,7 @@ def bench_backend(
     # warm-up of each
     print(f"[{name}] {args.runs} rounds of node / raw / raw+callbacks, prompt {prompt!r} ...")
     variants: list[tuple[str, Callable[[], Any]]] = [
-        ("node", lambda: run_node(node, hooks, prompt, image, args)),
+        ("node", lambda: run_node(node, hooks, prompt, image, args, reference)),
         ("raw", lambda: run_raw(backend, prepared, settings)),
         ("raw_cb", lambda: run_raw_with_node_callbacks(backend, prepared, settings, hooks)),
     ]
@@ -832,6 +868,11 @@ def main(argv: list[str] | None = None) -> int:
         from comfy_llm_testworld.comfyui_standin import installed_standin
 
         files = build_checkpoint_files(CHECKPOINT_KIND)  # imports torch
+        if "llama_cpp" in args.backends:
+            from comfy_llm_testworld.gguf_checkpoints import write_gguf_pair
+
+            models_llm = Path(os.environ["COMFYUI_STANDIN_BASE"]) / "models" / "LLM"
+            write_gguf_pair(models_llm / GGUF_FOLDER, quantization="Q8_0")
         if args.torch_threads > 0:
             import torch
 

@@ -30,11 +30,21 @@ APPLE, CUDA, CPU, MODAL = (
 # per-target tables the registries were written as before engines became data
 # (a new family is not listed here; the fingerprint test sees it).
 _REVIEWED = ("qwen3_5", "qwen3_vl", "smolvlm2", "smolvlm", "muse_glimmer")
+# llama.cpp (GGUF) runs on the local targets for the families reviewed as GGUF.
+_GGUF = ("qwen3_5", "qwen3_vl", "smolvlm")
+
+
+def _with_gguf(engines: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    return {f: (*e, "llama_cpp") if f in _GGUF else e for f, e in engines.items()}
+
+
 EXPECTED = {
-    APPLE: dict.fromkeys(_REVIEWED, ("mlx_vlm",)),
-    CUDA: dict.fromkeys(_REVIEWED, ("transformers",)) | {"qwen3_5": ("vllm", "transformers")},
+    APPLE: _with_gguf(dict.fromkeys(_REVIEWED, ("mlx_vlm",))),
+    CUDA: _with_gguf(
+        dict.fromkeys(_REVIEWED, ("transformers",)) | {"qwen3_5": ("vllm", "transformers")}
+    ),
     MODAL: dict.fromkeys(_REVIEWED, ("transformers",)) | {"qwen3_5": ("vllm", "transformers")},
-    CPU: dict.fromkeys(_REVIEWED, ("transformers",)),
+    CPU: _with_gguf(dict.fromkeys(_REVIEWED, ("transformers",))),
 }
 
 
@@ -70,18 +80,23 @@ def test_every_family_names_known_engines_in_preference_order() -> None:
 
 
 def test_the_table_holds_what_used_to_be_literals() -> None:
-    assert list(ENGINES) == ["mlx_vlm", "transformers", "vllm"]
+    assert list(ENGINES) == ["mlx_vlm", "transformers", "vllm", "llama_cpp"]
     assert {n: s.vram_overhead_gb for n, s in ENGINES.items()} == {
         "mlx_vlm": 2,
         "transformers": 8,
         "vllm": 12,
+        "llama_cpp": 1,
     }
     assert {n for n, s in ENGINES.items() if s.out_of_process} == {"vllm"}
     assert {n for n, s in ENGINES.items() if s.continuous_batching} == {"vllm"}
-    assert quantization_methods() == ("none", "mlx", "fp8", "modelopt_fp4")
+    assert quantization_methods()[:4] == ("none", "mlx", "fp8", "modelopt_fp4")
+    # ... then the GGUF file types llama.cpp loads (general.file_type names).
+    assert {"Q4_K_M", "Q8_0", "F16"} <= set(quantization_methods()[4:])
     assert engine_spec("vllm").install_hint.startswith(f"{install_command('vllm')} (Linux)")
     assert engine_spec("transformers").install_hint == install_command("cuda")
-    assert {s.weight_format for s in ENGINES.values()} == {"safetensors"}
+    assert {n: s.weight_format for n, s in ENGINES.items() if s.weight_format != "safetensors"} == {
+        "llama_cpp": "gguf"
+    }
 
 
 def test_an_unknown_engine_is_a_profile_error() -> None:
@@ -90,8 +105,8 @@ def test_an_unknown_engine_is_a_profile_error() -> None:
 
 
 def test_a_weight_format_nobody_admits_is_refused_when_declared() -> None:
-    with pytest.raises(ValueError, match=r"'gguf' weights.*decide that first"):
-        dataclasses.replace(engine_spec("transformers"), name="gguf_engine", weight_format="gguf")
+    with pytest.raises(ValueError, match=r"'pickle' weights.*decide that first"):
+        dataclasses.replace(engine_spec("transformers"), name="bad_engine", weight_format="pickle")
 
 
 def test_a_family_cap_lowers_a_limit_and_a_quantization_review_narrows(

@@ -196,7 +196,7 @@ def _tampered(make_profile: MakeProfile, **changes: object) -> dict[str, Any]:
         ({"schema_version": 1}, "schema_version"),
         ({"schema_version": 3}, "schema_version"),
         ({"execution_target": "local_tpu"}, "execution_target"),
-        ({"backend": "llama_cpp"}, "backend"),
+        ({"backend": "llama_server"}, "backend"),
         ({"quantization_method": "awq"}, "quantization_method"),
         ({"reasoning_parser": "deepseek"}, "reasoning_parser"),
         ({"modalities": ["image"]}, "modalities"),

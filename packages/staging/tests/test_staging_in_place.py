@@ -133,3 +133,40 @@ def test_a_local_folder_changed_after_resolving_is_refused(
     message = str(caught.value)
     assert "changed since it was resolved" in message and "Re-resolve" in message
     assert str(folder) in message and "\n" not in message
+
+
+def test_a_gguf_pair_is_proven_in_place_file_by_file(tmp_path: Path) -> None:
+    from comfy_llm_profiles import gguf_file_names
+    from comfy_llm_testworld.gguf_checkpoints import write_gguf_pair
+
+    folder = tmp_path / "lmstudio" / "ggml-org" / "tiny-GGUF"
+    pair = write_gguf_pair(folder, quantization="Q8_0")
+    write_gguf_pair(folder, quantization="F32")  # another quantization beside it
+    root = tmp_path / "storage"
+    profile = resolve_profile(
+        str(pair.model), "local_cpu", storage_root=root, backends={"llama_cpp"}
+    ).profile
+    files = gguf_file_names(dict(profile.backend_options))
+    assert files == (pair.model.name, pair.mmproj.name)
+
+    def stage() -> Any:
+        return stage_local_folder(
+            folder,
+            repository=profile.repository,
+            content_pin=profile.revision,
+            storage_root=root,
+            files=files,
+        )
+
+    staged = stage()
+    assert staged.path == folder.resolve() and not staged.downloaded
+    assert require_completed_snapshot(
+        staged.path, repository=profile.repository, revision=profile.revision
+    )
+    (folder / "tiny-smolvlm-F32.gguf").unlink()  # a file the profile does not name: no matter
+    assert stage().path == folder.resolve()
+    data = bytearray(pair.mmproj.read_bytes())
+    data[-1] ^= 0xFF
+    pair.mmproj.write_bytes(bytes(data))  # its projector changed
+    with pytest.raises(LocalFolderChangedError):
+        stage()

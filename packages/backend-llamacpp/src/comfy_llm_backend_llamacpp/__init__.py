@@ -44,9 +44,13 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+ENGINE_NAMES = (BACKEND_NAME,)
+"""The engine-table names this package loads (``comfy_llm_profiles.ENGINES``)."""
+
 __all__ = [
     "BACKEND_NAME",
     "DEFAULT_CONTEXT_TOKENS",
+    "ENGINE_NAMES",
     "FILE_TYPES",
     "GGML_TYPES",
     "GGUF_LIMITS",

@@ -86,6 +86,8 @@ class LlamaCppBackend:
     are serialized by an internal lock as well as by the resident manager.
     """
 
+    ENGINE_NAME = BACKEND_NAME  # the engine table's name (the backend vocabulary)
+
     def __init__(
         self,
         label: str,
@@ -212,8 +214,6 @@ class LlamaCppBackend:
     def loaded(self) -> bool:
         """False once :meth:`unload` ran."""
         return self._loaded is not None
-
-    is_loaded = loaded
 
     @property
     def vocabulary(self) -> TokenVocabulary | None:

@@ -1,8 +1,8 @@
 """A residency ``BackendFactory``: a profile and its staged folder to a loaded backend.
 
-Until the engine table registers ``llama_cpp`` (profiles' backend names), no
-profile names this backend; the factory is the seam the registration plugs
-in: the folder holds the model GGUF and its ``mmproj-*.gguf`` (or the
+A ``llama_cpp`` profile (profiles' engine table; decided from the GGUF header
+by ``comfy_llm_profiles.decide_gguf``) reaches this factory through
+residency's ``create_backend``: the folder holds the model GGUF and its ``mmproj-*.gguf`` (or the
 profile's ``backend_options`` name them), and the GPU budget is the reading
 admission admitted the load with, less the target's reserve.
 """

@@ -11,6 +11,9 @@ what was wrong and the fix. Errors pickle with their attributes.
 from __future__ import annotations
 
 from comfy_llm_core import ComfyLLMError, ErrorAction, install_command
+from comfy_llm_profiles.errors import (
+    UnsafeGgufError,
+)  # a weight-format rule: checked where a GGUF enters
 
 __all__ = [
     "LLAMACPP_EXTRA_HINT",
@@ -35,25 +38,6 @@ class LlamaCppBackendError(ComfyLLMError):
     """Base class of every error raised by ``comfy_llm_backend_llamacpp``."""
 
     action = ErrorAction.FATAL
-
-
-class UnsafeGgufError(LlamaCppBackendError, ValueError):
-    """A GGUF file was refused before llama.cpp saw it.
-
-    Attributes:
-        path: The file.
-        reason: The broken rule, with the value and the limit.
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, path: str, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(
-            f"Refused GGUF file {path}: {reason}. The file was not given to llama.cpp; "
-            "download it again or pick another quantization."
-        )
 
 
 class GgufFilesError(LlamaCppBackendError, ValueError):

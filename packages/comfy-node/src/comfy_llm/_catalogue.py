@@ -17,7 +17,10 @@ from typing import Any
 from comfy_llm_profiles import (
     ExecutionTarget,
     ProfileError,
+    check_gguf_pair,
     decide,
+    decide_gguf,
+    list_gguf_files,
     list_hf_cache_snapshots,
     list_model_folders,
     load_curated_registry,
@@ -67,7 +70,8 @@ class ModelChoice:
 
 
 def _local_choices() -> list[tuple[str, Path]]:
-    return list_model_folders(model_folders())
+    folders = model_folders()
+    return list_model_folders(folders) + list_gguf_files(folders)
 
 
 def picker_values(storage_root: Path | None) -> list[str]:
@@ -106,9 +110,35 @@ def list_models(storage_root: Path | None, target: ExecutionTarget | None) -> li
     return choices
 
 
+def _checked_gguf(reference: str, path: Path, target: ExecutionTarget | None) -> ModelChoice:
+    """A GGUF file: with a target, checked (the GGUF rules) and decided like at resolution."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = None
+    if target is None:
+        return ModelChoice(reference, "local", str(path), size)
+    try:
+        checked = check_gguf_pair(path.parent, path.name, max_weight_bytes=2**62)
+        decision = decide_gguf(target, checked.model, checked.projector, repository=reference)
+    except ProfileError as error:
+        return ModelChoice(reference, "local", str(path), size, False, type(error).__name__)
+    projector = f" + {checked.projector.path.name}" if checked.projector else " (text only)"
+    return ModelChoice(
+        reference,
+        "local",
+        str(path),
+        checked.scan.weight_bytes,
+        True,
+        f"{decision.backend}, {decision.family}, {decision.quantization.method}{projector}",
+    )
+
+
 def _checked(
     reference: str, source: str, path: Path, target: ExecutionTarget | None
 ) -> ModelChoice:
+    if path.is_file():
+        return _checked_gguf(reference, path, target)
     weights = _safetensors(path.iterdir() if path.is_dir() else ())
     size = sum(weights)
     if target is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from comfy_llm_profiles import ProfileError, find_local_folder, parse_reference
+from comfy_llm_profiles import ProfileError, find_local_folder, find_local_gguf, parse_reference
 
 from comfy_llm._storage import model_folders, storage_root
 
@@ -54,7 +54,9 @@ def validate_model_inputs(model_profile: str, custom_model: str | None = None) -
     try:
         parsed = parse_reference(reference)
         if parsed.is_local:
-            find_local_folder(parsed, model_folders())
+            folders = model_folders()
+            if find_local_gguf(parsed, folders) is None:
+                find_local_folder(parsed, folders)
     except ProfileError as error:
         return f"{field}: {error}"
     return True

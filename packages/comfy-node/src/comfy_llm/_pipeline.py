@@ -22,6 +22,7 @@ from comfy_llm_profiles import (
     ProgressCallback,
     ProgressEvent,
     ProgressStage,
+    gguf_file_names,
     ignore_progress,
     resolve_profile,
 )
@@ -209,6 +210,7 @@ def resolve_and_stage(
             storage_root=root,
             profile_id=profile.profile_id,
             progress=progress,
+            files=gguf_file_names(dict(profile.backend_options)),
         )
         return resolved, snapshot
     snapshot = stage_snapshot(

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from comfy_llm_core import env_str
 from comfy_llm_staging import default_storage_root
 
 __all__ = [
+    "LMSTUDIO_ENV",
+    "LMSTUDIO_FOLDER_NAME",
+    "lmstudio_models_dir",
     "CHECKPOINT_FOLDER_NAMES",
     "MODEL_FOLDER_NAME",
     "comfy_models_dir",
@@ -32,9 +36,27 @@ would show up as models, and finished multi-GB weights would be hashed for
 nothing. The folder stays registered (``extra_model_paths.yaml`` can move it)."""
 
 
-CHECKPOINT_FOLDER_NAMES = ("LLM", "VLM", MODEL_FOLDER_NAME)
-"""Model folders whose subfolders may be Hugging Face checkpoints: ``models/LLM`` and
-``models/VLM`` (where other LLM node packs keep them) and our own."""
+CHECKPOINT_FOLDER_NAMES = ("LLM", "VLM", MODEL_FOLDER_NAME, "text_encoders")
+"""Model folders whose subfolders may be Hugging Face checkpoints or GGUF files:
+``models/LLM`` and ``models/VLM`` (where other LLM node packs keep them), our own, and
+``models/text_encoders`` (where GGUF loaders keep Qwen-VL and other LLM GGUFs)."""
+
+LMSTUDIO_FOLDER_NAME = "lmstudio"
+"""``models/lmstudio/<publisher>/<repository>/<file>.gguf`` names LM Studio's downloads."""
+LMSTUDIO_ENV = "COMFY_LLM_LMSTUDIO_MODELS"
+"""LM Studio's models folder when it is not where LM Studio puts it by default."""
+_LMSTUDIO_DEFAULTS = ("~/.lmstudio/models", "~/.cache/lm-studio/models")  # 0.3+, then older
+
+
+def lmstudio_models_dir() -> Path | None:
+    """LM Studio's models folder: ``COMFY_LLM_LMSTUDIO_MODELS``, else its default places."""
+    configured = (env_str(LMSTUDIO_ENV) or "").strip()
+    candidates = [configured] if configured else list(_LMSTUDIO_DEFAULTS)
+    for candidate in candidates:
+        path = Path(candidate).expanduser()
+        if path.is_dir():
+            return path
+    return None
 
 
 def model_folders() -> dict[str, list[Path]]:
@@ -42,14 +64,16 @@ def model_folders() -> dict[str, list[Path]]:
 
     Inside ComfyUI: ``<models>/<name>`` plus whatever ``folder_paths`` has
     registered for that name (``extra_model_paths.yaml`` entries, other
-    packs). Outside ComfyUI: empty (give an absolute path instead).
+    packs). LM Studio's models folder, when there is one, as ``lmstudio``
+    (inside ComfyUI and out); nothing else outside ComfyUI (give an absolute path).
     """
+    lmstudio = lmstudio_models_dir()
+    found: dict[str, list[Path]] = {LMSTUDIO_FOLDER_NAME: [lmstudio]} if lmstudio else {}
     try:
         import folder_paths
     except ImportError:
-        return {}
+        return found
     base = comfy_models_dir()
-    found: dict[str, list[Path]] = {}
     for name in CHECKPOINT_FOLDER_NAMES:
         paths: list[Path] = [base / name] if base is not None else []
         registry = getattr(folder_paths, "folder_names_and_paths", {})

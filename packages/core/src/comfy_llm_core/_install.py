@@ -41,8 +41,8 @@ EXTRA_REQUIREMENTS: dict[str, tuple[str, ...]] = {
 }
 """What a clone in ``custom_nodes/`` needs per extra beyond its requirements.txt."""
 
-_WHEEL_REQUIREMENT = {"llamacpp": "comfy-llm-backend-llamacpp[engine]"}
-"""Extras that are not (yet) the node's own: the package that carries them."""
+_WHEEL_REQUIREMENT: dict[str, str] = {}
+"""Extras that are not the node's own: the package that carries them (none now)."""
 
 _CLONE_ROOT = Path(__file__).resolve().parents[4]  # <clone>/packages/core/src/comfy_llm_core
 

@@ -19,8 +19,17 @@ from comfy_llm_profiles._decide import (
     decide,
     estimate_memory_bytes,
 )
+from comfy_llm_profiles._decide_gguf import GGUF_DTYPE, decide_gguf
 from comfy_llm_profiles._engines import ENGINES, EngineSpec, engine_spec
 from comfy_llm_profiles._families import FAMILIES, Family
+from comfy_llm_profiles._gguf_format import GGUF_LIMITS, GgufFile, GgufLimits, read_gguf
+from comfy_llm_profiles._gguf_rules import (
+    FILE_TYPES,
+    GgufModel,
+    GgufProjector,
+    check_model_file,
+    check_projector_file,
+)
 from comfy_llm_profiles._hf_cache import (
     OFFLINE_ENV,
     hf_cache_dir,
@@ -39,6 +48,12 @@ from comfy_llm_profiles._hub import (
     install_hub_timeouts,
 )
 from comfy_llm_profiles._hub_errors import hub_error, hub_request
+from comfy_llm_profiles._hub_gguf import (
+    DEFAULT_GGUF_QUANTIZATION,
+    HubGgufChoice,
+    choose_hub_gguf,
+    hub_gguf_quantizations,
+)
 from comfy_llm_profiles._inspect import (
     PICKLE_SUFFIXES,
     RepositoryFile,
@@ -55,6 +70,16 @@ from comfy_llm_profiles._local import (
     list_model_folders,
     scan_folder,
     scan_hf_cache_snapshot,
+)
+from comfy_llm_profiles._local_gguf import (
+    GGUF_SUFFIX,
+    check_gguf_pair,
+    find_local_gguf,
+    gguf_file_names,
+    is_projector_name,
+    list_gguf_files,
+    scan_gguf_files,
+    split_gguf_names,
 )
 from comfy_llm_profiles._manifest import (
     MANIFEST_DIR,
@@ -94,6 +119,8 @@ from comfy_llm_profiles._resolve import ResolvedProfile, resolve_profile
 from comfy_llm_profiles._settings import ProfileSettings, read_settings
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
+    EngineUnavailableError,
+    GgufRepositoryError,
     HubAccessError,
     HubDataError,
     HubError,
@@ -105,12 +132,37 @@ from comfy_llm_profiles.errors import (
     OfflineResolutionError,
     ProfileError,
     ProfileValidationError,
+    UnsafeGgufError,
     UnsupportedArchitectureError,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_GGUF_QUANTIZATION",
+    "HubGgufChoice",
+    "choose_hub_gguf",
+    "hub_gguf_quantizations",
+    "GgufRepositoryError",
+    "FILE_TYPES",
+    "GGUF_DTYPE",
+    "GGUF_LIMITS",
+    "GGUF_SUFFIX",
+    "GgufFile",
+    "GgufLimits",
+    "GgufModel",
+    "GgufProjector",
+    "check_gguf_pair",
+    "check_model_file",
+    "check_projector_file",
+    "decide_gguf",
+    "find_local_gguf",
+    "gguf_file_names",
+    "is_projector_name",
+    "list_gguf_files",
+    "read_gguf",
+    "scan_gguf_files",
+    "split_gguf_names",
     # targets, references, settings
     "ExecutionTarget",
     "ModelReference",
@@ -208,6 +260,8 @@ __all__ = [
     "OfflineResolutionError",
     "LocalFolderError",
     "HubDataError",
+    "UnsafeGgufError",
+    "EngineUnavailableError",
     "UnsupportedArchitectureError",
     "__version__",
 ]

@@ -387,7 +387,8 @@ def decide(
         )
     quantization = detect_quantization(config)
     usable = available_backends(target) if backends is None else frozenset(backends)
-    candidates = [c for c in rule.backends if c.name in usable]
+    # A config.json checkpoint is safetensors; GGUF engines decide GGUF files (_decide_gguf).
+    candidates = [c for c in rule.backends if c.name in usable and c.weight_format == "safetensors"]
     choice = next((c for c in candidates if rule.accepts(c, quantization.method)), None)
     if choice is None:
         reviewed = rule.record.quantizations
@@ -446,7 +447,11 @@ def _advice(
     named; its command comes from ``install_command`` (one place for all advice).
     """
     missing = [
-        c for c in rule.backends if c.name not in usable and rule.accepts(c, quantization.method)
+        c
+        for c in rule.backends
+        if c.name not in usable
+        and c.weight_format == "safetensors"
+        and rule.accepts(c, quantization.method)
     ]
     if not missing:
         return registry.quantization_advice

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from comfy_llm_core import install_command
 
+from comfy_llm_profiles._gguf_rules import FILE_TYPES
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles._vllm_memory import (
     MAX_NUM_BATCHED_TOKENS,
@@ -48,10 +49,11 @@ __all__ = [
 OptionValue = str | int | float | bool
 """A backend option's value: a JSON scalar (profiles stay hashable and portable)."""
 
-WEIGHT_FORMATS: Final = ("safetensors",)
+WEIGHT_FORMATS: Final = ("safetensors", "gguf")
 """Weight formats inspection and staging admit (``_inspect``: the weights counted and
-required; staging's ``ALLOW_PATTERNS``: the files downloaded). Admitting another
-(GGUF) is a security decision made there first, then named here."""
+required; staging's ``ALLOW_PATTERNS``: the files downloaded). GGUF is parsed by C++, so
+every GGUF file is checked in Python where it enters (``_gguf_format``/``_gguf_rules``:
+resolution of a local file, staging after a download) and decided by ``_decide_gguf``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +185,28 @@ def _vllm_memory(facts: EngineFacts, options: Mapping[str, OptionValue]) -> dict
     )
 
 
+def _llamacpp_memory(facts: EngineFacts, options: Mapping[str, OptionValue]) -> dict[str, int]:
+    """llama.cpp's own memory terms.
+
+    The GGUF's tensors as stored (mmap, no dtype change), an f16 KV cache for
+    the whole context (its default ``type_k``/``type_v``), and the compute
+    buffers the backend's offload plan reserves (``_offload.py``: 512 MiB).
+    """
+    kv_f16 = facts.attention_kv_bytes * _F16_BYTES // max(1, facts.kv_element_bytes)
+    return {
+        "weights": facts.runtime_weight_bytes,
+        "kv": kv_f16,
+        "compute": _LLAMACPP_COMPUTE_BYTES,
+    }
+
+
+_F16_BYTES = 2
+_LLAMACPP_COMPUTE_BYTES = 512 * 1024**2
+
 _GPU = frozenset({ExecutionTarget.LOCAL_CUDA, ExecutionTarget.MODAL})
+_LOCAL = frozenset(
+    {ExecutionTarget.LOCAL_CPU, ExecutionTarget.LOCAL_CUDA, ExecutionTarget.LOCAL_APPLE}
+)
 
 ENGINES: Final[dict[str, EngineSpec]] = {
     spec.name: spec
@@ -231,6 +254,27 @@ ENGINES: Final[dict[str, EngineSpec]] = {
             optional_on=frozenset({ExecutionTarget.LOCAL_CUDA}),
             import_name="vllm",
             continuous_batching=True,
+        ),
+        EngineSpec(
+            name="llama_cpp",
+            label="llama.cpp",
+            module="comfy_llm_backend_llamacpp",
+            extras=("llamacpp",),
+            install_note=(
+                "(compiles llama.cpp: needs CMake and a C++ compiler; for CUDA set "
+                'CMAKE_ARGS="-DGGML_CUDA=on" first, see the llama.cpp backend README)'
+            ),
+            # Local only: the Modal image does not carry a llama.cpp build.
+            targets=_LOCAL,
+            # A GGUF's general.file_type names (llama.h llama_ftype); F16/BF16/F32 are
+            # unquantized files.
+            quantizations=tuple(dict.fromkeys(FILE_TYPES.values())),
+            requirements=("llama-cpp-python==0.3.36",),
+            vram_overhead_gb=1,
+            memory_terms=_llamacpp_memory,
+            optional_on=_LOCAL,  # an optional extra everywhere (it compiles on install)
+            import_name="llama_cpp",
+            weight_format="gguf",
         ),
     )
 }

@@ -48,6 +48,10 @@ class Family:
         limits: Reviewed caps on :class:`ProfileLimits` values (e.g. one image
             per request); a target's or curated entry's value above a cap is
             lowered to it.
+        gguf: How llama.cpp's converter writes the family as GGUF:
+            ``(general.architecture, projector type, architectures[0])`` triples;
+            projector type ``""`` admits the model file without a projector
+            (text only). A GGUF matching no triple of a family is not reviewed.
     """
 
     name: str
@@ -61,6 +65,7 @@ class Family:
     engine_options: tuple[tuple[str, _Options], ...] = ()
     quantizations: tuple[str, ...] | None = None
     limits: tuple[tuple[str, int], ...] = ()
+    gguf: tuple[tuple[str, str, str], ...] = ()
 
     def options_for(self, engine: str) -> dict[str, str | int | float | bool]:
         """Family-specific options for ``engine``."""
@@ -71,6 +76,13 @@ _WITH_VIDEO = ("text", "image", "video", "file")
 _NO_VIDEO = ("text", "image", "file")
 # Reviewed on Transformers (CUDA, CPU, Modal) and MLX-VLM (Apple).
 _TRANSFORMERS_MLX = ("transformers", "mlx_vlm")
+# ... and as GGUF on llama.cpp (local targets; libmtmd for images, no video).
+_WITH_LLAMACPP = (*_TRANSFORMERS_MLX, "llama_cpp")
+# The GGUF names below are what the converter vendored by llama-cpp-python 0.3.36
+# writes: conversion/qwen.py:652-662 (Qwen3.5 -> qwen35/qwen35moe), conversion/qwen3vl.py
+# :16,28,280-306 (Qwen3-VL -> qwen3vl/qwen3vlmoe; both projectors qwen3vl_merger),
+# conversion/smolvlm.py:11,25 (Idefics3 and SmolVLM -> a llama model + idefics3 projector).
+_QWEN3VL_MERGER = "qwen3vl_merger"
 
 FAMILIES: Final = {
     family.name: family
@@ -90,9 +102,15 @@ FAMILIES: Final = {
             reasoning_parser="qwen3",
             allow_mixed_image_video=True,
             # vLLM first where it is installed (local_cuda falls back on Transformers).
-            engines=("vllm", "transformers", "mlx_vlm"),
+            engines=("vllm", "transformers", "mlx_vlm", "llama_cpp"),
             # The seed hands MLX a thinking budget of half of max_new_tokens.
             engine_options=(("mlx_vlm", (("thinking_budget_fraction", 0.5),)),),
+            gguf=(
+                ("qwen35", _QWEN3VL_MERGER, "Qwen3_5ForConditionalGeneration"),
+                ("qwen35", "", "Qwen3_5ForConditionalGeneration"),
+                ("qwen35moe", _QWEN3VL_MERGER, "Qwen3_5MoeForConditionalGeneration"),
+                ("qwen35moe", "", "Qwen3_5MoeForConditionalGeneration"),
+            ),
         ),
         Family(
             name="qwen3_vl",
@@ -110,7 +128,13 @@ FAMILIES: Final = {
             # architecture and do.
             reasoning_parser="qwen3",
             allow_mixed_image_video=True,
-            engines=_TRANSFORMERS_MLX,
+            engines=_WITH_LLAMACPP,
+            gguf=(
+                ("qwen3vl", _QWEN3VL_MERGER, "Qwen3VLForConditionalGeneration"),
+                ("qwen3vl", "", "Qwen3VLForConditionalGeneration"),
+                ("qwen3vlmoe", _QWEN3VL_MERGER, "Qwen3VLMoeForConditionalGeneration"),
+                ("qwen3vlmoe", "", "Qwen3VLMoeForConditionalGeneration"),
+            ),
         ),
         Family(
             name="smolvlm2",
@@ -137,7 +161,11 @@ FAMILIES: Final = {
             ),
             reasoning_parser="none",
             allow_mixed_image_video=False,
-            engines=_TRANSFORMERS_MLX,
+            engines=_WITH_LLAMACPP,
+            # A SmolVLM or SmolVLM2 GGUF is a plain llama model + an idefics3 projector; the
+            # projector is what says SmolVLM, so a llama file alone matches nothing here.
+            # Both lines land in this family (images, no video: llama.cpp takes no video).
+            gguf=(("llama", "idefics3", "Idefics3ForConditionalGeneration"),),
         ),
         Family(
             name="muse_glimmer",

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from comfy_llm_profiles._curated import load_curated_registry, parse_reference
 from comfy_llm_profiles._decide import decide
+from comfy_llm_profiles._decide_gguf import decide_gguf
 from comfy_llm_profiles._hf_cache import (
     OFFLINE_ENV,
     hf_cache_ref,
@@ -40,6 +41,7 @@ from comfy_llm_profiles._local import (
     scan_folder,
     scan_hf_cache_snapshot,
 )
+from comfy_llm_profiles._local_gguf import check_gguf_pair, find_local_gguf
 from comfy_llm_profiles._manifest import write_manifest
 from comfy_llm_profiles._pins import (
     PinnedFacts,
@@ -222,6 +224,11 @@ def _local_profile(
             "a folder on this machine is not on the Modal worker",
             "Run it locally (turn run_on_modal off), or give its Hub id owner/model@revision.",
         )
+    gguf = find_local_gguf(ref, model_folders)
+    if gguf is not None:
+        return _local_gguf_profile(
+            gguf, target, storage_root, settings=settings, usable=usable, progress=progress
+        )
     folder = find_local_folder(ref, model_folders)
     scan = scan_folder(folder, max_weight_bytes=settings.max_download_bytes, target=target.value)
     pin = content_pin(scan, hash_files(scan, storage_root, _hash_progress(scan, progress)))
@@ -239,6 +246,30 @@ def _local_profile(
         pin,
         display_name=folder.name,
         local_path=str(folder),
+    )
+
+
+def _local_gguf_profile(
+    found: tuple[Path, str | None],
+    target: ExecutionTarget,
+    storage_root: Path,
+    *,
+    settings: ProfileSettings,
+    usable: frozenset[str] | None,
+    progress: ProgressCallback,
+) -> ModelProfile:
+    """Check (where the files enter), hash and decide a local GGUF model and its projector."""
+    folder, model_name = found
+    checked = check_gguf_pair(folder, model_name, max_weight_bytes=settings.max_download_bytes)
+    scan = checked.scan
+    pin = content_pin(scan, hash_files(scan, storage_root, _hash_progress(scan, progress)))
+    decision = decide_gguf(
+        target, checked.model, checked.projector, repository=str(folder), backends=usable
+    )
+    name = checked.model.path.name
+    label = _LABEL_CHARACTERS.sub("-", name.removesuffix(".gguf")).strip("-._")[:96] or "gguf"
+    return decision.to_profile(
+        f"{LOCAL_REPOSITORY_OWNER}/{label}", pin, display_name=name, local_path=str(scan.path)
     )
 
 

@@ -19,6 +19,8 @@ from comfy_llm_core import ComfyLLMError, ErrorAction
 __all__ = [
     "CuratedRegistryError",
     "DownloadTooLargeError",
+    "EngineUnavailableError",
+    "GgufRepositoryError",
     "HubAccessError",
     "HubError",
     "HubDataError",
@@ -37,6 +39,7 @@ __all__ = [
     "ProfileValidationError",
     "RemoteCodeError",
     "SecurityScanError",
+    "UnsafeGgufError",
     "UnsafeWeightsError",
     "UnsupportedArchitectureError",
     "UnsupportedQuantizationError",
@@ -435,3 +438,60 @@ class LocalFolderError(ModelRejectedError):
             revision=None,
             target="",
         )
+
+
+class UnsafeGgufError(ProfileError, ValueError):
+    """A GGUF file was refused before llama.cpp (C++) saw it: checked where it entered.
+
+    Attributes:
+        path: The file.
+        reason: The broken rule, with the value and the limit.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"Refused GGUF file {path}: {reason}. The file was not given to llama.cpp; "
+            "download it again or pick another quantization."
+        )
+
+
+class EngineUnavailableError(ModelRejectedError):
+    """The only engine that loads this model's format is not installed here.
+
+    Attributes:
+        engine: The engine's label (``llama.cpp``).
+        install_hint: The command that installs it.
+    """
+
+    def __init__(
+        self, repository: str, revision: str | None, target: str, *, engine: str, install_hint: str
+    ) -> None:
+        super().__init__(
+            f"{repository!r} needs the {engine} engine, which is not installed in this Python "
+            f"(target {target!r}). Install it: {install_hint}, then restart.",
+            repository=repository,
+            revision=revision,
+            target=target,
+        )
+        self.engine = engine
+        self.install_hint = install_hint
+
+
+class GgufRepositoryError(ModelRejectedError):
+    """A GGUF repository offers no file this engine can download and verify.
+
+    Attributes:
+        problem: What is missing (named files, the reason).
+    """
+
+    def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
+        super().__init__(
+            f"GGUF repository {repository!r} at {revision} cannot be used: {problem}. Pick "
+            "another repository (one model .gguf per quantization, plus its mmproj-*.gguf).",
+            repository=repository,
+            revision=revision,
+            target=target,
+        )
+        self.problem = problem

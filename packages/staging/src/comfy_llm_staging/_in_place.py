@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from comfy_llm_profiles import (
     ignore_progress,
     read_settings,
     scan_folder,
+    scan_gguf_files,
     scan_hf_cache_snapshot,
 )
 
@@ -87,16 +89,28 @@ def is_verified_in_place(path: Path, repository: str | None, revision: str | Non
 
 
 def verify_local_folder(
-    folder: Path, *, repository: str, content_pin_expected: str, storage_root: Path
+    folder: Path,
+    *,
+    repository: str,
+    content_pin_expected: str,
+    storage_root: Path,
+    files: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """Prove a local folder still holds what its profile pinned; return its files.
+
+    ``files`` names the only files the profile pinned (a GGUF model and its
+    projector among other quantizations); empty means the whole checkpoint folder.
 
     Raises:
         LocalFolderChangedError: Its content pin differs now (or it fails the gate now).
     """
     max_bytes = read_settings().max_download_bytes
     try:
-        scan = scan_folder(folder, max_weight_bytes=max_bytes, target="")
+        scan = (
+            scan_gguf_files(folder, files, max_weight_bytes=max_bytes)
+            if files
+            else scan_folder(folder, max_weight_bytes=max_bytes, target="")
+        )
         now = content_pin(scan, hash_files(scan, storage_root))
     except ProfileError as error:
         raise LocalFolderChangedError(str(folder), content_pin_expected, None, str(error)) from None
@@ -141,6 +155,7 @@ def stage_local_folder(
     storage_root: Path,
     profile_id: str | None = None,
     progress: ProgressCallback = ignore_progress,
+    files: Sequence[str] = (),
 ) -> StagedSnapshot:
     """Use a local checkpoint folder in place, after proving it unchanged since resolution.
 
@@ -151,6 +166,7 @@ def stage_local_folder(
         storage_root: Where the hash cache lives.
         profile_id: The profile, for the result.
         progress: Receives one DOWNLOAD event (nothing is downloaded).
+        files: Only these files were pinned (``gguf_file_names`` of a GGUF profile).
 
     Raises:
         LocalFolderChangedError: The folder's content differs from the pin.
@@ -161,6 +177,7 @@ def stage_local_folder(
         repository=repository,
         content_pin_expected=content_pin,
         storage_root=Path(storage_root),
+        files=files,
     )
     return in_place_snapshot(
         Path(folder),
