@@ -211,7 +211,7 @@ def run_captions(
             (files of the chunks already finished stay).
     """
     if not items:
-        raise CaptionFolderError("(no input)", "has no images: connect images or give a folder")
+        raise CaptionFolderError("", "no images are connected and no folder is given")
     started = time.monotonic()
     target = detect_target(job.target)
     root = storage_root(job.storage_root)
@@ -358,8 +358,21 @@ def _prepare(
 def _finish(
     job: CaptionJob, entry: _Pending, result: Any, record: dict[str, Any], chunk: int
 ) -> str:
-    """The caption of one finished image: its record, and its file written atomically."""
+    """The caption of one finished image: its record, and its file written atomically.
+
+    An answer that still fails ``response_schema`` after its retry is a failed
+    image (no caption, no file), with the validator's reason.
+    """
     metadata = result.metadata
+    if metadata.get("schema_valid") is False:
+        cut = " (cut off at max_new_tokens)" if metadata.get("finish_reason") == "length" else ""
+        record.update(
+            status="failed",
+            error=f"the answer does not satisfy response_schema{cut}: "
+            f"{metadata.get('schema_problem')}",
+            seconds=round(time.monotonic() - entry.started, 4),
+        )
+        return ""
     prefix = job.prefix.strip()
     caption = f"{prefix}, {result.response}" if prefix else result.response
     record.update(

@@ -74,7 +74,7 @@ def run_captions_on_modal(
         BaseException: Cancel, unchanged (files already written stay).
     """
     if not items:
-        raise CaptionFolderError("(no input)", "has no images: connect images or give a folder")
+        raise CaptionFolderError("", "no images are connected and no folder is given")
     refuse_local_folder_on_modal(job.model)
     remote = modal_remote()
     started = time.monotonic()
