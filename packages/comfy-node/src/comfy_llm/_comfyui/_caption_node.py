@@ -73,7 +73,10 @@ def _inputs() -> list[Any]:
         seed_input(tooltip="Sampling seed, the same for every image."),
         keep_model_loaded_input(),
         response_schema_input(
-            tooltip="A JSON Schema every caption must satisfy (constrained decoding)."
+            tooltip=(
+                "A JSON Schema every caption must satisfy (constrained decoding); an image "
+                "whose answer still fails after one retry counts as failed, with the reason."
+            )
         ),
         string(
             "caption_prefix",
@@ -157,9 +160,9 @@ class CaptionImagesNode(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, model_profile: str, custom_model: str = "") -> bool | str:
+    def validate_inputs(cls, model_profile: str) -> bool | str:
         """Refuse at queue time a model reference that cannot parse (see ``_picker``)."""
-        return validate_model_inputs(model_profile, custom_model)
+        return validate_model_inputs(model_profile)
 
     @classmethod
     def execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
@@ -252,10 +255,11 @@ SUMMARY_CAPTIONS = 3
 
 def caption_summary(captions: list[str], metadata: dict[str, Any]) -> str:
     """What the node shows when a batch ends: counts, where files went, a few captions."""
+    written = metadata["written"]
     counts = (
-        f"Captioned {metadata['captioned']} of {metadata['images']} images; "
-        f"kept {metadata['kept_existing']}, failed {metadata['failed']}, "
-        f"wrote {metadata['written']} caption files."
+        f"Captioned {metadata['captioned']} of {metadata['images']}, "
+        f"kept {metadata['kept_existing']}, failed {metadata['failed']}; "
+        f"wrote {written} caption file{'' if written == 1 else 's'}."
     )
     lines = [counts]
     failed = [r for r in metadata.get("per_image", []) if r.get("status") == "failed"]
