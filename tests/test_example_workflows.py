@@ -52,10 +52,34 @@ def test_example_media_ships_with_the_node(path: Path) -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.stem)
 def test_example_node_sizes_are_what_the_canvas_needs(path: Path) -> None:
     """Saved sizes close to the frontend's own minimum for the node (460 x 860 gave a
-    huge prompt box in the newer canvas)."""
+    huge prompt box in the newer canvas). Multimodal LLM is wide enough that the
+    picker's label is not cut ("model_…" at 380), and tall enough for its answer
+    area (web/comfy-llm.js, 140 px) under the widgets."""
     for node in json.loads(path.read_text(encoding="utf-8"))["nodes"]:
         width, height = node["size"]
-        assert width <= 420 and height <= 640, (node["type"], node["size"])
+        if node["type"] == "ModalLLM":
+            assert (width, height) == (440, 780), node["size"]
+        else:
+            assert width <= 420 and height <= 640, (node["type"], node["size"])
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.stem)
+def test_example_is_consistent_with_the_node_and_its_model(
+    path: Path, comfyui_standin: Path
+) -> None:
+    """A graph id (1.58.1 refuses ``"id": null`` against its schema), reasoning off for
+    a model without a reasoning mode (SmolVLM), and the node's own Modal reserve."""
+    import uuid
+
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
+    from comfy_llm_core import defaults
+
+    workflow = json.loads(path.read_text(encoding="utf-8"))
+    uuid.UUID(workflow["id"])
+    llm = next(node for node in workflow["nodes"] if node["type"] == "ModalLLM")
+    values = dict(zip(_slots(ModalLLMNode.define_schema()), llm["widgets_values"], strict=True))
+    assert "SmolVLM" in values["model_profile"] and values["enable_reasoning"] is False
+    assert values["reserve_free_vram_gb"] == defaults.RESERVE_GB["modal"]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.stem)
@@ -80,7 +104,7 @@ def test_example_matches_the_node_as_the_frontend_saves_it(
     for link_id, source, _from_slot, target, _to_slot, _type in workflow["links"]:
         assert source in nodes and target in nodes, link_id
     previews = [link for link in workflow["links"] if link[1] == llm["id"]]
-    assert sorted(link[2] for link in previews) == [0, 1, 2]
+    assert sorted(link[2] for link in previews) == [0, 1]  # no reasoning to preview
     assert all(nodes[link[3]]["type"] == "PreviewAny" for link in previews)
 
 

@@ -425,7 +425,7 @@ def test_the_caption_node_runs_alone_and_shows_what_it_wrote(
         assert written.read_text(encoding="utf-8") == f"{SCRIPTED_ANSWER}\n"
         assert stat.S_IMODE(written.stat().st_mode) == 0o644  # as an editor writes it
     summary = run.outputs["40"]["text"][0]
-    assert summary.startswith("Captioned 3 of 3 images; kept 0, failed 0, wrote 3 caption files.")
+    assert summary.startswith("Captioned 3 of 3, kept 0, failed 0; wrote 3 caption files.")
     assert f"img_0.png: {SCRIPTED_ANSWER}" in summary
     texts = [value for kind, value in events if kind == "text"]
     assert texts[-1] == summary
