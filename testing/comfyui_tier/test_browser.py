@@ -179,6 +179,32 @@ def test_node_from_search_and_a_tooltip(frontend: Frontend) -> None:
     )
 
 
+_RESULTS = """() => [...document.querySelectorAll('[role=option]')]
+    .map(e => e.innerText.split('\\n').map(line => line.trim()))"""
+OURS = {"Multimodal LLM (comfy-llm)", "Caption images (comfy-llm)"}
+
+
+def test_both_nodes_are_extensions_in_one_category_in_the_search_box(frontend: Frontend) -> None:
+    # the search box's "Comfy" / "Extensions" filters read each node's source; a node
+    # with an essentials_category counts as Comfy's own (frontend nodeDefStore)
+    frontend.open_template(MODULE, IMAGE_TEMPLATE)
+    frontend.page.mouse.dblclick(*frontend.below_graph())
+    frontend.page.keyboard.type("LLM", delay=40)
+    frontend.page.get_by_text("Multimodal LLM (comfy-llm)").first.wait_for(timeout=10_000)
+    shown = {"Extensions": OURS, "Comfy": set()}
+    for chip, expected in shown.items():
+        frontend.page.get_by_role("button", name=chip, exact=True).click()
+        frontend.page.wait_for_function(
+            f"() => ({_RESULTS})().length > 0 && ({_RESULTS})().filter(r => "
+            f"{json.dumps(sorted(OURS))}.includes(r[0])).length === {len(expected)}"
+        )
+        results = frontend.js(_RESULTS)
+        found = {result[0]: result for result in results if result[0] in OURS}
+        assert set(found) == expected, (chip, results)
+        for result in found.values():
+            assert result[1].startswith("comfy-llm"), result  # the one category
+
+
 def test_caption_node_on_a_folder_shows_its_summary_after_the_run_and_a_reload(
     frontend: Frontend, tmp_path: Path
 ) -> None:
