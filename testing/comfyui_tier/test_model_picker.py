@@ -187,7 +187,9 @@ def test_a_bad_custom_model_is_one_error_naming_it_before_any_model_work(
 
 
 def test_a_pasted_model_page_address_runs(client: ComfyUIClient, hub: FakeHub) -> None:
-    address = f"https://huggingface.co/tiny/qwen35-scripted/tree/{hub.head('tiny/qwen35-scripted')}/"
+    address = (
+        f"https://huggingface.co/tiny/qwen35-scripted/tree/{hub.head('tiny/qwen35-scripted')}/"
+    )
     workflow = _seed_era_workflow(client, "smolvlm-256m-instruct")
     info = {kind: client.object_info(kind) for kind in ("ModalLLM", "PreviewAny")}
     prompt = to_api_prompt(workflow, info)

@@ -199,3 +199,29 @@ def test_cli_caption_options(
     assert not list(folder.glob("*.caption"))
     assert main([*argv, "--suffix", "{stem}"]) != 0
     assert "{stem}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_progress_says_failed_and_kept_as_such_and_already_downloaded(
+    model_hub: FakeHub, storage: Path, comfyui: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from comfy_execution.progress import get_progress_state
+    from server import PromptServer
+
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
+    folder = tmp_path / "set"
+    folder.mkdir()
+    Image.new("RGB", (32, 24)).save(folder / "a.png")
+    (folder / "b.png").write_bytes(b"\x89PNG\r\n\x1a\nbroken")
+    (folder / "c.png").write_bytes((folder / "a.png").read_bytes())
+    (folder / "c.txt").write_text("kept\n")
+    common = {"model_profile": SCRIPTED, "prompt": "Caption it.", "folder": str(folder)}
+    _node(**common, max_new_tokens=16)  # downloads
+    PromptServer.instance.progress_texts.clear()
+    get_progress_state().activities.clear()
+    _node(**common, max_new_tokens=16, caption_mode="overwrite")
+    texts = [text for node, text in PromptServer.instance.progress_texts if node == "9"]
+    assert "Already downloaded" in texts and not [t for t in texts if "Downloading" in t]
+    assert ("9", "Already downloaded") in get_progress_state().activities
+    assert "1/3 images done; b.png failed (see metadata_json)" in texts, texts
+    assert not [t for t in texts if t.startswith("Captioned") and "b.png" in t], texts

@@ -36,6 +36,7 @@ from comfy_llm_residency import (
 from comfy_llm._caption_conventions import (
     CaptionConventions,
     compose_caption,
+    counted_message,
     existing_mode,
     read_caption_file,
     store_caption,
@@ -244,13 +245,13 @@ def run_captions(
         if event.stage not in _PER_IMAGE_STAGES:  # the bar counts images, not tokens
             progress(event)
 
-    def counted(name: str) -> None:
+    def counted(index: int) -> None:
         nonlocal done
         done += 1
         progress(
             ProgressEvent(
                 stage=ProgressStage.GENERATE,
-                message=f"Captioned {done}/{len(items)} images ({name})",
+                message=counted_message(done, len(items), items[index].name, records[index]),
                 value=float(done),
                 maximum=float(len(items)),
                 unit="images",
@@ -278,7 +279,7 @@ def run_captions(
             assert existing is not None
             captions[index] = read_caption_file(existing)
             records[index].update(status="kept_existing", seconds=0.0)
-            counted(item.name)
+            counted(index)
     for number, chunk in enumerate(chunks):
         names = ", ".join(items[index].name for index in chunk[:3])
         more = f" and {len(chunk) - 3} more" if len(chunk) > 3 else ""
@@ -310,7 +311,7 @@ def run_captions(
         for entry, result in zip(pending, results, strict=True):
             captions[entry.index] = _finish(job, entry, result, records[entry.index], number)
             last_request = dict(result.metadata)
-            counted(entry.item.name)
+            counted(entry.index)
     metadata = _summary(job, items, records, time.monotonic() - started, last_request)
     metadata.update(
         profile_id=profile.profile_id,
@@ -343,7 +344,7 @@ def _prepare(
     profile: Any,
     progress: ProgressCallback,
     records: list[dict[str, Any]],
-    counted: Callable[[str], None],
+    counted: Callable[[int], None],
 ) -> list[_Pending]:
     """Prepare a chunk's inputs; an image that cannot be read is reported and left out."""
     pending: list[_Pending] = []
@@ -365,7 +366,7 @@ def _prepare(
                 error=render_error(error),
                 seconds=round(time.monotonic() - item_started, 4),
             )
-            counted(item.name)
+            counted(index)
         else:
             pending.append(_Pending(index, item, prepared, item_started))
     return pending

@@ -45,6 +45,7 @@ __all__ = [
     "CaptionConventions",
     "check_template",
     "compose_caption",
+    "counted_message",
     "existing_mode",
     "join_caption",
     "merge_existing",
@@ -188,6 +189,16 @@ def compose_caption(
     return join_caption(
         [_fill(prefix, *fill), caption, _fill(conventions.suffix, *fill)], conventions.separator
     )
+
+
+def counted_message(done: int, total: int, name: str, record: dict[str, Any]) -> str:
+    """The status after one more image: a failure said as one, a kept file as kept."""
+    status = record.get("status")
+    if status == "failed":
+        return f"{done}/{total} images done; {name} failed (see metadata_json)"
+    if status == "kept_existing":
+        return f"{done}/{total} images done; {name} kept its caption file"
+    return f"Captioned {done}/{total} images ({name})"
 
 
 def merge_existing(existing: str, caption: str, mode: str, separator: str) -> str:

@@ -82,12 +82,27 @@ def _plain(text: str) -> str:
     return re.sub(r"\(\s*\)|\s{2,}", " ", text).replace(" )", ")").strip()
 
 
+def _nothing_downloads(stage: ProgressStage, message: str) -> bool:
+    """Staging's one event for a snapshot used as it is ("already staged", "in place")."""
+    lowered = message.lower()
+    return stage is ProgressStage.DOWNLOAD and ("already" in lowered or "in place" in lowered)
+
+
+def _words(stage: ProgressStage, message: str) -> str:
+    """The activity's plain word; "Already downloaded" where nothing downloads."""
+    if _nothing_downloads(stage, message):
+        return "Already downloaded"
+    return _PLAIN_WORDS.get(stage, "Working")
+
+
 def _status(stage: ProgressStage, message: str, unit: str = "") -> str:
     """``"Loading"`` plus the event's own words, when they add something."""
     if unit == "images":  # a caption batch: "Captioned 2/5 images (name)" says it all
         return _plain(message)
-    words = _PLAIN_WORDS.get(stage, "Working")
+    words = _words(stage, message)
     detail = _plain(message)
+    if _nothing_downloads(stage, message):  # "Using the local folder in place" says it
+        return words if "already" in detail.lower() else detail
     if stage is ProgressStage.INSPECT and not detail.startswith(_CHECKING_WORDS):
         return words
     if not detail:
@@ -181,7 +196,7 @@ class ComfyGlue:
         first_of_stage = event.stage is not self._last_stage
         self._last_stage = event.stage
         if first_of_stage and event.stage in _PLAIN_WORDS:
-            self._set_activity(_PLAIN_WORDS[event.stage])
+            self._set_activity(_words(event.stage, event.message))
         if event.stage in _PHASE_STAGES and self._later_phase(event.stage):
             self._phase = event.stage
             self._new_phase()
