@@ -5,7 +5,7 @@ Usage: uv run --frozen python scripts/draw-template-thumbnails.py
 The Templates dialog shows a custom node's template as its file name and this
 picture, so the picture is drawn from the same file: the title is the file
 name, the boxes are the workflow's own nodes (inputs on the left, Multimodal
-LLM in the middle, its previews on the right). Re-run it after editing a
+LLM or the caption node in the middle, its previews on the right). Re-run it after editing a
 template. Needs the DejaVu fonts (Debian: fonts-dejavu-core).
 """
 
@@ -27,8 +27,12 @@ NAMES = {
     "Video Slice": "Video Slice",
     "OpenAIInputFiles": "Input Files",
     "ModalLLM": "Multimodal LLM",
+    "ComfyLLMCaption": "Caption images",
 }
-LLM_ROWS = ("prompt", "model_profile", "seed", "max_new_tokens")
+ROWS = {
+    "ModalLLM": ("prompt", "model_profile", "seed", "max_new_tokens"),
+    "ComfyLLMCaption": ("folder", "caption_prefix", "caption_mode", "write_manifest"),
+}
 
 
 def _font(size: int) -> ImageFont.FreeTypeFont:
@@ -49,21 +53,21 @@ def draw(path: Path) -> None:
     """Write ``path``'s thumbnail next to it."""
     workflow = json.loads(path.read_text(encoding="utf-8"))
     nodes = {node["id"]: node for node in workflow["nodes"]}
-    llm = next(node for node in nodes.values() if node["type"] == "ModalLLM")
+    llm = next(node for node in nodes.values() if node["type"] in ROWS)
     others = [n for n in nodes.values() if n is not llm and n["type"] != "PreviewAny"]
     inputs = sorted(others, key=lambda n: n["pos"][1])
     previews = [nodes[link[3]] for link in workflow["links"] if link[1] == llm["id"]]
     image = Image.new("RGB", SIZE, BACKGROUND)
     draw_ = ImageDraw.Draw(image)
     draw_.text((32, 26), path.stem, font=_font(32), fill=TEXT)
-    draw_.text((32, 72), "comfy-llm · Multimodal LLM", font=_font(18), fill=MUTED)
+    draw_.text((32, 72), f"comfy-llm · {NAMES[llm['type']]}", font=_font(18), fill=MUTED)
     middle = (290, 130, 500, 380)
     for index, node in enumerate(inputs):
         top = 130 + index * 83
         _box(draw_, (32, top, 222, top + 70), GREEN, NAMES.get(node["type"], node["type"]))
         draw_.line((222, top + 45, middle[0], 200), fill=(180, 180, 190), width=2)
-    _box(draw_, middle, BLUE, NAMES["ModalLLM"])
-    for row, name in enumerate(LLM_ROWS):
+    _box(draw_, middle, BLUE, NAMES[llm["type"]])
+    for row, name in enumerate(ROWS[llm["type"]]):
         draw_.text((305, 175 + row * 26), name, font=_font(15), fill=(200, 205, 215))
     for index, node in enumerate(previews):
         top = 130 + index * 88

@@ -36,7 +36,13 @@ from comfy_llm._comfyui._inputs import (
 )
 from comfy_llm._picker import chosen_model, validate_model_inputs
 
-__all__ = ["CAPTION_NODE_ID", "CaptionImagesNode", "caption_summary", "conventions_from"]
+__all__ = [
+    "CAPTION_NODE_ID",
+    "CaptionImagesNode",
+    "caption_summary",
+    "conventions_from",
+    "input_folder",
+]
 
 CAPTION_NODE_ID = "ComfyLLMCaption"
 _DEFAULT_PROMPT = "Describe this image in one detailed sentence, as a caption for training."
@@ -64,7 +70,8 @@ def _inputs() -> list[Any]:
             "folder",
             default="",
             optional=True,
-            tooltip="A folder of images (png, jpg, webp, ...) to caption, sorted by name.",
+            tooltip="A folder of images (png, jpg, webp, ...) and videos to caption, sorted "
+            "by name: a full path, or a folder name inside ComfyUI's input folder.",
         ),
         system_prompt_input(),
         max_new_tokens_input(default=CAPTION_MAX_NEW_TOKENS),
@@ -188,6 +195,25 @@ def _convention_inputs() -> list[Any]:
     ]
 
 
+def input_folder(folder: str) -> str:
+    """A relative folder names one inside ComfyUI's input folder when that one exists.
+
+    As ComfyUI's own dataset loaders take a folder of ``input/``; a shipped
+    template names its sample folder that way. Otherwise the value is used
+    as given.
+    """
+    from pathlib import Path
+
+    from comfy_llm._storage import comfy_input_dir
+
+    if not folder or Path(folder).expanduser().is_absolute():
+        return folder
+    base = comfy_input_dir()
+    if base is not None and (base / folder).is_dir():
+        return str(base / folder)
+    return folder
+
+
 def conventions_from(optional: dict[str, Any]) -> Any:
     """The node's convention inputs as ``CaptionConventions`` (checked where they enter)."""
     from comfy_llm._caption_conventions import CaptionConventions, check_template
@@ -293,7 +319,7 @@ class CaptionImagesNode(io.ComfyNode):
             response_schema=optional.get("response_schema") or None,
         )
         conventions = conventions_from(optional)
-        folder = (optional.get("folder") or "").strip()
+        folder = input_folder((optional.get("folder") or "").strip())
         items = caption_items(optional.get("images"), folder, conventions)
         job = CaptionJob(
             model=model_profile.strip(),
