@@ -9,7 +9,6 @@ captions (one per image, in order) and one metadata JSON. With
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from comfy_api.latest import io
@@ -298,13 +297,13 @@ class CaptionImagesNode(io.ComfyNode):
 
     @classmethod
     def _caption(cls, glue: Any, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
-        from comfy_llm_core import redact
         from comfy_llm_residency import GenerationSettings
 
         from comfy_llm._caption import CaptionJob, caption_items, run_captions
         from comfy_llm._caption_conventions import write_batch_manifest
         from comfy_llm._comfyui._glue import executing_prompt_id
         from comfy_llm._comfyui._host_memory import host_bridge
+        from comfy_llm._comfyui._run import metadata_json
         from comfy_llm._storage import register_model_folder, storage_root
         from comfy_llm._targets import detect_target
 
@@ -362,7 +361,7 @@ class CaptionImagesNode(io.ComfyNode):
         write_batch_manifest(conventions, folder, items, batch.captions, batch.metadata)
         summary = caption_summary(batch.captions, batch.metadata)
         glue.complete(summary)
-        metadata = redact(json.dumps(batch.metadata, sort_keys=True, indent=2, default=str))
+        metadata = metadata_json(batch.metadata)
         return io.NodeOutput(batch.captions, metadata, ui={"text": [summary]})
 
 
