@@ -225,3 +225,30 @@ def test_progress_says_failed_and_kept_as_such_and_already_downloaded(
     assert ("9", "Already downloaded") in get_progress_state().activities
     assert "1/3 images done; b.png failed (see metadata_json)" in texts, texts
     assert not [t for t in texts if t.startswith("Captioned") and "b.png" in t], texts
+
+
+def test_the_new_inputs_come_after_every_older_one_with_defaults(comfyui: Path) -> None:
+    """Saved workflows restore widgets_values by position: older ones keep their meaning,
+    and a node without the new values behaves as before (skip_existing, .txt, no manifest)."""
+    from comfy_llm._comfyui._caption_node import CaptionImagesNode, conventions_from
+
+    inputs = CaptionImagesNode.define_schema().inputs
+    names = [item.id for item in inputs]
+    new = names[names.index("custom_model") + 1 :]
+    assert new == [
+        "caption_suffix",
+        "trigger_word",
+        "caption_mode",
+        "caption_extension",
+        "write_manifest",
+        "subfolders",
+        "caption_separator",
+    ]
+    assert all(item.optional for item in inputs if item.id in new)
+    older = conventions_from({})
+    assert (older.mode, older.extension, older.manifest, older.subfolders) == (
+        None,
+        ".txt",
+        False,
+        False,
+    )
