@@ -417,8 +417,9 @@ def test_a_path_listed_as_file_and_folder_is_refused_naming_both(
     inside = "model.safetensors/shard.safetensors"
     world.hub.tamper(world.repository, extra_siblings=[{"rfilename": inside, "size": 7}])
     root = _storage(tmp_path)
-    with pytest.raises(UnsafeSnapshotPathError) as caught:
+    with pytest.raises(HubDataError) as caught:  # kind unsafe_path, as any unsafe name
         stage_snapshot(world.repository, world.revision, storage_root=root)
+    assert caught.value.path == "model.safetensors"
     message = str(caught.value)
     assert world.repository in message and "'model.safetensors'" in message, message
     assert repr(inside) in message and "Errno" not in message, message
