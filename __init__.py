@@ -30,6 +30,6 @@ def _use_own_sources() -> None:
 
 _use_own_sources()
 
-from comfy_llm import comfy_entrypoint  # noqa: E402
+from comfy_llm import WEB_DIRECTORY, comfy_entrypoint  # noqa: E402
 
-__all__ = ["comfy_entrypoint"]
+__all__ = ["WEB_DIRECTORY", "comfy_entrypoint"]

@@ -8,7 +8,10 @@ execution reachable from a workflow gets it banned. Its YARA rules are
 private: the rules below are the ones publishers report and the registry
 standards name (../shared/reviews/comfyui-0.38.md, "REGISTRY / MANAGER
 SECURITY-SCAN RULES WE TRIP"), checked on the Python syntax tree so that,
-say, ``model.eval()`` is not ``eval``.
+say, ``model.eval()`` is not ``eval``. The frontend extension's JavaScript is
+shipped too and is checked line by line (comments skipped) for what scanners
+flag in browser code: eval and its kin, connections to other hosts, text put
+into the page as HTML, and obfuscation.
 
 The file set is the archive ``comfy node pack`` builds (comfy-cli's rules:
 ``comfy_llm_testworld.registry_pack``; tracked and new files alike). A hit
@@ -42,7 +45,23 @@ RULES = {
     "credential-access": "reads credentials from the environment",
     "introspection": "reaches into the interpreter or native code (python_bytecode_manipulation)",
     "remote-code": "lets a model repository run its own code",
+    "html-injection": "puts text into the page as HTML (innerHTML, document.write)",
+    "obfuscation": "hides what the code does (atob, fromCharCode, escaped byte strings)",
 }
+_SCRIPT_RULES = (
+    (
+        "code-execution",
+        re.compile(r"\beval\s*\(|\bnew\s+Function\s*\(|\bset(?:Timeout|Interval)\s*\(\s*[\"'`]"),
+    ),
+    ("dynamic-import", re.compile(r"\bimport\s*\(")),
+    ("network", re.compile(r"https?://|\bnew\s+WebSocket\s*\(|\bXMLHttpRequest\b|\bsendBeacon\b")),
+    (
+        "html-injection",
+        re.compile(r"\.(?:inner|outer)HTML\s*\+?=|\binsertAdjacentHTML\b|\bdocument\.write"),
+    ),
+    ("obfuscation", re.compile(r"\batob\s*\(|\bfromCharCode\b|(?:\\x[0-9a-fA-F]{2}){4}")),
+)
+_SCRIPT_SUFFIXES = (".js", ".mjs")
 _COMMAND_MODULES = {"subprocess", "pty", "commands"}
 _COMMAND_CALLS = re.compile(
     r"^(os\.(system|popen|spawn\w*|exec\w*|posix_spawn\w*|fork\w*)"
@@ -213,6 +232,22 @@ def scan_source(path: str, source: str) -> list[Hit]:
     )
 
 
+def scan_script(path: str, source: str) -> list[Hit]:
+    """The hits in one shipped JavaScript file (comments are skipped)."""
+    hits = []
+    in_comment = False
+    for number, line in enumerate(source.splitlines(), start=1):
+        code = line.strip()
+        if in_comment or code.startswith("/*"):
+            in_comment = "*/" not in code
+            continue
+        code = re.sub(r"(^|\s)//.*$", "", code)
+        hits += [
+            Hit(path, number, rule, code) for rule, pattern in _SCRIPT_RULES if pattern.search(code)
+        ]
+    return hits
+
+
 @dataclass(frozen=True)
 class Allowed:
     """One allow-list entry: a hit in ``path`` of ``rule`` whose line holds ``line``."""
@@ -243,13 +278,17 @@ def load_allow_list(path: Path) -> list[Allowed]:
 def scan(
     root: Path, allow: list[Allowed]
 ) -> tuple[list[tuple[Hit, Allowed | None]], list[Allowed]]:
-    """Every hit in the shipped Python files with the entry allowing it, and unused entries."""
+    """Every hit in the shipped Python and JavaScript files, its entry, and unused entries."""
     results: list[tuple[Hit, Allowed | None]] = []
     used: set[Allowed] = set()
     for name in packed_files(root, untracked=True):
-        if not name.endswith(".py"):
+        if name.endswith(".py"):
+            scanner = scan_source
+        elif name.endswith(_SCRIPT_SUFFIXES):
+            scanner = scan_script
+        else:
             continue
-        for hit in scan_source(name, (root / name).read_text(encoding="utf-8")):
+        for hit in scanner(name, (root / name).read_text(encoding="utf-8")):
             entry = next(
                 (
                     a
@@ -287,9 +326,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{hit.path}:{hit.line}: {hit.rule}: {hit.text}\n    {verdict}")
     for entry in stale:
         print(f"STALE allow-list entry (matches nothing): {entry.path} {entry.rule} {entry.line!r}")
-    shipped = sum(1 for name in packed_files(root, untracked=True) if name.endswith(".py"))
+    shipped = packed_files(root, untracked=True)
+    python = sum(1 for name in shipped if name.endswith(".py"))
+    scripts = sum(1 for name in shipped if name.endswith(_SCRIPT_SUFFIXES))
     print(
-        f"registry-scan: {shipped} shipped Python files, {len(results)} hits, "
+        f"registry-scan: {python} shipped Python files, {scripts} JavaScript, {len(results)} hits, "
         f"{len(results) - len(refused)} allowed, {len(refused)} not allowed, {len(stale)} stale"
     )
     return 1 if refused or stale else 0

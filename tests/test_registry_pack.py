@@ -63,6 +63,8 @@ def test_archive_is_exactly_the_entry_sources_requirements_examples_and_document
         path.parent.name for path in REPO_ROOT.glob("packages/*/pyproject.toml")
     }
     assert [name for name in names if name.startswith("example_workflows/")]
+    # the frontend extension (WEB_DIRECTORY) ships with the node's sources
+    assert "packages/comfy-node/src/comfy_llm/_comfyui/web/comfy-llm.js" in names
 
 
 def test_archive_leaves_out_tests_bench_testing_scripts_lock_and_ci(tmp_path: Path) -> None:

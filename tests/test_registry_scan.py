@@ -54,6 +54,48 @@ def test_each_rule_is_found(source: str, rule: str) -> None:
     assert rule in {found for _, found in _rules(source)}
 
 
+def _script_rules(source: str) -> list[tuple[int, str]]:
+    return [(hit.line, hit.rule) for hit in scan_module.scan_script("x.js", source)]
+
+
+@pytest.mark.parametrize(
+    ("source", "rule"),
+    [
+        ("const f = eval(text);\n", "code-execution"),
+        ("const f = new Function('a', body);\n", "code-execution"),
+        ("setTimeout('run()', 10);\n", "code-execution"),
+        ("const m = await import(url);\n", "dynamic-import"),
+        ("fetch('https://example.com/x');\n", "network"),
+        ("const s = new WebSocket(address);\n", "network"),
+        ("box.innerHTML = text;\n", "html-injection"),
+        ("box.insertAdjacentHTML('beforeend', text);\n", "html-injection"),
+        ("document.write(text);\n", "html-injection"),
+        ("const code = atob(blob);\n", "obfuscation"),
+        ("const s = '\\x65\\x76\\x61\\x6c';\n", "obfuscation"),
+    ],
+)
+def test_each_script_rule_is_found(source: str, rule: str) -> None:
+    assert rule in {found for _, found in _script_rules(source)}
+
+
+def test_harmless_script_and_comments_are_not_flagged() -> None:
+    source = (
+        'import { app } from "../../scripts/app.js";\n'
+        "/* put innerHTML here?\n   never: eval( in a comment */\n"
+        "box.textContent = text; // not innerHTML = x\n"
+        "const reply = await api.fetchApi(`/history?max_items=32`);\n"
+    )
+    assert _script_rules(source) == []
+
+
+def test_the_shipped_frontend_extension_is_clean() -> None:
+    web = REPO_ROOT / "packages/comfy-node/src/comfy_llm/_comfyui/web"
+    scripts = sorted(web.glob("*.js"))
+    assert scripts
+    for path in scripts:
+        assert scan_module.scan_script(path.name, path.read_text(encoding="utf-8")) == []
+
+
 def test_subprocess_pip_install_is_its_own_finding() -> None:
     source = (
         "import subprocess, sys\n"

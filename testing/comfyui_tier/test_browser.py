@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from comfy_llm_testworld.browser import Frontend, launched_browser
-from comfy_llm_testworld.checkpoints import SCRIPTED_ANSWER
+from comfy_llm_testworld.checkpoints import SCRIPTED_ANSWER, SCRIPTED_REASONING
 from comfy_llm_testworld.real_comfyui import ComfyUIServer
 from PIL import Image, ImageDraw
 from playwright.sync_api import expect
@@ -80,6 +80,33 @@ def _image(path: Path) -> Path:
     return path
 
 
+_FINISHED = "box => ['final', 'stopped'].includes(box.dataset.state)"
+_TEXT = "box.querySelector('.comfy-llm-text').textContent"
+SUMMARY = "Captioned 2 of 2, kept 0, failed 0; wrote 2 caption files."
+_GRAPH = """([nodes, links]) => {
+    app.graph.clear();
+    app.nodeOutputs = {};  // the cleared graph's outputs would land on the new nodes' ids
+    const made = nodes.map(([type, x, y, values]) => {
+        const node = LiteGraph.createNode(type);
+        node.pos = [x, y];
+        app.graph.add(node);
+        for (const [name, value] of Object.entries(values)) {
+            node.widgets.find(w => w.name === name).value = value;
+        }
+        return node;
+    });
+    for (const [from, slot, to] of links) made[from].connect(slot, made[to], 0);
+    app.canvas.ds.offset = [60, 100];
+    app.canvas.ds.scale = 0.7;  // the caption node fits the page whole
+    app.canvas.setDirty(true, true);
+}"""
+
+
+def _graph(frontend: Frontend, nodes: list[Any], links: list[Any] = ()) -> None:
+    """Replace the canvas with ``nodes`` ``[type, x, y, {widget: value}]`` and ``links``."""
+    frontend.js(_GRAPH, [nodes, list(links)])
+
+
 def _saved(title: str) -> dict[str, Any]:
     return json.loads((REPO_ROOT / "example_workflows" / f"{title}.json").read_text())
 
@@ -112,7 +139,15 @@ def test_image_template_shows_its_values_uploads_runs_and_answers_on_the_page(
     response = [t for t in texts if t and t != saved["ModalLLM"][0] and "{" not in t]
     assert response, texts  # the answer is on the page
     previews = {node["title"] for node in frontend.nodes("PreviewAny")}
-    assert previews == {"Preview response", "Preview metadata_json", "Preview reasoning"}
+    assert previews == {"Preview response", "Preview metadata_json"}
+    # the answer on the node itself, after the run and after a reload (the same workflow)
+    for when in ("after the run", "after a reload"):
+        shown = frontend.wait_node_text("ModalLLM", _FINISHED, timeout=60)
+        assert shown["state"] == "final" and shown["text"] in response, (when, shown)
+        assert shown["reasoning"] is None, (when, shown)  # SmolVLM: reasoning off
+        assert shown["visible"] and not shown["frontend_strip_shown"], (when, shown)
+        if when == "after the run":
+            frontend.reload()
 
 
 def test_video_template_opens_with_its_media(frontend: Frontend) -> None:
@@ -144,41 +179,102 @@ def test_node_from_search_and_a_tooltip(frontend: Frontend) -> None:
     )
 
 
-def test_caption_node_on_a_folder(frontend: Frontend, tmp_path: Path) -> None:
+_RESULTS = """() => [...document.querySelectorAll('[role=option]')]
+    .map(e => e.innerText.split('\\n').map(line => line.trim()))"""
+OURS = {"Multimodal LLM (comfy-llm)", "Caption images (comfy-llm)"}
+
+
+def test_both_nodes_are_extensions_in_one_category_in_the_search_box(frontend: Frontend) -> None:
+    # the search box's "Comfy" / "Extensions" filters read each node's source; a node
+    # with an essentials_category counts as Comfy's own (frontend nodeDefStore)
+    frontend.open_template(MODULE, IMAGE_TEMPLATE)
+    frontend.page.mouse.dblclick(*frontend.below_graph())
+    frontend.page.keyboard.type("LLM", delay=40)
+    frontend.page.get_by_text("Multimodal LLM (comfy-llm)").first.wait_for(timeout=10_000)
+    shown = {"Extensions": OURS, "Comfy": set()}
+    for chip, expected in shown.items():
+        frontend.page.get_by_role("button", name=chip, exact=True).click()
+        frontend.page.wait_for_function(
+            f"() => ({_RESULTS})().length > 0 && ({_RESULTS})().filter(r => "
+            f"{json.dumps(sorted(OURS))}.includes(r[0])).length === {len(expected)}"
+        )
+        results = frontend.js(_RESULTS)
+        found = {result[0]: result for result in results if result[0] in OURS}
+        assert set(found) == expected, (chip, results)
+        for result in found.values():
+            assert result[1].startswith("comfy-llm"), result  # the one category
+
+
+def test_caption_node_on_a_folder_shows_its_summary_after_the_run_and_a_reload(
+    frontend: Frontend, tmp_path: Path
+) -> None:
     folder = tmp_path / "dataset"
     folder.mkdir()
     for index, color in enumerate(("red", "green")):
         Image.new("RGB", (32, 32), color).save(folder / f"img_{index}.png")
     frontend.open_template(MODULE, IMAGE_TEMPLATE)
-    frontend.js(
-        """(folder) => {
-            app.graph.clear();
-            const caption = LiteGraph.createNode('ComfyLLMCaption');
-            caption.pos = [100, 100];
-            app.graph.add(caption);
-            const preview = LiteGraph.createNode('PreviewAny');
-            preview.pos = [600, 100];
-            app.graph.add(preview);
-            caption.connect(0, preview, 0);
-            const set = (name, value) => {
-                caption.widgets.find(w => w.name === name).value = value;
-            };
-            set('model_profile', 'tiny/qwen35-scripted');
-            set('folder', folder);
-            set('write_caption_files', true);
-            set('max_new_tokens', 16);
-            app.canvas.setDirty(true, true);
-        }""",
-        str(folder),
+    values = {
+        "model_profile": "tiny/qwen35-scripted",
+        "folder": str(folder),
+        "write_caption_files": True,
+        "max_new_tokens": 16,
+    }
+    _graph(
+        frontend, [["ComfyLLMCaption", 60, 40, values], ["PreviewAny", 560, 40, {}]], [[0, 0, 1]]
     )
     frontend.run()
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and not (folder / "img_1.txt").exists():
-        time.sleep(0.5)
+    shown = frontend.wait_node_text("ComfyLLMCaption", _FINISHED)
     assert sorted(path.name for path in folder.glob("*.txt")) == ["img_0.txt", "img_1.txt"]
     written = (folder / "img_0.txt").read_text(encoding="utf-8").strip()
     assert written
-    frontend.wait_text(f"v => v.includes({json.dumps(written[:20])})", timeout=60)
+    for when in ("after the run", "after a reload"):
+        assert shown["state"] == "final", (when, shown)
+        lines = shown["text"].splitlines()
+        assert lines[0] == SUMMARY, (when, shown)
+        assert f"img_0.png: {written}" in lines, (when, shown)  # the first captions
+        assert shown["visible"] and not shown["frontend_strip_shown"], (when, shown)
+        if when == "after the run":
+            frontend.reload()
+            shown = frontend.wait_node_text("ComfyLLMCaption", _FINISHED, timeout=60)
+
+
+def test_answer_and_folded_reasoning_stay_on_the_node_after_the_run_and_a_reload(
+    frontend: Frontend,
+) -> None:
+    frontend.open_template(MODULE, IMAGE_TEMPLATE)
+    values = {"model_profile": "tiny/qwen35-scripted", "max_new_tokens": 16, "temperature": 0.0}
+    _graph(frontend, [["ModalLLM", 60, 40, values], ["PreviewAny", 560, 40, {}]], [[0, 0, 1]])
+    frontend.run()
+    shown = frontend.wait_node_text("ModalLLM", _FINISHED)
+    for when in ("after the run", "after a reload"):
+        assert shown["state"] == "final", (when, shown)
+        assert shown["text"] == SCRIPTED_ANSWER, (when, shown)
+        assert shown["reasoning"] == SCRIPTED_REASONING and shown["folded"], (when, shown)
+        assert shown["visible"] and not shown["frontend_strip_shown"], (when, shown)
+        if when == "after the run":
+            frontend.reload()
+            shown = frontend.wait_node_text("ModalLLM", _FINISHED, timeout=60)
+
+
+def test_live_text_is_readable_on_the_node_while_the_model_streams(frontend: Frontend) -> None:
+    frontend.open_template(MODULE, IMAGE_TEMPLATE)
+    values = {
+        "model_profile": "tiny/qwen35",
+        "max_new_tokens": 4000,
+        "temperature": 1.0,
+        "prompt": "Ramble on.",
+    }
+    _graph(frontend, [["ModalLLM", 60, 40, values], ["PreviewAny", 560, 40, {}]], [[0, 0, 1]])
+    frontend.run()
+    streaming = f"box => box.dataset.state === 'live' && {_TEXT}.length > 300"
+    shown = frontend.wait_node_text("ModalLLM", streaming)
+    # several lines of the text generated so far, not the frontend's two-line strip
+    assert shown["lines"] >= 6, shown
+    assert shown["visible"] and not shown["frontend_strip_shown"], shown
+    assert shown["text"].startswith(("Answer:", "Thinking")), shown
+    frontend.page.get_by_role("button", name=re.compile("cancel|interrupt", re.I)).first.click()
+    shown = frontend.wait_node_text("ModalLLM", f"box => {_TEXT} === 'Cancelled'")
+    assert shown["visible"], shown
 
 
 def test_cancel_mid_generation_empties_the_queue(frontend: Frontend) -> None:

@@ -22,7 +22,9 @@ def _unload_afterwards(client: ComfyUIClient) -> Iterator[None]:
     client.free(unload_models=True)
 
 
-CURATED = {"smolvlm-256m-instruct", "smolvlm2-2.2b-instruct", "qwen3.5-2b-mlx-4bit"}
+CURATED = {"smolvlm-256m-instruct", "smolvlm2-500m-video-instruct", "qwen3.5-0.8b"}
+"""Curated ids the CPU target (the tier's server) accepts; never the MLX or GPU-only ones."""
+REFUSED_HERE = {"qwen3.5-2b-mlx-4bit", "smolvlm2-2.2b-instruct", "qwen3.5-2b"}
 
 
 def _options(client: ComfyUIClient, node: str) -> list[str]:
@@ -93,10 +95,16 @@ def test_the_picker_lists_curated_staged_and_local(
     pinned = f"tiny/smolvlm-scripted@{hub.head('tiny/smolvlm-scripted')}"
     for node in ("ModalLLM", "ComfyLLMCaption"):
         options = _options(client, node)
-        assert options[0] == "HuggingFaceTB/SmolVLM-256M-Instruct"
-        assert set(options) >= CURATED
+        assert options[0] == "smolvlm-256m-instruct"
+        assert len(options) == len(set(options))  # each model once
+        assert set(options) >= CURATED and not set(options) & REFUSED_HERE
         assert pinned in options  # staged by the run above, listed on the next /object_info
         assert "models/LLM/Qwen3.5-tiny" in options
+        labels = client.object_info(node)["input"]["required"]["model_profile"][1]
+        labels = labels["comfy_llm_labels"]  # the frontend extension's label map
+        assert labels[pinned].startswith("tiny/smolvlm-scripted @ ")
+        assert " · downloaded · " in labels[pinned]
+        assert labels["smolvlm-256m-instruct"] == "SmolVLM 256M Instruct"
 
     # The local folder, picked from the list, runs in place.
     hub.clear_requests()
@@ -133,27 +141,59 @@ def test_a_seed_era_workflow_with_a_model_off_the_list_loads_and_runs(
 
 
 @pytest.mark.parametrize(
-    ("field", "value", "words"),
+    ("value", "words"),
     [
-        ("model_profile", "Qwen/Qwen3-VL 2B Instruct", "whitespace"),
-        ("model_profile", "smolvlm-256m-instrct", "neither owner/model nor a known curated id"),
-        ("custom_model", "https://huggingface.co/Qwen/Qwen3-VL-2B", "URLs are not accepted"),
-        ("model_profile", "models/LLM/no-such-folder", "no such folder"),
+        ("Qwen/Qwen3-VL 2B Instruct", "whitespace"),
+        ("smolvlm-256m-instrct", "neither owner/model nor a known curated id"),
+        ("https://huggingface.co/datasets/Qwen/x", "not a model page"),
+        ("models/LLM/no-such-folder", "no such folder"),
     ],
 )
-def test_an_unparsable_reference_is_refused_when_queued(
-    client: ComfyUIClient, hub: FakeHub, field: str, value: str, words: str
+def test_an_unparsable_model_profile_is_one_error_when_queued(
+    client: ComfyUIClient, hub: FakeHub, value: str, words: str
 ) -> None:
     workflow = _seed_era_workflow(client, "tiny/qwen35-scripted")
     info = {kind: client.object_info(kind) for kind in ("ModalLLM", "PreviewAny")}
     prompt = to_api_prompt(workflow, info)
-    prompt["10"]["inputs"][field] = value
+    prompt["10"]["inputs"]["model_profile"] = value
     hub.clear_requests()
     with pytest.raises(urllib.error.HTTPError) as refused:
         client.post_json("/prompt", {"prompt": prompt, "client_id": client.client_id})
     assert refused.value.code == 400
     body = json.loads(str(refused.value.reason).split(": ", 1)[1])
     errors = body["node_errors"]["10"]["errors"]
+    # one bad value, one error (ComfyUI reports a refusal once per input validate_inputs
+    # names: naming custom_model too had doubled it)
+    assert len(errors) == 1, errors
     assert errors[0]["type"] == "custom_validation_failed"
     assert words in errors[0]["details"] and value in errors[0]["details"]
     assert hub.requests == []  # refused before anything was asked of the Hub
+
+
+def test_a_bad_custom_model_is_one_error_naming_it_before_any_model_work(
+    client: ComfyUIClient, hub: FakeHub
+) -> None:
+    workflow = _seed_era_workflow(client, "tiny/qwen35-scripted")
+    info = {kind: client.object_info(kind) for kind in ("ModalLLM", "PreviewAny")}
+    prompt = to_api_prompt(workflow, info)
+    prompt["10"]["inputs"]["custom_model"] = "owner/model@"
+    hub.clear_requests()
+    run = client.run(prompt, workflow=workflow)
+    assert run.status == "execution_error"
+    error = run.error()
+    assert error["node_id"] == "10" and error["exception_type"] == "ValueError", error
+    assert error["exception_message"].startswith("custom_model: Model reference 'owner/model@'")
+    assert hub.requests == []
+
+
+def test_a_pasted_model_page_address_runs(client: ComfyUIClient, hub: FakeHub) -> None:
+    address = (
+        f"https://huggingface.co/tiny/qwen35-scripted/tree/{hub.head('tiny/qwen35-scripted')}/"
+    )
+    workflow = _seed_era_workflow(client, "smolvlm-256m-instruct")
+    info = {kind: client.object_info(kind) for kind in ("ModalLLM", "PreviewAny")}
+    prompt = to_api_prompt(workflow, info)
+    prompt["10"]["inputs"]["custom_model"] = address
+    run = client.run(prompt, workflow=workflow)
+    assert run.status == "execution_success", run.error()
+    assert run.text_of("21") == SCRIPTED_ANSWER

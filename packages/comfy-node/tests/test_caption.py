@@ -163,6 +163,7 @@ def test_cancel_mid_batch_keeps_the_files_of_finished_chunks(
         "prompt": "x",
         "max_new_tokens": 8,
         "batch_size": 2,
+        "write_caption_files": False,  # the warm runs leave the folder as it is
     }
     _caption(folder=str(folder), **args)
     before = mm._checks
@@ -173,7 +174,9 @@ def test_cancel_mid_batch_keeps_the_files_of_finished_chunks(
     mm.interrupt_after_checks = mm._checks + per_run * 3 // 4
     try:
         with pytest.raises(mm.InterruptProcessingException):
-            _caption(folder=str(folder), write_caption_files=True, skip_existing=False, **args)
+            _caption(
+                folder=str(folder), **args | {"write_caption_files": True, "skip_existing": False}
+            )
     finally:
         mm.interrupt_after_checks = None
     written = sorted(p.name for p in folder.glob("*.txt"))
@@ -227,6 +230,62 @@ def test_node_answers_schema_valid_json_from_random_weights(
     metadata = json.loads(metadata_json)
     assert metadata["schema_valid"] is True
     assert metadata["constrained_decoding"] is True
+
+
+@pytest.mark.parametrize("target", ["local_cpu"], indirect=True)
+def test_a_schema_answer_cut_by_the_budget_fails_the_run_with_the_reason(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path
+) -> None:
+    # 3 tokens cannot hold {"color": ..., "n": ...}: constrained decoding stops mid-object,
+    # the retry too; the run must not end green with text the next node cannot parse
+    from comfy_llm_structured import AnswerSchemaError
+
+    with node_raises(AnswerSchemaError) as failure:
+        _llm_node().execute(
+            prompt="Describe the colour as JSON.",
+            model_profile="tiny/qwen35",
+            response_schema=json.dumps(SCHEMA),
+            enable_reasoning=False,
+            temperature=0.0,
+            max_new_tokens=3,
+        )
+    shown = str(failure.shown)
+    assert "does not satisfy response_schema after its retry" in shown, shown
+    assert "not JSON" in shown and "cut off at max_new_tokens (3 tokens)" in shown, shown
+    assert "The answer began: '{" in shown, shown
+    assert failure.value.retries == 1 and failure.value.cut_at_tokens == 3
+
+
+@pytest.mark.parametrize("target", ["local_cpu"], indirect=True)
+def test_caption_answers_that_fail_the_schema_are_failed_images_not_files(
+    target: str, model_hub: FakeHub, storage: Path, comfyui: Path, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path, ["a.png", "b.png"])
+    captions, metadata = _caption(
+        model_profile="tiny/qwen35",
+        prompt="Describe the colour as JSON.",
+        folder=str(folder),
+        write_caption_files=True,
+        response_schema=json.dumps(SCHEMA),
+        temperature=0.0,
+        max_new_tokens=3,
+    )
+    assert captions == ["", ""]
+    assert (metadata["captioned"], metadata["failed"], metadata["written"]) == (0, 2, 0)
+    for record in metadata["per_image"]:
+        assert record["status"] == "failed", record
+        assert "does not satisfy response_schema (cut off at max_new_tokens)" in record["error"]
+    assert not list(folder.glob("*.txt"))
+
+
+def test_nothing_to_caption_says_so_without_a_made_up_folder_name(comfyui: Path) -> None:
+    from comfy_llm.errors import CaptionFolderError
+
+    with node_raises(CaptionFolderError) as failure:
+        _caption_node().execute(model_profile="tiny/qwen35", prompt="Caption this.")
+    shown = str(failure.shown)
+    assert shown.startswith("Nothing to caption: no images are connected and no folder"), shown
+    assert "(no input)" not in shown and "'" not in shown.split(".")[0], shown
 
 
 def test_invalid_schema_is_refused_before_any_download(

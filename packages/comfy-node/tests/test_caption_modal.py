@@ -75,7 +75,7 @@ def test_cli_caption_on_modal_writes_like_the_local_run_with_cost_on_record(
     (folder / "i04.jpg").write_bytes(b"\xff\xd8\xff broken")
     argv = ["caption", str(folder), "--model", SCRIPTED, "--prefix", "sks", "--json"]
     argv += ["--max-new-tokens", "6"]
-    assert main(argv) == 0  # local, no files: the reference captions
+    assert main([*argv, "--no-write"]) == 0  # local, no files: the reference captions
     local = json.loads(capsys.readouterr().out)
     remote_argv = [*argv, "--write", "--on-modal", "--gpu", "H100", "--workers", "2"]
     assert main([*remote_argv, "--chunk-images", "2"]) == 0
@@ -163,10 +163,9 @@ def test_caption_node_runs_on_modal_workers_with_its_new_inputs_last(
     folder = _folder(tmp_path, 2)
     common = {"model_profile": SCRIPTED, "prompt": "Caption it.", "images": images}
     common |= {"folder": str(folder), "max_new_tokens": 6}
-    local = CaptionImagesNode.execute(**common).args
+    local = CaptionImagesNode.execute(**common, write_caption_files=False).args
     remote = CaptionImagesNode.execute(
         **common,
-        write_caption_files=True,
         run_on_modal=True,
         modal_gpu="A100-80GB",
         modal_workers=3,

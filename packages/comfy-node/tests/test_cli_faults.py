@@ -262,3 +262,40 @@ def test_a_full_disk_exits_74_not_fix_the_input(tmp_path: Path) -> None:
     assert _exit_code(InsufficientDiskSpaceError(str(tmp_path), 10, 0, margin_bytes=5)) == 74
     help_text = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=60)
     assert "74 the disk is full" in " ".join(help_text.stdout.split())
+
+
+@pytest.mark.parametrize("inodes_left", [0, 1000])
+def test_a_full_disk_under_the_hub_facts_cache_exits_74_with_the_disk_full_words(
+    model_hub: FakeHub,
+    storage: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    inodes_left: int,
+) -> None:
+    # profiles/pinned/<owner>/<model>/ is new: creating it is the first write that finds
+    # the disk full (os.mkdir raises ENOSPC for bytes and inodes alike, as the kernel does)
+    import errno
+
+    from comfy_llm._cli._main import main
+
+    real_mkdir = os.mkdir
+
+    def full_disk_mkdir(path: object, *args: object, **kwargs: object) -> None:
+        if "pinned" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real_mkdir(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    real_statvfs = os.statvfs
+
+    def statvfs(path: object) -> object:
+        found = real_statvfs(path)  # type: ignore[arg-type]
+        return os.statvfs_result((*found[:7], inodes_left, *found[8:]))  # f_favail
+
+    monkeypatch.setattr(os, "mkdir", full_disk_mkdir)
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    code = main(["resolve", MODEL, "--target", "local_cpu"])
+    error = capsys.readouterr().err
+    assert code == 74, error
+    assert "[Errno" not in error and "No space left" not in error, error
+    assert "The disk holding" in error and "the Hub facts cache" in error, error
+    assert ("ran out of inodes" in error) == (inodes_left == 0), error

@@ -12,9 +12,13 @@ def test_the_checkout_carries_the_samples() -> None:
     folder = media_folder()
     assert folder is not None
     names = sorted(path.name for path in folder.iterdir())
-    assert names == ["comfy-llm-example-clip.mp4", "comfy-llm-example-notes.txt"]
+    assert names == [
+        "comfy-llm-example-clip.mp4",
+        "comfy-llm-example-lora",
+        "comfy-llm-example-notes.txt",
+    ]
     assert all(name.startswith(SAMPLE_PREFIX) for name in names)
-    assert sum(path.stat().st_size for path in folder.iterdir()) < 64 * 1024
+    assert sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) < 64 * 1024
 
 
 def test_missing_samples_are_copied_and_existing_files_kept(tmp_path: Path) -> None:
@@ -30,6 +34,18 @@ def test_missing_samples_are_copied_and_existing_files_kept(tmp_path: Path) -> N
     assert (target / f"{SAMPLE_PREFIX}notes.txt").read_bytes() == b"the artist's own"
     assert not (target / "other.txt").exists()
     assert install_example_media(source, target) == []
+
+
+def test_a_sample_folder_is_copied_whole_once(tmp_path: Path) -> None:
+    source, target = tmp_path / "media", tmp_path / "input"
+    (source / f"{SAMPLE_PREFIX}lora").mkdir(parents=True)
+    (source / f"{SAMPLE_PREFIX}lora" / "a.jpg").write_bytes(b"a")
+    assert install_example_media(source, target) == [f"{SAMPLE_PREFIX}lora"]
+    assert (target / f"{SAMPLE_PREFIX}lora" / "a.jpg").read_bytes() == b"a"
+    (target / f"{SAMPLE_PREFIX}lora" / "a.txt").write_text("a caption the template wrote")
+    assert install_example_media(source, target) == []  # the artist's copy stays as it is
+    assert (target / f"{SAMPLE_PREFIX}lora" / "a.txt").exists()
+    assert sorted(p.name for p in target.iterdir()) == [f"{SAMPLE_PREFIX}lora"]  # no .partial
 
 
 def test_an_unwritable_input_folder_costs_only_the_media(tmp_path: Path) -> None:

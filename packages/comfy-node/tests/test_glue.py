@@ -25,22 +25,44 @@ def _generate(
 QWEN35 = type("Profile", (), {"reasoning_parser": "qwen3", "architecture": "Qwen3_5ForCausalLM"})
 
 
-def test_status_is_plain_words_and_numbers_do_not_break(comfyui: Path) -> None:
+COMMIT = "2fc06364715b967f1860aea9cf38778875588b17"
+PROFILE_ID = "hf-d82ef9e531e93238eb0ed88f221633c51ad9be4d2db000ccaa74ab54c1c43f31"
+
+
+def test_status_is_plain_words_without_internal_ids_or_invisible_characters(
+    comfyui: Path,
+) -> None:
     from comfy_llm._comfyui._glue import ComfyGlue
     from server import PromptServer
 
-    glue = ComfyGlue("5", reasoning_enabled=True)
+    glue = ComfyGlue("5", reasoning_enabled=True, text_interval=0)
     glue.start()
-    glue.progress(ProgressEvent(stage=ProgressStage.INSPECT, message="Inspecting acme/m"))
+    # what resolution reports (profiles._resolve): ids, commits and target keys
+    for message in (
+        "Inspecting acme/m (metadata only)",
+        f"Checking acme/m@{COMMIT[:12]} for local_cpu",
+        f"Using curated profile qwen3.5-0.8b (Qwen/Qwen3.5-0.8B@{COMMIT})",
+        f"Profile {PROFILE_ID} (transformers, none)",
+    ):
+        glue.progress(ProgressEvent(stage=ProgressStage.INSPECT, message=message))
+    glue.progress(ProgressEvent(stage=ProgressStage.INSPECT, message="Hashing Qwen3.5-tiny"))
     glue.progress(ProgressEvent(stage=ProgressStage.LOAD, message="Loading model"))
     glue.progress(ProgressEvent(stage=ProgressStage.ADMISSION, message="needs 4.00 GiB"))
-    texts = [text for _, text in PromptServer.instance.progress_texts]
-    assert texts[:3] == ["Starting", "Checking the model: Inspecting acme/m", "Loading model"]
-    # the node's text box breaks anywhere (CSS break-all): a number and its unit are glued
-    assert (
-        texts[3]
-        == "Making room in memory: needs 4\u2060.\u20600\u20600\u2060\u00a0\u2060G\u2060i\u2060B"
+    glue.progress(
+        ProgressEvent(stage=ProgressStage.DOWNLOAD, message=f"Fetching acme/m@{COMMIT} 1,024 MiB")
     )
+    texts = [text for _, text in PromptServer.instance.progress_texts]
+    assert texts == [
+        "Starting",
+        "Checking the model",
+        "Checking the model: Hashing Qwen3.5-tiny",
+        "Loading model",
+        "Making room in memory: needs 4.00 GiB",
+        "Downloading: Fetching acme/m 1,024 MiB",
+    ]
+    shown = "".join(texts)
+    assert shown.isascii(), [ch for ch in shown if not ch.isascii()]  # no U+2060, no U+00A0
+    assert COMMIT[:12] not in shown and "hf-" not in shown and "local_cpu" not in shown
 
 
 def test_bar_moves_once_per_percent(comfyui: Path) -> None:

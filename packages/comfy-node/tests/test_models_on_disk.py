@@ -54,7 +54,15 @@ def test_a_folder_under_models_llm_runs_in_place(
     response, metadata, reasoning = _execute(model_profile="models/LLM/Qwen3.5-tiny")
     assert (response, reasoning) == ("answer", "a b")
     assert metadata["model_source"] == "local"
-    assert metadata["snapshot_path"] == str(folder.resolve())
+    # D20: where it lies, relative to ComfyUI's models folder; the key facts first
+    assert metadata["snapshot_path"] == "models/LLM/Qwen3.5-tiny"
+    assert str(models.resolve()) not in json.dumps(metadata) and str(storage) not in json.dumps(
+        metadata
+    )
+    from comfy_llm._comfyui._metadata import KEY_FACTS
+
+    facts = [key for key in metadata if key in KEY_FACTS]
+    assert list(metadata)[: len(facts)] == facts == sorted(facts, key=KEY_FACTS.index)
     assert metadata["snapshot_downloaded"] is False
     # The same folder by its absolute path: the same profile, still warm.
     _, again, _ = _execute(model_profile=str(folder))

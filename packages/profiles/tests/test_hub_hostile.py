@@ -209,3 +209,25 @@ def test_siblings_list_json_roundtrip_still_resolves(repo: Any, tmp_path: Path) 
     resolved = _resolve(repo, tmp_path)
     assert resolved.profile.repository == REPO
     assert json.loads(resolved.manifest_path.read_text())["repository"] == REPO
+
+
+@pytest.mark.parametrize(
+    ("listed", "folder", "inside"),
+    [
+        (["weights", "weights/part-1.safetensors"], "weights", "weights/part-1.safetensors"),
+        (["config.json/extra.json"], "config.json", "config.json/extra.json"),  # the real one
+    ],
+)
+def test_a_path_listed_as_file_and_folder_names_the_repository_and_both_paths(
+    repo: Any, tmp_path: Path, listed: list[str], folder: str, inside: str
+) -> None:
+    # no snapshot could hold both (writing one fails with [Errno 21] Is a directory)
+    repo.tamper(REPO, extra_siblings=[{"rfilename": name, "size": 10} for name in listed])
+    with pytest.raises(HubDataError) as caught:
+        _resolve(repo, tmp_path)
+    assert caught.value.path == folder  # kind "unsafe_path"
+    message = str(caught.value)
+    assert REPO in message and repr(folder) in message and repr(inside) in message, message
+    assert "Errno" not in message
+    assert caught.value.action is ErrorAction.FIX_INPUT
+    assert repo.file_requests("GET") == []  # refused before config.json

@@ -29,6 +29,27 @@ def test_accepts_hub_references(text: str, repository: str, revision: str | None
     assert str(ref) == text
 
 
+@pytest.mark.parametrize(
+    ("pasted", "reference"),
+    [
+        ("https://huggingface.co/Qwen/Qwen3-VL-2B-Instruct", "Qwen/Qwen3-VL-2B-Instruct"),
+        ("https://huggingface.co/Qwen/Qwen3-VL-2B-Instruct/", "Qwen/Qwen3-VL-2B-Instruct"),
+        ("https://huggingface.co/Qwen/Qwen3-VL-2B-Instruct//", "Qwen/Qwen3-VL-2B-Instruct"),
+        ("http://www.huggingface.co/owner/model", "owner/model"),
+        ("huggingface.co/owner/model", "owner/model"),
+        ("https://hf.co/owner/model", "owner/model"),
+        ("https://huggingface.co/owner/model/tree/main", "owner/model@main"),
+        ("https://huggingface.co/owner/model/tree/main/", "owner/model@main"),
+        (f"https://huggingface.co/owner/model/tree/{COMMIT}", f"owner/model@{COMMIT}"),
+        ("https://huggingface.co/owner/model/tree/refs%2Fpr%2F1", "owner/model@refs/pr/1"),
+        ("https://huggingface.co/owner/model?library=transformers", "owner/model"),
+    ],
+)
+def test_a_pasted_model_page_address_is_read_as_its_reference(pasted: str, reference: str) -> None:
+    assert str(parse_reference(pasted)) == reference
+    assert parse_reference(pasted) == parse_reference(reference)
+
+
 def test_accepts_curated_ids() -> None:
     for curated_id in load_curated_registry().ids:
         ref = parse_reference(curated_id)
@@ -45,10 +66,12 @@ def test_curated_ids_can_be_supplied() -> None:
     ("text", "reason"),
     [
         ("", "empty"),
-        ("https://huggingface.co/owner/model", "URL"),
         ("http://127.0.0.1/owner/model", "URL"),
         ("hf://owner/model", "URL"),
-        ("huggingface.co/owner/model", "more than one '/'"),
+        ("https://huggingface.co/datasets/owner/data", "URL"),
+        ("https://huggingface.co/spaces/owner/app", "URL"),
+        ("https://huggingface.co/owner/model/blob/main/config.json", "URL"),
+        ("https://huggingface.co/owner/mo--del", "'--'"),
         ("./owner/model", "relative path"),
         ("~someone/model", "'~user'"),
         ("/models/LLM/../secrets", "'..' folder"),

@@ -408,3 +408,20 @@ def test_oversized_model_info_is_cut_off_on_bytes_received(world: Any) -> None:
     world.hub.tamper(world.repository, info_body=body)
     with pytest.raises(HubDataError, match="byte limit"):
         stage_snapshot(world.repository, world.revision, storage_root=world.root)
+
+
+def test_a_path_listed_as_file_and_folder_is_refused_naming_both(
+    world: Any, tmp_path: Path
+) -> None:
+    # e.g. config.json and config.json/x: no folder can hold both ([Errno 21] Is a directory)
+    inside = "model.safetensors/shard.safetensors"
+    world.hub.tamper(world.repository, extra_siblings=[{"rfilename": inside, "size": 7}])
+    root = _storage(tmp_path)
+    with pytest.raises(HubDataError) as caught:  # kind unsafe_path, as any unsafe name
+        stage_snapshot(world.repository, world.revision, storage_root=root)
+    assert caught.value.path == "model.safetensors"
+    message = str(caught.value)
+    assert world.repository in message and "'model.safetensors'" in message, message
+    assert repr(inside) in message and "Errno" not in message, message
+    assert world.hub.file_requests("GET") == []
+    assert find_completed_snapshot(root, world.repository, world.revision) is None

@@ -51,6 +51,26 @@ _BELOW_GRAPH = """() => {
 }"""
 
 
+_NODE_TEXT = """([type, index]) => {
+  const box = [...document.querySelectorAll(`.comfy-llm-output[data-comfy-llm-node="${type}"]`)]
+      .at(index);
+  if (!box) return null;
+  const style = getComputedStyle(box);
+  const line = parseFloat(style.lineHeight) || 16;
+  const fold = box.querySelector('details');
+  const node = app.graph._nodes.filter(n => n.type === type).at(index);
+  const strip = (node?.widgets ?? []).find(w => w.name === '$$node-text-preview');
+  return {
+    state: box.dataset.state,
+    text: box.querySelector('.comfy-llm-text').textContent,
+    reasoning: fold.hidden ? null : box.querySelector('.comfy-llm-thinking').textContent,
+    folded: !fold.open,
+    lines: box.clientHeight / line,
+    frontend_strip_shown: strip ? !(strip.hidden || strip.options?.hidden) : false,
+  };
+}"""
+
+
 _CARD_PICTURE = """(title) => {
   const label = [...document.querySelectorAll('*')].find(e =>
       e.children.length === 0 && e.textContent.trim() === title);
@@ -180,6 +200,59 @@ class Frontend:
         """An empty spot of canvas under the graph's nodes."""
         x, y = self.js(_BELOW_GRAPH)
         return float(x), float(y)
+
+    def reload(self, timeout: float = 120.0) -> None:
+        """Reload the page (as an artist's F5) and wait until the workflow is back."""
+        self.page.reload()
+        self.page.wait_for_function(
+            "() => window.app && app.graph && app.graph._nodes.length > 0", timeout=timeout * 1000
+        )
+
+    def node_text(self, node_type: str, index: int = 0) -> dict[str, Any] | None:
+        """What comfy-llm's text area on a node shows (``web/comfy-llm.js``).
+
+        ``{state, text, reasoning, folded, lines, frontend_strip_shown, visible}``:
+        ``state`` is ``empty``, ``live``, ``final`` or ``stopped``; ``reasoning``
+        is None when there is none; ``lines`` how many text lines the area's
+        height holds; ``visible`` whether the text's first line is on the page
+        (Playwright's visibility, inside the viewport). None when the node has
+        no text area.
+        """
+        shown = self.js(_NODE_TEXT, [node_type, index])
+        if shown is None:
+            return None
+        selector = f'.comfy-llm-output[data-comfy-llm-node="{node_type}"] .comfy-llm-text'
+        text = self.page.locator(selector).nth(index)
+        view = self.page.viewport_size or {"width": 0, "height": 0}
+        bounds = text.bounding_box()
+        shown["visible"] = bool(  # the text's first line is on the page
+            text.is_visible()
+            and bounds
+            and bounds["height"] > 0
+            and 0 <= bounds["x"] < view["width"]
+            and 0 <= bounds["y"] <= view["height"] - min(bounds["height"], 16)
+        )
+        return dict(shown)
+
+    def wait_node_text(
+        self, node_type: str, predicate: str, index: int = 0, timeout: float = 180.0
+    ) -> dict[str, Any]:
+        """Wait until the node's text area satisfies the JS ``predicate(box)``; return it.
+
+        ``box`` is the area's element (``box.dataset.state``, ``box.textContent``).
+        """
+        self.page.wait_for_function(
+            f"""([type, index]) => {{
+              const box = [...document.querySelectorAll(
+                  `.comfy-llm-output[data-comfy-llm-node="${{type}}"]`)].at(index);
+              return !!box && ({predicate})(box);
+            }}""",
+            arg=[node_type, index],
+            timeout=timeout * 1000,
+        )
+        shown = self.node_text(node_type, index)
+        assert shown is not None
+        return shown
 
     def texts(self) -> list[str]:
         """The values of every text box on the page (prompts and text previews)."""

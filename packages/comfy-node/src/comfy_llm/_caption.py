@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from comfy_llm_core import InvalidSettingError, defaults, render_error, write_atomically
+from comfy_llm_core import InvalidSettingError, defaults, render_error
 from comfy_llm_inputs import InputError
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_residency import (
@@ -33,6 +33,16 @@ from comfy_llm_residency import (
     get_manager,
 )
 
+from comfy_llm._caption_conventions import (
+    CaptionConventions,
+    compose_caption,
+    counted_message,
+    existing_mode,
+    read_caption_file,
+    store_caption,
+)
+from comfy_llm._caption_media import IMAGE_SUFFIXES, MAX_CAPTION_IMAGES, find_media, item_name
+from comfy_llm._caption_media import media_input as _media_input
 from comfy_llm._pipeline import LLMRequest, prepare_request_inputs, resolve_and_stage
 from comfy_llm._storage import storage_root
 from comfy_llm._targets import detect_target
@@ -50,8 +60,6 @@ __all__ = [
     "run_captions",
 ]
 
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
-MAX_CAPTION_IMAGES = 10_000
 _PER_IMAGE_STAGES = frozenset({ProgressStage.GENERATE, ProgressStage.DONE})
 
 
@@ -63,16 +71,18 @@ class CaptionItem:
         name: The file name, or ``"image N"`` for a slice of an IMAGE batch.
         path: The image file (folder input), else None.
         pixels: One ``[1, H, W, C]`` slice of a ComfyUI IMAGE batch, else None.
+        caption_extension: The caption file's extension (``_caption_conventions``).
     """
 
     name: str
     path: Path | None = None
     pixels: Any = None
+    caption_extension: str = ".txt"
 
     @property
     def caption_path(self) -> Path | None:
         """Where this image's caption file goes (only images from a folder have one)."""
-        return None if self.path is None else self.path.with_suffix(".txt")
+        return None if self.path is None else self.path.with_suffix(self.caption_extension)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +104,7 @@ class CaptionJob:
         keep_loaded: Keep the model resident after the batch.
         batch_size: Images handed to the engine at once (1 to
             ``defaults.MAX_CAPTION_BATCH_SIZE``).
+        conventions: Suffix, templating, mode, extension, manifest, subfolders.
     """
 
     model: str
@@ -109,6 +120,7 @@ class CaptionJob:
     reserve_gb: float | None = None
     keep_loaded: bool = True
     batch_size: int = defaults.CAPTION_BATCH_SIZE
+    conventions: CaptionConventions = dataclasses.field(default_factory=CaptionConventions)
 
     def __post_init__(self) -> None:
         """Check the batch size.
@@ -132,37 +144,29 @@ class CaptionBatch:
 
 
 def find_images(folder: str | Path, *, limit: int = MAX_CAPTION_IMAGES) -> list[Path]:
-    """The image files directly in ``folder``, sorted by name.
-
-    Hidden files and non-images are ignored; a symlink is followed only when
-    it stays inside the folder.
+    """The image files directly in ``folder``, sorted by name (see ``find_media``).
 
     Raises:
         CaptionFolderError: Not a folder, a symlink leaving it, or more than ``limit`` images.
     """
-    base = Path(folder).expanduser()
-    if not base.is_dir():
-        raise CaptionFolderError(str(base), "is not a folder")
-    real_base = base.resolve()
-    found: list[Path] = []
-    for entry in sorted(base.iterdir(), key=lambda p: p.name):
-        if entry.name.startswith(".") or entry.suffix.lower() not in IMAGE_SUFFIXES:
-            continue
-        if entry.is_symlink() and not entry.resolve().is_relative_to(real_base):
-            raise CaptionFolderError(
-                str(base), f"{entry.name!r} is a symlink to a file outside the folder"
-            )
-        if entry.is_file():
-            found.append(entry)
-    if len(found) > limit:
-        raise CaptionFolderError(
-            str(base), f"holds {len(found)} images, more than the limit of {limit}"
-        )
-    return found
+    return find_media(folder, limit=limit, videos=False)
 
 
-def caption_items(images: Any = None, folder: str | Path | None = None) -> list[CaptionItem]:
-    """The items of a batch: the IMAGE batch's slices first, then the folder's files."""
+def caption_items(
+    images: Any = None,
+    folder: str | Path | None = None,
+    conventions: CaptionConventions | None = None,
+) -> list[CaptionItem]:
+    """The items of a batch: the IMAGE batch's slices first, then the folder's files.
+
+    The folder's images and videos (and its subfolders' with
+    ``conventions.subfolders``) are found by ``_caption_media.find_media``.
+
+    Raises:
+        CaptionFolderError: As ``find_media``, or two files that would share
+            one caption file (``a.png`` and ``a.jpg``).
+    """
+    conventions = conventions or CaptionConventions()
     items: list[CaptionItem] = []
     if images is not None:
         count = int(images.shape[0]) if hasattr(images, "shape") else len(images)
@@ -170,16 +174,28 @@ def caption_items(images: Any = None, folder: str | Path | None = None) -> list[
             CaptionItem(name=f"image {i + 1}", pixels=images[i : i + 1]) for i in range(count)
         )
     if folder:
-        items.extend(CaptionItem(name=path.name, path=path) for path in find_images(folder))
+        found = find_media(folder, subfolders=conventions.subfolders)
+        items.extend(
+            CaptionItem(item_name(path, folder), path, caption_extension=conventions.extension)
+            for path in found
+        )
+        _refuse_shared_caption_files(str(folder), items)
     return items
 
 
-def _image_input(item: CaptionItem) -> Any:
-    if item.pixels is not None:
-        return item.pixels
-    from comfy_llm_inputs import images_from_files
-
-    return list(images_from_files([str(item.path)]))
+def _refuse_shared_caption_files(folder: str, items: Sequence[CaptionItem]) -> None:
+    seen: dict[Path, str] = {}
+    for item in items:
+        target = item.caption_path
+        if target is None:
+            continue
+        if target in seen:
+            raise CaptionFolderError(
+                folder,
+                f"{seen[target]!r} and {item.name!r} would share the caption file "
+                f"{target.name!r}: rename one of them",
+            )
+        seen[target] = item.name
 
 
 @dataclasses.dataclass
@@ -211,7 +227,7 @@ def run_captions(
             (files of the chunks already finished stay).
     """
     if not items:
-        raise CaptionFolderError("(no input)", "has no images: connect images or give a folder")
+        raise CaptionFolderError("", "no images are connected and no folder is given")
     started = time.monotonic()
     target = detect_target(job.target)
     root = storage_root(job.storage_root)
@@ -229,13 +245,13 @@ def run_captions(
         if event.stage not in _PER_IMAGE_STAGES:  # the bar counts images, not tokens
             progress(event)
 
-    def counted(name: str) -> None:
+    def counted(index: int) -> None:
         nonlocal done
         done += 1
         progress(
             ProgressEvent(
                 stage=ProgressStage.GENERATE,
-                message=f"Captioned {done}/{len(items)} images ({name})",
+                message=counted_message(done, len(items), items[index].name, records[index]),
                 value=float(done),
                 maximum=float(len(items)),
                 unit="images",
@@ -261,9 +277,9 @@ def run_captions(
         if index not in pending_indices:
             existing = item.caption_path
             assert existing is not None
-            captions[index] = existing.read_text(encoding="utf-8", errors="replace").strip()
+            captions[index] = read_caption_file(existing)
             records[index].update(status="kept_existing", seconds=0.0)
-            counted(item.name)
+            counted(index)
     for number, chunk in enumerate(chunks):
         names = ", ".join(items[index].name for index in chunk[:3])
         more = f" and {len(chunk) - 3} more" if len(chunk) > 3 else ""
@@ -295,7 +311,7 @@ def run_captions(
         for entry, result in zip(pending, results, strict=True):
             captions[entry.index] = _finish(job, entry, result, records[entry.index], number)
             last_request = dict(result.metadata)
-            counted(entry.item.name)
+            counted(entry.index)
     metadata = _summary(job, items, records, time.monotonic() - started, last_request)
     metadata.update(
         profile_id=profile.profile_id,
@@ -316,7 +332,8 @@ def run_captions(
 
 def _kept(job: CaptionJob, item: CaptionItem) -> bool:
     existing = item.caption_path
-    return job.skip_existing and existing is not None and existing.is_file()
+    mode = existing_mode(job.conventions, job.skip_existing, job.overwrite)
+    return mode == "skip_existing" and existing is not None and existing.is_file()
 
 
 def _prepare(
@@ -327,7 +344,7 @@ def _prepare(
     profile: Any,
     progress: ProgressCallback,
     records: list[dict[str, Any]],
-    counted: Callable[[str], None],
+    counted: Callable[[int], None],
 ) -> list[_Pending]:
     """Prepare a chunk's inputs; an image that cannot be read is reported and left out."""
     pending: list[_Pending] = []
@@ -339,7 +356,7 @@ def _prepare(
                 model=job.model,
                 prompt=job.prompt,
                 system_prompt=job.system_prompt,
-                images=_image_input(item),
+                **_media_input(item.pixels, item.path, profile),
                 settings=job.settings,
             )
             prepared = prepare_request_inputs(request, profile, progress)
@@ -349,7 +366,7 @@ def _prepare(
                 error=render_error(error),
                 seconds=round(time.monotonic() - item_started, 4),
             )
-            counted(item.name)
+            counted(index)
         else:
             pending.append(_Pending(index, item, prepared, item_started))
     return pending
@@ -358,10 +375,23 @@ def _prepare(
 def _finish(
     job: CaptionJob, entry: _Pending, result: Any, record: dict[str, Any], chunk: int
 ) -> str:
-    """The caption of one finished image: its record, and its file written atomically."""
+    """The caption of one finished image: its record, and its file written atomically.
+
+    An answer that still fails ``response_schema`` after its retry is a failed
+    image (no caption, no file), with the validator's reason.
+    """
     metadata = result.metadata
-    prefix = job.prefix.strip()
-    caption = f"{prefix}, {result.response}" if prefix else result.response
+    if metadata.get("schema_valid") is False:
+        cut = " (cut off at max_new_tokens)" if metadata.get("finish_reason") == "length" else ""
+        record.update(
+            status="failed",
+            error=f"the answer does not satisfy response_schema{cut}: "
+            f"{metadata.get('schema_problem')}",
+            seconds=round(time.monotonic() - entry.started, 4),
+        )
+        return ""
+    item = entry.item
+    caption = compose_caption(job.prefix, result.response, job.conventions, item.path, item.name)
     record.update(
         status="captioned",
         output_tokens=metadata.get("output_tokens"),
@@ -372,14 +402,13 @@ def _finish(
         batch_size=metadata.get("batch_size"),
         chunk=chunk,
     )
-    target_file = entry.item.caption_path if job.write_files else None
+    target_file = item.caption_path if job.write_files else None
     if target_file is not None:
-        if target_file.exists() and not job.overwrite:
-            record["written"] = False
-            record["note"] = "caption file exists; enable overwrite to replace it"
-        else:
-            write_atomically(target_file, caption + "\n")
-            record["written"] = True
+        mode = existing_mode(job.conventions, job.skip_existing, job.overwrite)
+        separator = job.conventions.separator
+        caption = store_caption(
+            target_file, caption, record, mode=mode, separator=separator, model=job.model
+        )
     record["seconds"] = round(time.monotonic() - entry.started, 4)
     return caption
 

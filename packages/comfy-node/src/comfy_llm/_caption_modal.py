@@ -29,13 +29,17 @@ from comfy_llm._caption import (
     _Pending,
     _summary,
 )
+from comfy_llm._caption_conventions import read_caption_file
+from comfy_llm._caption_media import is_video
 from comfy_llm._pipeline import refuse_local_folder_on_modal
 from comfy_llm._remote import modal_remote
 from comfy_llm._storage import installation_dir, storage_root
 from comfy_llm._versions import loaded_versions
 from comfy_llm.errors import CaptionFolderError
 
-__all__ = ["ModalCaptionOptions", "run_captions_on_modal"]
+__all__ = ["VIDEO_ON_MODAL", "ModalCaptionOptions", "run_captions_on_modal"]
+
+VIDEO_ON_MODAL = "videos are captioned on this machine only: turn run_on_modal off for clips"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +78,7 @@ def run_captions_on_modal(
         BaseException: Cancel, unchanged (files already written stay).
     """
     if not items:
-        raise CaptionFolderError("(no input)", "has no images: connect images or give a folder")
+        raise CaptionFolderError("", "no images are connected and no folder is given")
     refuse_local_folder_on_modal(job.model)
     remote = modal_remote()
     started = time.monotonic()
@@ -97,8 +101,10 @@ def run_captions_on_modal(
         if _kept(job, item):
             existing = item.caption_path
             assert existing is not None
-            captions[index] = existing.read_text(encoding="utf-8", errors="replace").strip()
+            captions[index] = read_caption_file(existing)
             records[index].update(status="kept_existing", seconds=0.0)
+        elif is_video(item.path):  # the fan-out sends images; a clip is captioned locally
+            records[index].update(status="failed", error=VIDEO_ON_MODAL, seconds=0.0)
         else:
             images.append(remote.FanOutImage(index, item.name, _encoder(remote, index, item)))
     writer = _Writer(job, items, captions, records, started)

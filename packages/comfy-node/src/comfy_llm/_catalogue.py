@@ -4,6 +4,14 @@ One listing for the node's model picker and ``comfy-llm models``. Listing
 reads folder names and small JSON files only (no hashing, no Hub request), so
 it is cheap enough for every ``/object_info``; the full gate runs when a
 choice is resolved.
+
+The picker (:func:`picker_choices`) lists only what the target's registry
+accepts, each model once: a curated id by the registry's decision on its
+pinned commit's facts when they are on disk (``profiles/pinned/``), else by
+its review and whether the target has an engine for its family; a downloaded
+snapshot of a curated pin is that curated id ("downloaded"); any other
+snapshot or local folder by the decision on its own config.json. Each value
+gets a label with its name, "downloaded" and its size where known.
 """
 
 from __future__ import annotations
@@ -15,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from comfy_llm_profiles import (
+    CuratedEntry,
     ExecutionTarget,
     ProfileError,
+    available_backends,
     check_gguf_pair,
     decide,
     decide_gguf,
@@ -24,12 +34,20 @@ from comfy_llm_profiles import (
     list_hf_cache_snapshots,
     list_model_folders,
     load_curated_registry,
+    load_pinned_facts,
+    registry_for,
 )
 from comfy_llm_staging import list_staged_snapshots
 
 from comfy_llm._storage import model_folders
 
-__all__ = ["SOURCES", "ModelChoice", "list_models", "picker_values"]
+__all__ = [
+    "SOURCES",
+    "ModelChoice",
+    "PickerChoice",
+    "list_models",
+    "picker_choices",
+]
 
 SOURCES = ("curated", "staged", "local", "hf-cache")
 _CONFIG_MAX_BYTES = 4 * 1024 * 1024
@@ -74,13 +92,130 @@ def _local_choices() -> list[tuple[str, Path]]:
     return list_model_folders(folders) + list_gguf_files(folders)
 
 
-def picker_values(storage_root: Path | None) -> list[str]:
-    """The picker's list: curated ids, staged snapshots, then local folders (no duplicates)."""
-    values = list(load_curated_registry().ids)
-    if storage_root is not None:
-        values += [f"{repo}@{rev}" for repo, rev, _ in list_staged_snapshots(storage_root)]
-    values += [label for label, _ in _local_choices()]
-    return list(dict.fromkeys(values))
+@dataclass(frozen=True, slots=True)
+class PickerChoice:
+    """One entry of the node's model picker.
+
+    Attributes:
+        value: What the widget holds and a workflow saves (a curated id,
+            ``owner/model@commit`` or ``models/<folder>/<name>``).
+        label: What the picker shows for it: name, "downloaded", size.
+    """
+
+    value: str
+    label: str
+
+
+def picker_choices(storage_root: Path | None, target: ExecutionTarget) -> list[PickerChoice]:
+    """The picker's entries for ``target``: accepted models only, each once (module docstring).
+
+    Curated ids first (the curated list's order), then other downloaded
+    snapshots, then local checkpoint folders.
+    """
+    backends = available_backends(target)
+    staged = list_staged_snapshots(storage_root) if storage_root is not None else []
+    on_disk = {(repo, rev): path for repo, rev, path in staged}
+    choices: list[PickerChoice] = []
+    pins: set[tuple[str, str]] = set()
+    for entry in load_curated_registry().for_target(target):
+        pins.add((entry.repository, entry.revision))
+        folder = on_disk.get((entry.repository, entry.revision))
+        size = _weights_size(folder) if folder is not None else None
+        if not _curated_accepted(entry, target, backends, storage_root):
+            continue
+        if size is None and storage_root is not None:
+            facts = load_pinned_facts(storage_root, entry.repository, entry.revision)
+            size = facts.weight_bytes if facts is not None else None
+        choices.append(PickerChoice(entry.id, _label(entry.display_name, folder is not None, size)))
+    for (repo, rev), folder in on_disk.items():
+        if (repo, rev) not in pins and _folder_accepted(folder, target, backends, repo):
+            name = f"{repo} @ {rev[:7]}"
+            choices.append(PickerChoice(f"{repo}@{rev}", _label(name, True, _weights_size(folder))))
+    for label, folder in _local_choices():
+        if _folder_accepted(folder, target, backends, label):
+            choices.append(PickerChoice(label, _label(label, None, _weights_size(folder))))
+    unique: dict[str, PickerChoice] = {}
+    for choice in choices:
+        unique.setdefault(choice.value, choice)
+    return list(unique.values())
+
+
+def _curated_accepted(
+    entry: CuratedEntry,
+    target: ExecutionTarget,
+    backends: frozenset[str],
+    storage_root: Path | None,
+) -> bool:
+    """The registry's decision on a curated id, from its pinned facts when they are here."""
+    facts = (
+        load_pinned_facts(storage_root, entry.repository, entry.revision)
+        if storage_root is not None
+        else None
+    )
+    if facts is None:  # not resolved here yet: its family must have an engine on this target
+        return any(
+            rule.family == entry.family and any(e.name in backends for e in rule.backends)
+            for rule in registry_for(target).rules
+        )
+    try:
+        entry.profile(target, facts.config, weight_bytes=facts.weight_bytes, backends=backends)
+    except ProfileError:
+        return False
+    return True
+
+
+def _folder_accepted(
+    folder: Path, target: ExecutionTarget, backends: frozenset[str], name: str
+) -> bool:
+    if folder.is_file():  # a local GGUF file (list_gguf_files): the GGUF rules decide
+        try:
+            checked = check_gguf_pair(folder.parent, folder.name, max_weight_bytes=2**62)
+            decide_gguf(
+                target, checked.model, checked.projector, repository=name, backends=backends
+            )
+        except ProfileError:
+            return False
+        return True
+    config = _config(folder / "config.json")
+    if config is None:
+        return False
+    try:
+        decide(
+            target,
+            config,
+            weight_bytes=_weights_size(folder) or 0,
+            repository=name,
+            backends=backends,
+        )
+    except ProfileError:
+        return False
+    return True
+
+
+def _weights_size(folder: Path) -> int | None:
+    try:
+        if folder.is_file():  # a GGUF file
+            return folder.stat().st_size or None
+        entries = list(folder.iterdir())
+    except OSError:
+        return None
+    return sum(_safetensors(entries)) or None
+
+
+def _label(name: str, downloaded: bool | None, size: int | None) -> str:
+    """``"SmolVLM 256M Instruct · downloaded · 513 MB"`` (a local folder: no "downloaded")."""
+    parts = [name]
+    if downloaded:
+        parts.append("downloaded")
+    if size:
+        parts.append(_size(size) if downloaded is not False else f"{_size(size)} download")
+    return " · ".join(parts)
+
+
+def _size(size: int) -> str:
+    if size >= 1000**3:
+        return f"{size / 1000**3:.1f} GB"
+    return f"{max(1, round(size / 1000**2))} MB"
 
 
 def list_models(storage_root: Path | None, target: ExecutionTarget | None) -> list[ModelChoice]:

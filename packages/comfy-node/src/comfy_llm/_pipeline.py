@@ -340,6 +340,7 @@ def _with_host_facts(
     comfy_models: Callable[[], Sequence[str]] | None,
     prompt_id: str | None,
 ) -> InferenceResult:
+    _refuse_invalid_answer(result)
     metadata = dict(result.metadata)
     metadata["comfyui_managed_models"] = list(comfy_models()) if comfy_models else []
     note = empty_answer(result.response, metadata)
@@ -349,3 +350,24 @@ def _with_host_facts(
         metadata["prompt_id"] = prompt_id
     metadata["comfy_llm_versions"] = loaded_versions()
     return dataclasses.replace(result, metadata=metadata)
+
+
+def _refuse_invalid_answer(result: InferenceResult) -> None:
+    """A ``response_schema`` answer that is still invalid after its retry ends the run.
+
+    Raises:
+        AnswerSchemaError: With the validator's reason, whether the token budget
+            cut the answer, and the answer's start.
+    """
+    metadata: dict[str, Any] = dict(result.metadata)
+    if metadata.get("schema_valid") is not False:
+        return
+    from comfy_llm_structured import AnswerSchemaError
+
+    budget = (metadata.get("generation_settings") or {}).get("max_new_tokens")
+    raise AnswerSchemaError(
+        str(metadata.get("schema_problem") or "the answer is not valid JSON"),
+        retries=int(metadata.get("schema_retries") or 0),
+        cut_at_tokens=budget if metadata.get("finish_reason") == "length" else None,
+        answer=result.response,
+    )

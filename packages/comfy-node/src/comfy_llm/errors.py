@@ -63,7 +63,7 @@ class CaptionFolderError(NodeError, ValueError):
     """The caption batch's folder (or image input) cannot be used.
 
     Attributes:
-        folder: The folder that was given.
+        folder: The folder that was given ("" when neither a folder nor images were).
         problem: What is wrong with it.
     """
 
@@ -72,6 +72,12 @@ class CaptionFolderError(NodeError, ValueError):
     def __init__(self, folder: str, problem: str) -> None:
         self.folder = folder
         self.problem = problem
+        if not folder:  # neither a folder nor images: nothing to name
+            super().__init__(
+                f"Nothing to caption: {problem}. Connect an IMAGE batch to images, or type a "
+                "folder of images (png, jpg, webp, ...) into folder."
+            )
+            return
         super().__init__(
             f"Caption folder {folder!r} {problem}. Give a folder of images (png, jpg, webp, "
             "...) directly inside it, or connect an IMAGE batch."

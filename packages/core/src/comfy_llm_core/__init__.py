@@ -5,7 +5,8 @@
 * ``env_*`` and :class:`InvalidSettingError`: environment variables read one way.
 * :func:`hub_path_problem`, :func:`quote_untrusted`: Hub file names checked one way.
 * :func:`render_error`, :func:`redact`, :func:`check_token`: tokens never reach output.
-* :func:`write_atomically`: files replaced whole (temp + rename), mode 0644 minus umask.
+* :func:`write_atomically`: files replaced whole (temp + rename), mode 0644 minus umask;
+  :func:`make_folder`: folders made with a full disk said as such.
 * :func:`install_command`: what to install for an extra, from this install.
 * :func:`fold_seed`: a ComfyUI seed folded into an engine's seed width.
 * :func:`configure_library_logging`: library chatter off stderr unless debugging;
@@ -24,7 +25,7 @@ from comfy_llm_core._env import (
     env_str,
 )
 from comfy_llm_core._errors import ComfyLLMError, DiskFullError, ErrorAction, rebuild_error
-from comfy_llm_core._files import DISK_FULL_ERRNOS, write_atomically
+from comfy_llm_core._files import DISK_FULL_ERRNOS, make_folder, write_atomically
 from comfy_llm_core._install import install_command, platform_extra
 from comfy_llm_core._logs import (
     RedactingFilter,
@@ -67,6 +68,7 @@ __all__ = [
     "env_str",
     "fold_seed",
     "library_progress_bars_quiet",
+    "make_folder",
     "hub_path_problem",
     "install_command",
     "platform_extra",

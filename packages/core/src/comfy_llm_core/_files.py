@@ -24,7 +24,13 @@ from pathlib import Path
 
 from comfy_llm_core._errors import DiskFullError
 
-__all__ = ["DEFAULT_FILE_MODE", "DISK_FULL_ERRNOS", "disk_full", "write_atomically"]
+__all__ = [
+    "DEFAULT_FILE_MODE",
+    "DISK_FULL_ERRNOS",
+    "disk_full",
+    "make_folder",
+    "write_atomically",
+]
 
 DEFAULT_FILE_MODE = 0o644
 """Before the umask: owner read/write, everyone else read."""
@@ -37,8 +43,14 @@ DISK_FULL_ERRNOS = frozenset(
 
 
 def disk_full(path: Path, what: str) -> DiskFullError:
-    """The :class:`DiskFullError` for a write to ``path`` that found no room."""
+    """The :class:`DiskFullError` for a write to ``path`` that found no room.
+
+    The free space is read on the nearest folder of ``path`` that exists (a
+    folder that could not be created on the full disk has none to ask).
+    """
     folder = path.parent
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
     try:
         available = shutil.disk_usage(folder).free
         stats = os.statvfs(folder) if hasattr(os, "statvfs") else None
@@ -46,6 +58,28 @@ def disk_full(path: Path, what: str) -> DiskFullError:
         available, stats = 0, None
     inodes = stats is not None and stats.f_files > 0 and stats.f_favail == 0
     return DiskFullError(str(path), available, inodes_exhausted=inodes, what=what)
+
+
+def make_folder(folder: Path, what: str) -> None:
+    """``mkdir -p folder``; a full disk (bytes, quota or inodes) is a :class:`DiskFullError`.
+
+    Creating a folder needs an inode and a directory block: on a full disk it
+    fails with ``[Errno 28]`` before any file write could say so.
+
+    Args:
+        folder: The folder to create (with its parents; an existing one is fine).
+        what: What will be written there, for the message ("the Hub facts cache").
+
+    Raises:
+        DiskFullError: No room to create it.
+        OSError: Any other reason (``errno`` tells: EACCES, ENOTDIR, ...).
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        if error.errno not in DISK_FULL_ERRNOS:
+            raise
+        raise disk_full(folder, what) from None
 
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)

@@ -87,6 +87,7 @@ from comfy_llm_profiles._manifest import (
     manifest_path,
     write_manifest,
 )
+from comfy_llm_profiles._pins import PinnedFacts, load_pinned_facts
 from comfy_llm_profiles._profile import (
     COMPATIBILITY_POLICY_VERSION,
     MODALITIES,
@@ -240,6 +241,8 @@ __all__ = [
     "parse_curated_registry",
     # manifests
     "MANIFEST_DIR",
+    "PinnedFacts",
+    "load_pinned_facts",
     "load_manifest",
     "manifest_path",
     "write_manifest",

@@ -313,6 +313,17 @@ def _file(check: _Fields, index: int, sibling: object) -> HubFile:
     return HubFile(path=str(name), size=size, blob_id=blob_id, sha256=sha256)
 
 
+def _file_and_folder(paths: set[str]) -> tuple[str, str] | None:
+    """``(x, x/…)`` when a listed file's path is also a folder of another listed file."""
+    for path in sorted(paths):
+        parts = path.split("/")
+        for cut in range(1, len(parts)):
+            folder = "/".join(parts[:cut])
+            if folder in paths:
+                return folder, path
+    return None
+
+
 def _findings(check: _Fields, status: object) -> tuple[str, ...]:
     if status is None:
         return ()
@@ -400,6 +411,26 @@ def fetch_model_info(
         if file.path in seen:
             raise check.fail("siblings", f"lists {ascii(file.path)[:120]} twice")
         seen.add(file.path)
+    clash = _file_and_folder(seen)
+    if clash is not None:  # on disk one of them could not be written ([Errno 21] / [Errno 20])
+        folder, inside = clash
+        problem = (
+            f"is also the folder of the file {quote_untrusted(inside)} it lists (a path "
+            "cannot be a file and a folder at once)"
+        )
+        at = f" at {revision}" if revision else ""
+        raise HubDataError(
+            f"Model repository {repository!r}{at} lists the file {quote_untrusted(folder)}, "
+            f"which {problem}: a repository's files must be plain relative paths inside it, "
+            "so the whole repository is refused and nothing was downloaded. Pick another "
+            "repository.",
+            repository=repository,
+            revision=revision,
+            what="model info",
+            field="siblings[].rfilename",
+            problem=problem,
+            path=folder,
+        )
     findings = _findings(check, payload.get("securityRepoStatus")) if security else ()
     return HubModelInfo(
         repository=repository, sha=sha.lower(), files=files, security_findings=findings

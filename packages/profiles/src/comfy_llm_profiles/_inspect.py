@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from comfy_llm_core import DISK_FULL_ERRNOS
+
 from comfy_llm_profiles._hub import (
     CONFIG_MAX_BYTES,
     HubModelInfo,
@@ -234,11 +236,19 @@ def _read_cached(path: Path | None) -> bytes | None:
 
 
 def _write_cached(path: Path, raw: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Keep config.json for next time (only a cache: a full disk is not an error here).
+
+    The facts and the manifest written next report a full disk
+    (``make_folder``, ``write_atomically``).
+    """
     temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         temporary.write_bytes(raw)
         os.replace(temporary, path)
+    except OSError as error:
+        if error.errno not in DISK_FULL_ERRNOS:
+            raise
     finally:
         temporary.unlink(missing_ok=True)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from comfy_llm_core import write_atomically
+from comfy_llm_core import make_folder, write_atomically
 
 from comfy_llm_profiles._profile import PROFILE_ID_PREFIX, ModelProfile, compute_profile_id
 from comfy_llm_profiles.errors import ManifestConflictError, ManifestError, ProfileError
@@ -132,7 +132,7 @@ def write_manifest(storage_root: Path, profile: ModelProfile) -> tuple[Path, boo
     if path.exists():
         _existing_identity_matches(path, profile)
         return path, False
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent, "the model manifest")
     if not write_atomically(
         path, _serialize(profile), keep_existing=True, what="the model manifest"
     ):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from comfy_llm_core import write_atomically
+from comfy_llm_core import make_folder, write_atomically
 
 from comfy_llm_profiles._manifest import MANIFEST_DIR
 from comfy_llm_profiles._reference import is_commit
@@ -92,7 +92,8 @@ def save_pinned_facts(storage_root: Path, facts: PinnedFacts) -> Path:
 
     Raises:
         ValueError: ``facts.revision`` is not a 40-hex commit.
-        OSError: The folder cannot be created or written.
+        DiskFullError: No room for the folder or the file (comfy_llm_core).
+        OSError: The folder cannot be created or written for another reason.
     """
     if not is_commit(facts.revision):
         raise ValueError(f"revision {facts.revision!r} is not a 40-hex commit")
@@ -150,5 +151,6 @@ def load_branch_pin(storage_root: Path, repository: str, branch: str | None) -> 
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    what = "the Hub facts cache (profiles/pinned)"
+    make_folder(path.parent, what)
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n", what=what)

@@ -5,7 +5,10 @@ here, once, before anything touches the network or the disk. Four forms pass:
 
 * ``owner/model`` and ``owner/model@revision``: the Hub's own repository-name
   rules (letters, digits, ``-``, ``_``, ``.``; no ``--`` or ``..``; at most 96
-  characters per part), which also rule out URLs and whitespace;
+  characters per part), which also rule out URLs and whitespace; a model
+  page's address pasted from the browser (``https://huggingface.co/owner/model``,
+  ``…/tree/<revision>``, with or without the scheme and trailing slashes) is
+  read as that reference, every other URL is refused;
 * a curated id (lowercase, no ``/``), checked against the ids the caller
   passes (``_curated.parse_reference`` passes the shipped list);
 * an absolute folder path (``/…``, ``~/…``, ``C:\…``): a local checkpoint;
@@ -24,6 +27,7 @@ import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from comfy_llm_profiles.errors import InvalidModelReferenceError
 
@@ -51,6 +55,14 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 _CONTENT_PIN = re.compile(r"[0-9a-f]{64}")
 _WINDOWS_ABSOLUTE = re.compile(r"(?:[A-Za-z]:[\\/]|\\\\)")
 _FOLDER_KIND = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+_HUB_URL = re.compile(
+    r"(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/"
+    r"(?P<owner>[^/?#\s]+)/(?P<model>[^/?#\s]+)"
+    r"(?:/tree/(?P<revision>[^?#\s]+?))?/*(?:[?#][^\s]*)?"
+)
+_HUB_PAGES = frozenset({"datasets", "spaces", "docs", "blog", "collections", "papers", "api"})
+"""First path parts of Hub pages that are not a model (``_HUB_URL`` leaves them alone)."""
 
 LOCAL_NAME_PREFIX = "models/"
 """``models/<folder>/<name>`` names a checkpoint under a registered model folder."""
@@ -170,7 +182,11 @@ def _check_shape(value: str) -> None:
     if any(ch.isspace() for ch in value):
         raise _refuse(value, "it contains whitespace")
     if "://" in value or value.lower().startswith(("http:", "https:", "hf:", "www.")):
-        raise _refuse(value, "URLs are not accepted; give only the owner/model part")
+        raise _refuse(
+            value,
+            "this URL is not a model page; give owner/model, or paste the model page's "
+            "address (https://huggingface.co/owner/model or …/tree/<revision>)",
+        )
     if ".." in value:
         raise _refuse(value, "it contains '..'")
     if value.startswith(("/", "~", ".", "\\")) or "\\" in value or ":" in value:
@@ -235,6 +251,12 @@ def parse_model_reference(text: str, *, curated_ids: Iterable[str]) -> ModelRefe
     """
     if not isinstance(text, str):
         raise _refuse(repr(text), f"it is a {type(text).__name__}, not text")
+    trimmed = _from_hub_url(text)
+    if trimmed != text:
+        try:
+            return parse_model_reference(trimmed, curated_ids=curated_ids)
+        except InvalidModelReferenceError as error:
+            raise _refuse(text, f"it reads as {trimmed!r}, and {error.reason}") from None
     local = _parse_local(text)
     if local is not None:
         return local
@@ -247,6 +269,16 @@ def parse_model_reference(text: str, *, curated_ids: Iterable[str]) -> ModelRefe
         if not closest:
             raise
         raise _refuse(text, f"{error.reason}; closest curated ids: {', '.join(closest)}") from None
+
+
+def _from_hub_url(text: str) -> str:
+    """``owner/model[@revision]`` for a pasted model page address, else ``text`` unchanged."""
+    found = _HUB_URL.fullmatch(text)
+    if found is None or found["owner"] in _HUB_PAGES:
+        return text
+    reference = f"{found['owner']}/{found['model']}"
+    revision = found["revision"]
+    return f"{reference}@{unquote(revision)}" if revision else reference
 
 
 def closest_curated_ids(text: str, known: Iterable[str], *, limit: int = 3) -> list[str]:

@@ -11,12 +11,17 @@
 from comfy_llm_structured._check import SchemaCheck, check_response, retry_instruction
 from comfy_llm_structured._constraint import JsonConstraint, llg_tokenizer
 from comfy_llm_structured._schema import MAX_SCHEMA_CHARS, ResponseSchema, parse_response_schema
-from comfy_llm_structured.errors import InvalidSchemaError, StructuredOutputError
+from comfy_llm_structured.errors import (
+    AnswerSchemaError,
+    InvalidSchemaError,
+    StructuredOutputError,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MAX_SCHEMA_CHARS",
+    "AnswerSchemaError",
     "InvalidSchemaError",
     "JsonConstraint",
     "ResponseSchema",

@@ -19,6 +19,7 @@ class Input:
         optional: bool = False,
         tooltip: str | None = None,
         default: Any = None,
+        extra_dict: dict[str, Any] | None = None,
         **options: Any,
     ) -> None:
         self.id = id
@@ -26,6 +27,9 @@ class Input:
         self.optional = optional
         self.tooltip = tooltip
         self.default = default
+        # 0.33's Input keeps extra_dict apart and merges it into the input's spec
+        # (comfy_api/latest/_io.py Input.__init__, as_dict)
+        self.extra_dict = extra_dict if extra_dict is not None else {}
         self.options = options
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from comfy_llm_core import defaults, install_command
 
+from comfy_llm._caption_conventions import CAPTION_MODES, MANIFEST_NAME
 from comfy_llm._cli._args import default_model, read_schema_file
 
 __all__ = ["add_caption_parser", "cmd_caption"]
@@ -16,7 +17,7 @@ __all__ = ["add_caption_parser", "cmd_caption"]
 def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
     """Register the ``caption`` subcommand on the CLI's subparsers."""
     caption = sub.add_parser("caption", help="caption every image in a folder (LoRA datasets)")
-    caption.add_argument("folder", help="a folder of images (png, jpg, webp, ...)")
+    caption.add_argument("folder", help="a folder of images (png, jpg, webp, ...) and videos")
     caption.add_argument(
         "--model", help="owner/model[@revision], a curated id or a checkpoint folder path"
     )
@@ -27,13 +28,52 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
     )
     caption.add_argument("--system", help="a system prompt")
     caption.add_argument(
-        "--prefix", default="", help="text put before every caption (trigger word)"
+        "--prefix",
+        default="",
+        help="text put before every caption (trigger word); {name}, {folder}, [trigger] filled in",
     )
-    caption.add_argument("--write", action="store_true", help="write <name>.txt next to each image")
+    caption.add_argument("--suffix", default="", help="text put after every caption")
+    caption.add_argument(
+        "--trigger-word",
+        default="",
+        help="replaces [trigger] in prefix/suffix (unset: [trigger] stays, for ai-toolkit)",
+    )
+    caption.add_argument(
+        "--separator", default=", ", help="joins prefix, caption and suffix (never doubled)"
+    )
+    write = caption.add_mutually_exclusive_group()
+    write.add_argument(
+        "--write",
+        action="store_true",
+        default=True,
+        help="write a caption file next to each image (the default)",
+    )
+    write.add_argument(
+        "--no-write", dest="write", action="store_false", help="print captions, write no files"
+    )
+    caption.add_argument(
+        "--mode",
+        choices=CAPTION_MODES,
+        default=None,
+        help="an image with a caption file: skip_existing (default), overwrite, append, prepend",
+    )
     caption.add_argument(
         "--redo", action="store_true", help="caption images that already have a caption file"
     )
     caption.add_argument("--overwrite", action="store_true", help="replace existing caption files")
+    caption.add_argument(
+        "--caption-extension",
+        default=".txt",
+        help="caption file extension: .txt (default), .caption, .json (sidecar with metadata)",
+    )
+    caption.add_argument(
+        "--jsonl",
+        action="store_true",
+        help=f"also write {MANIFEST_NAME} (musubi-tuner's image_path/caption lines)",
+    )
+    caption.add_argument(
+        "--recursive", action="store_true", help="caption the images and videos of subfolders too"
+    )
     caption.add_argument("--max-new-tokens", type=int, default=128)
     caption.add_argument("--temperature", type=float, default=0.0)
     caption.add_argument("--seed", type=int, default=0)
@@ -69,6 +109,11 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
     from comfy_llm_residency import GenerationSettings
 
     from comfy_llm._caption import CaptionJob, caption_items, run_captions
+    from comfy_llm._caption_conventions import (
+        CaptionConventions,
+        check_template,
+        write_batch_manifest,
+    )
     from comfy_llm._cli._console import ConsoleProgress
 
     settings = GenerationSettings(
@@ -78,7 +123,18 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         enable_reasoning=args.reasoning,
         response_schema=read_schema_file(args.schema),
     )
-    items = caption_items(folder=args.folder)
+    check_template("--prefix", args.prefix)
+    check_template("--suffix", args.suffix)
+    conventions = CaptionConventions(
+        suffix=args.suffix,
+        separator=args.separator,
+        trigger_word=args.trigger_word,
+        mode=args.mode,
+        extension=args.caption_extension,
+        manifest=args.jsonl,
+        subfolders=args.recursive,
+    )
+    items = caption_items(folder=args.folder, conventions=conventions)
     job = CaptionJob(
         model=args.model or default_model("modal" if args.on_modal else args.target),
         prompt=args.prompt,
@@ -91,6 +147,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         target=args.target,
         storage_root=args.storage_root,
         batch_size=args.batch_size,
+        conventions=conventions,
     )
     console = ConsoleProgress()
     try:
@@ -103,4 +160,5 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
             batch = run_captions(job, items, progress=console)
     finally:
         console.close()
+    write_batch_manifest(conventions, args.folder, items, batch.captions, batch.metadata)
     return {"captions": batch.captions, "metadata": batch.metadata}

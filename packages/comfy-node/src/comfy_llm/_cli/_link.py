@@ -41,9 +41,9 @@ The node itself lives in the comfy-llm distribution installed into this
 interpreter; this folder only makes ComfyUI load it.
 """
 
-from comfy_llm import comfy_entrypoint
+from comfy_llm import WEB_DIRECTORY, comfy_entrypoint
 
-__all__ = ["comfy_entrypoint"]
+__all__ = ["WEB_DIRECTORY", "comfy_entrypoint"]
 '''
 _MARKER = "written by `comfy-llm comfyui-link`"
 

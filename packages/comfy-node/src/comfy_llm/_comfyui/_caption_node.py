@@ -9,12 +9,12 @@ captions (one per image, in order) and one metadata JSON. With
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from comfy_api.latest import io
 from comfy_llm_core import defaults
 
+from comfy_llm._caption_conventions import CAPTION_EXTENSIONS, CAPTION_MODES, MANIFEST_NAME
 from comfy_llm._comfyui._inputs import (
     SEARCH_ALIASES,
     custom_model_input,
@@ -35,7 +35,13 @@ from comfy_llm._comfyui._inputs import (
 )
 from comfy_llm._picker import chosen_model, validate_model_inputs
 
-__all__ = ["CAPTION_NODE_ID", "CaptionImagesNode", "caption_summary"]
+__all__ = [
+    "CAPTION_NODE_ID",
+    "CaptionImagesNode",
+    "caption_summary",
+    "conventions_from",
+    "input_folder",
+]
 
 CAPTION_NODE_ID = "ComfyLLMCaption"
 _DEFAULT_PROMPT = "Describe this image in one detailed sentence, as a caption for training."
@@ -63,7 +69,8 @@ def _inputs() -> list[Any]:
             "folder",
             default="",
             optional=True,
-            tooltip="A folder of images (png, jpg, webp, ...) to caption, sorted by name.",
+            tooltip="A folder of images (png, jpg, webp, ...) and videos to caption, sorted "
+            "by name: a full path, or a folder name inside ComfyUI's input folder.",
         ),
         system_prompt_input(),
         max_new_tokens_input(default=CAPTION_MAX_NEW_TOKENS),
@@ -73,31 +80,41 @@ def _inputs() -> list[Any]:
         seed_input(tooltip="Sampling seed, the same for every image."),
         keep_model_loaded_input(),
         response_schema_input(
-            tooltip="A JSON Schema every caption must satisfy (constrained decoding)."
+            tooltip=(
+                "A JSON Schema every caption must satisfy (constrained decoding); an image "
+                "whose answer still fails after one retry counts as failed, with the reason."
+            )
         ),
         string(
             "caption_prefix",
             default="",
             optional=True,
-            tooltip="Text put before every caption, e.g. a LoRA trigger word.",
+            tooltip=(
+                "Text put before every caption, e.g. a LoRA trigger word; one separator "
+                "joins it (a trailing comma is not doubled). {name}, {folder} and "
+                "[trigger] are filled in."
+            ),
         ),
         boolean(
             "write_caption_files",
-            default=False,
+            default=True,
             optional=True,
-            tooltip="Write <name>.txt next to each image from the folder (atomically).",
+            tooltip="Write a caption file next to each image or video from the folder "
+            "(atomically), <name> plus caption_extension.",
         ),
         boolean(
             "skip_existing",
             default=True,
             optional=True,
-            tooltip="Keep captions already on disk and do not caption those images.",
+            tooltip="Keep captions already on disk and do not caption those images "
+            "(caption_mode other than skip_existing decides instead).",
         ),
         boolean(
             "overwrite_captions",
             default=False,
             optional=True,
-            tooltip="Replace existing caption files (only with skip_existing off).",
+            tooltip="Replace existing caption files (only with skip_existing off; "
+            "caption_mode other than skip_existing decides instead).",
         ),
         io.Int.Input(
             "batch_size",
@@ -116,7 +133,103 @@ def _inputs() -> list[Any]:
         modal_gpu_input(),
         modal_workers_input(),
         custom_model_input(),
+        *_convention_inputs(),
     ]
+
+
+def _convention_inputs() -> list[Any]:
+    """The LoRA captioner's options (``_caption_conventions``), after every older input."""
+    boolean, string, combo = io.Boolean.Input, io.String.Input, io.Combo.Input
+    return [
+        string(
+            "caption_suffix",
+            default="",
+            optional=True,
+            tooltip="Text put after every caption; {name}, {folder} and [trigger] are filled in.",
+        ),
+        string(
+            "trigger_word",
+            default="",
+            optional=True,
+            tooltip="Replaces [trigger] in the prefix and suffix. Empty: [trigger] stays in "
+            "the files for ai-toolkit, which fills in its own trigger_word.",
+        ),
+        combo(
+            "caption_mode",
+            options=list(CAPTION_MODES),
+            default="skip_existing",
+            optional=True,
+            tooltip="An image that already has a caption file: skip_existing keeps it and "
+            "does not caption the image; overwrite replaces it; append / prepend add the new "
+            "caption after / before it.",
+        ),
+        combo(
+            "caption_extension",
+            options=list(CAPTION_EXTENSIONS),
+            default=".txt",
+            optional=True,
+            tooltip=".txt (kohya, ai-toolkit, ComfyUI's own loader), .caption, or .json "
+            "(a sidecar with the caption and the model).",
+        ),
+        boolean(
+            "write_manifest",
+            default=False,
+            optional=True,
+            tooltip=f"Also write {MANIFEST_NAME} into the folder: one line per file, "
+            '{"image_path": ..., "caption": ...} as musubi-tuner reads it.',
+        ),
+        boolean(
+            "subfolders",
+            default=False,
+            optional=True,
+            tooltip="Caption the images and videos in the folder's subfolders too.",
+        ),
+        string(
+            "caption_separator",
+            default=", ",
+            optional=True,
+            tooltip="What joins prefix, caption and suffix (never doubled).",
+            **supported(io.String.Input, advanced=True),
+        ),
+    ]
+
+
+def input_folder(folder: str) -> str:
+    """A relative folder names one inside ComfyUI's input folder when that one exists.
+
+    As ComfyUI's own dataset loaders take a folder of ``input/``; a shipped
+    template names its sample folder that way. Otherwise the value is used
+    as given.
+    """
+    from pathlib import Path
+
+    from comfy_llm._storage import comfy_input_dir
+
+    if not folder or Path(folder).expanduser().is_absolute():
+        return folder
+    base = comfy_input_dir()
+    if base is not None and (base / folder).is_dir():
+        return str(base / folder)
+    return folder
+
+
+def conventions_from(optional: dict[str, Any]) -> Any:
+    """The node's convention inputs as ``CaptionConventions`` (checked where they enter)."""
+    from comfy_llm._caption_conventions import CaptionConventions, check_template
+
+    for field in ("caption_prefix", "caption_suffix"):
+        check_template(field, optional.get(field, ""))
+    mode = optional.get("caption_mode", "skip_existing")
+    return CaptionConventions(
+        suffix=optional.get("caption_suffix", ""),
+        separator=optional.get("caption_separator", ", "),
+        trigger_word=optional.get("trigger_word", ""),
+        # skip_existing defers to the older switches (both at their defaults: the same)
+        mode=None if mode == "skip_existing" else mode,
+        extension=optional.get("caption_extension", ".txt"),
+        manifest=optional.get("write_manifest", False),
+        subfolders=optional.get("subfolders", False),
+    )
 
 
 class CaptionImagesNode(io.ComfyNode):
@@ -130,8 +243,9 @@ class CaptionImagesNode(io.ComfyNode):
             display_name="Caption images (comfy-llm)",
             category="comfy-llm",
             description=(
-                "Captions every image of a batch or a folder under one resident model; "
-                "optionally writes <name>.txt next to each image (LoRA training datasets)."
+                "Captions every image of a batch, or every image and video of a folder, under "
+                "one resident model; writes <name>.txt next to each file (LoRA training "
+                "datasets), with prefix, suffix, trigger word, modes and a JSONL manifest."
             ),
             inputs=_inputs(),
             outputs=[
@@ -157,9 +271,9 @@ class CaptionImagesNode(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, model_profile: str, custom_model: str = "") -> bool | str:
+    def validate_inputs(cls, model_profile: str) -> bool | str:
         """Refuse at queue time a model reference that cannot parse (see ``_picker``)."""
-        return validate_model_inputs(model_profile, custom_model)
+        return validate_model_inputs(model_profile)
 
     @classmethod
     def execute(cls, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
@@ -183,12 +297,13 @@ class CaptionImagesNode(io.ComfyNode):
 
     @classmethod
     def _caption(cls, glue: Any, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
-        from comfy_llm_core import redact
         from comfy_llm_residency import GenerationSettings
 
         from comfy_llm._caption import CaptionJob, caption_items, run_captions
+        from comfy_llm._caption_conventions import write_batch_manifest
         from comfy_llm._comfyui._glue import executing_prompt_id
         from comfy_llm._comfyui._host_memory import host_bridge
+        from comfy_llm._comfyui._run import metadata_json
         from comfy_llm._storage import register_model_folder, storage_root
         from comfy_llm._targets import detect_target
 
@@ -202,19 +317,22 @@ class CaptionImagesNode(io.ComfyNode):
             enable_reasoning=optional.get("enable_reasoning", False),
             response_schema=optional.get("response_schema") or None,
         )
-        items = caption_items(optional.get("images"), (optional.get("folder") or "").strip())
+        conventions = conventions_from(optional)
+        folder = input_folder((optional.get("folder") or "").strip())
+        items = caption_items(optional.get("images"), folder, conventions)
         job = CaptionJob(
             model=model_profile.strip(),
             prompt=prompt,
             system_prompt=optional.get("system_prompt") or None,
             settings=settings,
             prefix=optional.get("caption_prefix", ""),
-            write_files=optional.get("write_caption_files", False),
+            write_files=optional.get("write_caption_files", True),
             skip_existing=optional.get("skip_existing", True),
             overwrite=optional.get("overwrite_captions", False),
             storage_root=root,
             keep_loaded=optional.get("keep_model_loaded", True),
             batch_size=optional.get("batch_size", defaults.CAPTION_BATCH_SIZE),
+            conventions=conventions,
         )
         if optional.get("run_on_modal", False):
             from comfy_llm._caption_modal import ModalCaptionOptions, run_captions_on_modal
@@ -240,9 +358,10 @@ class CaptionImagesNode(io.ComfyNode):
                 prompt_id=executing_prompt_id(),
                 host_listener=host_bridge(detect_target(job.target)),
             )
+        write_batch_manifest(conventions, folder, items, batch.captions, batch.metadata)
         summary = caption_summary(batch.captions, batch.metadata)
         glue.complete(summary)
-        metadata = redact(json.dumps(batch.metadata, sort_keys=True, indent=2, default=str))
+        metadata = metadata_json(batch.metadata)
         return io.NodeOutput(batch.captions, metadata, ui={"text": [summary]})
 
 
@@ -252,10 +371,12 @@ SUMMARY_CAPTIONS = 3
 
 def caption_summary(captions: list[str], metadata: dict[str, Any]) -> str:
     """What the node shows when a batch ends: counts, where files went, a few captions."""
+    written = metadata["written"]
     counts = (
-        f"Captioned {metadata['captioned']} of {metadata['images']} images; "
-        f"kept {metadata['kept_existing']}, failed {metadata['failed']}, "
-        f"wrote {metadata['written']} caption files."
+        f"Captioned {metadata['captioned']} of {metadata['images']}, "
+        f"kept {metadata['kept_existing']}, failed {metadata['failed']}; "
+        f"wrote {written} caption file{'' if written == 1 else 's'}"
+        + (f" and {metadata['manifest']}." if metadata.get("manifest") else ".")
     )
     lines = [counts]
     failed = [r for r in metadata.get("per_image", []) if r.get("status") == "failed"]

@@ -42,11 +42,19 @@ def install_example_media(source: Path | None = None, target: Path | None = None
     copied = []
     for sample in sorted(source.glob(f"{SAMPLE_PREFIX}*")):
         destination = target / sample.name
-        if not sample.is_file() or destination.exists():
+        if sample.is_symlink() or destination.exists() or destination.is_symlink():
             continue
         try:
             target.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(sample, destination)
+            if sample.is_dir():  # a sample dataset folder (the LoRA caption template)
+                partial = target / f".{sample.name}.partial"  # whole or not at all
+                shutil.rmtree(partial, ignore_errors=True)
+                shutil.copytree(sample, partial, symlinks=False)
+                partial.rename(destination)
+            elif sample.is_file():
+                shutil.copyfile(sample, destination)
+            else:
+                continue
         except OSError as error:
             _LOG.warning("comfy-llm: could not copy example media %s: %s", sample.name, error)
             continue

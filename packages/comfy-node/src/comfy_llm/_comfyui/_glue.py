@@ -8,10 +8,12 @@
   once and drops later backward moves of the same bar) and stops short of
   100 %: only :meth:`ComfyGlue.finish` fills it, once, at the end;
 * status: one line of plain words per phase ("Checking the model",
-  "Downloading", "Loading", "Thinking", "Answering") with the event's detail;
-  a run replaces the previous run's text from its first moment (:meth:`start`)
-  to its last (:meth:`finish` or :meth:`fail`); numbers and their units are
-  glued so the node's text box (CSS ``break-all``) never wraps inside one;
+  "Downloading", "Loading", "Thinking", "Answering") with the event's detail,
+  never an internal id (a profile id, a commit, a target's key) and never an
+  invisible character: the node's text area (``web/comfy-llm.js``) wraps at
+  spaces only, so a number stays whole without word joiners; a run replaces
+  the previous run's text from its first moment (:meth:`start`) to its last
+  (:meth:`finish` or :meth:`fail`);
 * interruption: ``throw_exception_if_processing_interrupted()`` on every
   token and every progress event, so Cancel stops generation within a token;
 * live text: the last lines of the text generated so far (bounded, so the
@@ -67,33 +69,47 @@ characters: the node keeps its size and the newest words stay in view."""
 REASONING_PREVIEW_CHARS = 240
 """Once the answer has started, only this much of the reasoning's tail stays below it."""
 
-_WORD_JOINER = "\u2060"
-_NO_BREAK_SPACE = "\u00a0"
-_NUMBER = re.compile(
-    r"\d[\d,]*(?:\.\d+)?(?:\s?(?:%|GiB|MiB|KiB|GB|MB|KB|B|s|tokens?|images?|files?|frames?)\b)?"
-)
+_INTERNAL_ID = re.compile(r"@[0-9a-f]{7,64}\b|\b(?:hf|local)-[0-9a-f]{16,64}\b|\b[0-9a-f]{32,64}\b")
+"""Commits (``@<hex>``), profile ids and other long hex ids: nothing an artist acts on."""
+_CHECKING_WORDS = ("Hashing",)
+"""While checking the model only these details are shown (a slow first use of a
+folder); the others name profile ids, commits and target keys."""
 
 
-def _glued(text: str) -> str:
-    """Numbers with their unit as one unbreakable run (the text box breaks anywhere)."""
+def _plain(text: str) -> str:
+    """``text`` without internal ids (and the spaces and brackets they leave)."""
+    text = _INTERNAL_ID.sub("", text)
+    return re.sub(r"\(\s*\)|\s{2,}", " ", text).replace(" )", ")").strip()
 
-    def glue(match: re.Match[str]) -> str:
-        return _WORD_JOINER.join(match.group(0).replace(" ", _NO_BREAK_SPACE))
 
-    return _NUMBER.sub(glue, text)
+def _nothing_downloads(stage: ProgressStage, message: str) -> bool:
+    """Staging's one event for a snapshot used as it is ("already staged", "in place")."""
+    lowered = message.lower()
+    return stage is ProgressStage.DOWNLOAD and ("already" in lowered or "in place" in lowered)
+
+
+def _words(stage: ProgressStage, message: str) -> str:
+    """The activity's plain word; "Already downloaded" where nothing downloads."""
+    if _nothing_downloads(stage, message):
+        return "Already downloaded"
+    return _PLAIN_WORDS.get(stage, "Working")
 
 
 def _status(stage: ProgressStage, message: str, unit: str = "") -> str:
     """``"Loading"`` plus the event's own words, when they add something."""
     if unit == "images":  # a caption batch: "Captioned 2/5 images (name)" says it all
-        return _glued(message)
-    words = _PLAIN_WORDS.get(stage, "Working")
-    detail = message.strip()
+        return _plain(message)
+    words = _words(stage, message)
+    detail = _plain(message)
+    if _nothing_downloads(stage, message):  # "Using the local folder in place" says it
+        return words if "already" in detail.lower() else detail
+    if stage is ProgressStage.INSPECT and not detail.startswith(_CHECKING_WORDS):
+        return words
     if not detail:
         return words
     if detail.split()[0].lower() == words.split()[0].lower():  # "Loading model": no "Loading: "
-        return _glued(detail)
-    return _glued(f"{words}: {detail}")
+        return detail
+    return f"{words}: {detail}"
 
 
 def _tail(text: str, max_chars: int = LIVE_TEXT_MAX_CHARS) -> str:
@@ -155,6 +171,7 @@ class ComfyGlue:
         self._parser_of: tuple[str | None, str | None] = (None, None)
         self._text_interval = text_interval
         self._last_text = 0.0
+        self._shown = ""  # the text the node shows now
         self._last_stage: ProgressStage | None = None
         self._phase: ProgressStage | None = None
         self._finished = False
@@ -179,7 +196,7 @@ class ComfyGlue:
         first_of_stage = event.stage is not self._last_stage
         self._last_stage = event.stage
         if first_of_stage and event.stage in _PLAIN_WORDS:
-            self._set_activity(_PLAIN_WORDS[event.stage])
+            self._set_activity(_words(event.stage, event.message))
         if event.stage in _PHASE_STAGES and self._later_phase(event.stage):
             self._phase = event.stage
             self._new_phase()
@@ -312,9 +329,10 @@ class ComfyGlue:
         return time.monotonic() - self._last_text >= self._text_interval
 
     def _send_text(self, text: str, *, force: bool = False) -> None:
-        if not force and not self._text_due():
+        if text == self._shown or (not force and not self._text_due()):
             return
         self._last_text = time.monotonic()
+        self._shown = text
         if self._node_id is None:
             return
         try:

@@ -19,6 +19,7 @@ from comfy_llm_core import defaults, install_command
 __all__ = [
     "DEFAULT_MODEL",
     "MODAL_GPUS",
+    "MODEL_LABELS",
     "SEARCH_ALIASES",
     "enable_reasoning_input",
     "keep_model_loaded_input",
@@ -37,8 +38,11 @@ __all__ = [
     "top_p_input",
 ]
 
-DEFAULT_MODEL = "HuggingFaceTB/SmolVLM-256M-Instruct"
-"""The model a new node starts with: small enough for any machine, spelled as on the Hub."""
+DEFAULT_MODEL = "smolvlm-256m-instruct"
+"""The model a new node starts with: the curated SmolVLM 256M (commit-pinned, reviewed for
+every target, small enough for any machine). Saved workflows keep their own value."""
+MODEL_LABELS = "comfy_llm_labels"
+"""The picker's input-spec key holding ``{value: label}``, read by ``web/comfy-llm.js``."""
 
 SEARCH_ALIASES = ["LLM", "VLM", "caption", "describe", "vision", "multimodal", "chat"]
 MAX_NEW_TOKENS_LIMIT = 32768
@@ -87,17 +91,20 @@ def model_input() -> Any:
     the nodes' ``validate_inputs`` takes ``model_profile`` over from ComfyUI's
     list check.
     """
-    from comfy_llm._picker import model_options
+    from comfy_llm._picker import model_choices
 
+    choices = model_choices(DEFAULT_MODEL)
+    labels = {value: label for value, label in choices.items() if label != value}
     return io.Combo.Input(
         "model_profile",
-        options=model_options(DEFAULT_MODEL),
+        options=list(choices),
         default=DEFAULT_MODEL,
+        extra_dict={MODEL_LABELS: labels},
         tooltip=(
-            "Pick a curated model, one already downloaded, or a checkpoint folder from "
-            "models/LLM or models/VLM (used in place, never copied). Hub models are "
-            "downloaded into models/modal_llm on the first run and pinned; to use one not "
-            "listed, type it into custom_model."
+            "The models this machine can run: reviewed ones, ones already downloaded, and "
+            "checkpoint folders from models/LLM or models/VLM (used in place, never copied). "
+            "A Hub model downloads into models/modal_llm on its first run and stays pinned. "
+            "To use one not listed, type it into custom_model, which overrides this."
         ),
     )
 
@@ -106,12 +113,13 @@ def custom_model_input() -> Any:
     """``custom_model``: a typed reference that wins over the picker (appended last)."""
     return io.String.Input(
         "custom_model",
+        display_name="custom_model (overrides model_profile)",
         default="",
         optional=True,
         tooltip=(
-            "Type a model not in model_profile's list: a Hugging Face id "
-            "owner/model[@revision], a curated id, an absolute checkpoint folder path, or "
-            "models/<folder>/<name>. Empty uses model_profile. Checked when you queue."
+            "Overrides model_profile when not empty: a Hugging Face id owner/model"
+            "[@revision] (or its model page's address, pasted), a curated id, an absolute "
+            "checkpoint folder path, or models/<folder>/<name>. Checked when the node runs."
         ),
     )
 

@@ -32,7 +32,7 @@ from comfy_llm._comfyui._inputs import (
 )
 from comfy_llm._picker import chosen_model, validate_model_inputs
 
-__all__ = ["NODE_ID", "ModalLLMNode"]
+__all__ = ["NODE_ID", "ModalLLMNode", "answer_ui"]
 
 NODE_ID = "ModalLLM"
 
@@ -90,7 +90,7 @@ def _inputs() -> list[Any]:
             max=defaults.MAX_RESERVE_GB,
             optional=True,
             tooltip=(
-                "With run_on_modal: GB of the Modal GPU's memory kept free for the image and "
+                "With run_on_modal: GiB of the Modal GPU's memory kept free for the image and "
                 "video nodes that run there after the model loads. Local runs use "
                 "local_reserve_free_memory_gb."
             ),
@@ -109,7 +109,7 @@ def _inputs() -> list[Any]:
             max=defaults.MAX_RESERVE_GB,
             optional=True,
             tooltip=(
-                "Runs on this machine: GB kept free for other nodes when the model loads, in "
+                "Runs on this machine: GiB kept free for other nodes when the model loads, in "
                 "the memory it loads into (an NVIDIA GPU's memory, Apple Silicon's unified "
                 "memory, or RAM on CPU). Modal runs use reserve_free_vram_gb."
             ),
@@ -121,7 +121,8 @@ def _inputs() -> list[Any]:
         response_schema_input(
             tooltip=(
                 "Optional JSON Schema: the answer is constrained to JSON that satisfies "
-                "it and validated (one retry). Empty = free text."
+                "it and validated; an answer that still fails after one retry stops the run "
+                "with the reason. Empty = free text."
             )
         ),
         custom_model_input(),
@@ -172,8 +173,10 @@ class ModalLLMNode(io.ComfyNode):
             not_idempotent=True,
             **supported(
                 io.Schema,
+                # no essentials_category: the 1.58.1 frontend files a node that has one
+                # under "Comfy" (nodeSource "essentials"), away from the caption node
+                # and the search box's "Extensions" filter (nodeDefStore getNodeSource)
                 search_aliases=SEARCH_ALIASES,
-                essentials_category="Text Generation",
                 # The answer is also UI output (below); this flag makes ComfyUI send it
                 # again when a later run takes the node from its cache
                 # (comfy_api/latest/_io.py Schema, execution.py _is_intermediate_output).
@@ -182,13 +185,13 @@ class ModalLLMNode(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, model_profile: str, custom_model: str = "") -> bool | str:
+    def validate_inputs(cls, model_profile: str) -> bool | str:
         """Refuse at queue time a model reference that cannot parse (any other passes).
 
         Naming ``model_profile`` here takes it off ComfyUI's list check, so saved
         workflows with a model not in the list run (``comfy_llm._picker``).
         """
-        return validate_model_inputs(model_profile, custom_model)
+        return validate_model_inputs(model_profile)
 
     @classmethod
     def execute(cls, prompt: str, model_profile: str, **optional: Any) -> io.NodeOutput:
@@ -199,9 +202,27 @@ class ModalLLMNode(io.ComfyNode):
         response, metadata_json, reasoning = run_node(
             prompt=prompt, model_profile=model, node_id=hidden_node_id(cls), **optional
         )
-        # The answer as UI output, the shape of ui.PreviewText(response).as_dict()
-        # (comfy_api/latest/_ui.py): ComfyUI keeps UI output in the prompt's history,
-        # so the answer is still on the node after the browser reloads; the live
-        # status text (send_progress_text) is not kept. A plain dict, so ComfyUI
-        # releases without ui.PreviewText take it too.
-        return io.NodeOutput(response, metadata_json, reasoning, ui={"text": [response]})
+        return io.NodeOutput(
+            response, metadata_json, reasoning, ui=answer_ui(response, reasoning, metadata_json)
+        )
+
+
+def answer_ui(response: str, reasoning: str, metadata_json: str) -> dict[str, list[str]]:
+    """What the node shows once it ran: the answer, its reasoning, why it is empty.
+
+    ``text`` has the shape of ``ui.PreviewText(response).as_dict()``
+    (comfy_api/latest/_ui.py); ``reasoning`` and ``note`` are for the node's
+    frontend extension (``web/comfy-llm.js``), which folds the reasoning away.
+    ComfyUI keeps UI output in the prompt's history, from which the extension
+    shows the answer again after a browser reload. Plain lists of strings, so
+    ComfyUI releases without ``ui.PreviewText`` take it too.
+    """
+    import json
+
+    ui = {"text": [response]}
+    if reasoning:
+        ui["reasoning"] = [reasoning]
+    note = (json.loads(metadata_json).get("empty_answer") or {}).get("message")
+    if note:
+        ui["note"] = [str(note)]
+    return ui

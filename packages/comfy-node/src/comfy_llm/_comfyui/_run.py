@@ -33,8 +33,11 @@ logger = logging.getLogger(__name__)
 
 
 def metadata_json(metadata: dict[str, Any]) -> str:
-    """Indented, key-sorted JSON (readable in Preview as Text, stable); tokens scrubbed."""
-    return redact(json.dumps(metadata, sort_keys=True, indent=2, ensure_ascii=False, default=str))
+    """Indented JSON, key facts first and no disk paths (``_metadata``); tokens scrubbed."""
+    from comfy_llm._comfyui._metadata import shown_metadata
+
+    shown = shown_metadata(metadata)
+    return redact(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 
 _PLAIN_KINDS: tuple[type[Exception], ...] = (

@@ -1,0 +1,118 @@
+"""Which files of a folder a caption batch takes, and what each is given to the model as.
+
+Images and videos, directly in the folder or (asked for) in its subfolders,
+sorted by their path below the folder; hidden files and folders are skipped,
+and a symlink is followed only when it stays inside the folder. A video is
+given to the model as the describe node gives one: ``video_frames`` frames
+sampled evenly across the clip (``comfy_llm_inputs``), so a clip's caption
+is what the describe node would answer for it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from comfy_llm_core import defaults
+
+from comfy_llm.errors import CaptionFolderError
+
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "MAX_CAPTION_IMAGES",
+    "VIDEO_SUFFIXES",
+    "find_media",
+    "is_video",
+    "media_input",
+]
+
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
+VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".webm", ".mkv", ".avi", ".m4v"})
+MAX_CAPTION_IMAGES = 10_000
+MAX_SUBFOLDER_DEPTH = 16
+
+
+def is_video(path: Path | None) -> bool:
+    """Whether a folder item is a video (by its extension)."""
+    return path is not None and path.suffix.lower() in VIDEO_SUFFIXES
+
+
+def find_media(
+    folder: str | Path,
+    *,
+    limit: int = MAX_CAPTION_IMAGES,
+    subfolders: bool = False,
+    videos: bool = True,
+) -> list[Path]:
+    """The images (and videos) in ``folder``, sorted by their path below it.
+
+    Raises:
+        CaptionFolderError: Not a folder, a symlink leaving it, subfolders
+            deeper than ``MAX_SUBFOLDER_DEPTH``, or more than ``limit`` files.
+    """
+    base = Path(folder).expanduser()
+    if not base.is_dir():
+        raise CaptionFolderError(str(base), "is not a folder")
+    real_base = base.resolve()
+    suffixes = IMAGE_SUFFIXES | VIDEO_SUFFIXES if videos else IMAGE_SUFFIXES
+    found: list[Path] = []
+    pending = [(base, 0)]
+    while pending:
+        current, depth = pending.pop()
+        for entry in sorted(current.iterdir(), key=lambda p: p.name):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_symlink() and not entry.resolve().is_relative_to(real_base):
+                if entry.suffix.lower() in suffixes or (subfolders and entry.is_dir()):
+                    what = "a folder" if entry.is_dir() else "a file"
+                    raise CaptionFolderError(
+                        str(base),
+                        f"{_below(entry, base)!r} is a symlink to {what} outside the folder",
+                    )
+                continue
+            if subfolders and entry.is_dir() and not entry.is_symlink():
+                if depth + 1 > MAX_SUBFOLDER_DEPTH:
+                    raise CaptionFolderError(
+                        str(base),
+                        f"has subfolders deeper than {MAX_SUBFOLDER_DEPTH} levels "
+                        f"({_below(entry, base)!r})",
+                    )
+                pending.append((entry, depth + 1))
+            elif entry.suffix.lower() in suffixes and entry.is_file():
+                found.append(entry)
+        if len(found) > limit:
+            break
+    if len(found) > limit:
+        what = "images and videos" if videos else "images"
+        raise CaptionFolderError(
+            str(base), f"holds {len(found)} {what} or more, more than the limit of {limit}"
+        )
+    return sorted(found, key=lambda p: _below(p, base))
+
+
+def _below(path: Path, base: Path) -> str:
+    return os.path.relpath(path, base).replace(os.sep, "/")
+
+
+def item_name(path: Path, folder: str | Path) -> str:
+    """A folder item's name: its path below the folder (``sub/a.png``)."""
+    return _below(path, Path(folder).expanduser())
+
+
+def media_input(pixels: Any, path: Path | None, profile: Any) -> dict[str, Any]:
+    """The ``LLMRequest`` fields for one item: its image, or its video's frames.
+
+    A clip gets the describe node's default frame count, lowered to what
+    the model takes per request (the describe node refuses more; a batch
+    cannot ask).
+    """
+    if pixels is not None:
+        return {"images": pixels}
+    if is_video(path):
+        limit = getattr(getattr(profile, "limits", None), "max_video_frames", None)
+        frames = min(defaults.VIDEO_FRAMES, limit) if limit else defaults.VIDEO_FRAMES
+        return {"video": str(path), "video_frames": frames}
+    from comfy_llm_inputs import images_from_files
+
+    return {"images": list(images_from_files([str(path)]))}
