@@ -53,13 +53,13 @@ def _models() -> Path:
 def test_a_gguf_in_models_llm_describes_an_image_through_the_node(
     cpu: None, hf_env: FakeHub, storage: Path, comfyui: Path
 ) -> None:
-    from comfy_llm._picker import model_options
+    from comfy_llm._picker import model_choices
 
     folder = _models() / "LLM" / "tiny-smolvlm-GGUF"
     write_gguf_pair(folder, scripted=True, quantization="Q8_0")
     reference = f"models/LLM/tiny-smolvlm-GGUF/{MODEL}"
-    assert reference in model_options("smolvlm-256m-instruct")  # the picker lists it
-    assert f"models/LLM/tiny-smolvlm-GGUF/{GGUF_MMPROJ_NAME}" not in model_options("x")
+    assert reference in model_choices("smolvlm-256m-instruct")  # the picker lists it
+    assert f"models/LLM/tiny-smolvlm-GGUF/{GGUF_MMPROJ_NAME}" not in model_choices("x")
     image = np.random.default_rng(0).random((1, 32, 32, 3), dtype=np.float32)
 
     response, metadata, _ = _execute(model_profile=reference, images=image)
@@ -80,7 +80,7 @@ def test_a_gguf_in_models_llm_describes_an_image_through_the_node(
 def test_text_encoders_and_lm_studio_folders_are_found(
     cpu: None, storage: Path, comfyui: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from comfy_llm._catalogue import list_models, picker_values
+    from comfy_llm._catalogue import list_models, picker_choices
     from comfy_llm_profiles import ExecutionTarget
 
     write_gguf_pair(_models() / "text_encoders", quantization="Q8_0")
@@ -88,7 +88,7 @@ def test_text_encoders_and_lm_studio_folders_are_found(
     write_gguf_pair(lmstudio / "ggml-org" / "tiny-smolvlm-GGUF", quantization="Q8_0")
     monkeypatch.setenv("COMFY_LLM_LMSTUDIO_MODELS", str(lmstudio))
 
-    values = picker_values(storage)
+    values = [c.value for c in picker_choices(storage, ExecutionTarget.LOCAL_CPU)]
     assert f"models/text_encoders/{MODEL}" in values
     assert f"models/lmstudio/ggml-org/tiny-smolvlm-GGUF/{MODEL}" in values
     listed = {c.reference: c for c in list_models(storage, ExecutionTarget.LOCAL_CPU)}
