@@ -257,7 +257,7 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.LOCAL_CUDA: _Target(
-        version="local_cuda/2026.12.2",
+        version="local_cuda/2026.12.3",
         fingerprint="3aca51850ab726ad",
         policy=_GPU_POLICY,
         quantization_advice=(
@@ -267,7 +267,7 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.MODAL: _Target(
-        version="modal/2026.12.1",
+        version="modal/2026.12.2",
         fingerprint="42779ea5d16bf8b1",
         policy=_GPU_POLICY,
         quantization_advice=(
