@@ -116,6 +116,7 @@ def test_the_caption_node_sends_its_images_as_one_vllm_batch(world: Path) -> Non
     from comfy_api.latest import io
     from comfy_llm._comfyui._caption_node import CaptionImagesNode
     from comfy_llm._comfyui._modal_llm import ModalLLMNode
+    from comfy_llm_core import item_seed
 
     images = np.random.default_rng(5).random((4, 32, 32, 3), dtype=np.float32)
     sampling = {"temperature": 0.8, "seed": 3, "max_new_tokens": 10, "enable_reasoning": False}
@@ -125,9 +126,12 @@ def test_the_caption_node_sends_its_images_as_one_vllm_batch(world: Path) -> Non
     ).args
     metadata = json.loads(metadata_json)
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="7")
-    singles = [
+    singles = [  # each image's own seed (comfy_llm_core.item_seed) reproduces its caption
         ModalLLMNode.execute(
-            prompt="Caption it.", model_profile=RANDOM, images=images[i : i + 1], **sampling
+            prompt="Caption it.",
+            model_profile=RANDOM,
+            images=images[i : i + 1],
+            **{**sampling, "seed": item_seed(3, f"image {i + 1}")},
         ).args[0]
         for i in range(4)
     ]
