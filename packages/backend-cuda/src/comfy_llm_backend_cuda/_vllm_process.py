@@ -140,5 +140,28 @@ def engine_process_scope(variables: Mapping[str, str]) -> Iterator[None]:
     Args:
         variables: What the child's environment must hold (set for its spawn only).
     """
+    _host_logging(variables.get(_LOG_STREAM))
     with _spawn_scope({**_allocator_changes(), **variables}), _main_not_rerun():
         yield
+
+
+_LOG_STREAM: Final = "VLLM_LOGGING_STREAM"
+
+
+def _host_logging(stream: str | None) -> None:
+    """Route the host's vLLM logging to ``stream`` now, not for the whole start.
+
+    ``AsyncLLM.__init__`` configures this process's vLLM logging
+    (v1/engine/async_llm.py:129) with ``VLLM_LOGGING_STREAM`` as it is at that
+    moment (logger.py:237), unless the same ``LoggingConfig`` is already
+    active (logger.py:306-309). Applying it here, with the stream set for
+    the call only, keeps vLLM's host log lines off stdout (the CLI's JSON)
+    while the variable itself reaches only the child.
+    """
+    if not stream:
+        return
+    from vllm.config.logging import LoggingConfig
+    from vllm.logger import configure_logging
+
+    with env_scope({_LOG_STREAM: stream}):
+        configure_logging(LoggingConfig())
