@@ -421,7 +421,8 @@ def _finish(
     caption = f"{prefix}, {result.response}" if prefix else result.response
     record.update(
         status="captioned",
-        seed=item_seed(job.settings.seed, entry.item.name),  # a single run reproduces it
+        # the seed the engine ran this image with (a single run reproduces it)
+        seed=(metadata.get("generation_settings") or {}).get("seed"),
         output_tokens=metadata.get("output_tokens"),
         cache_status=metadata.get("cache_status"),
         generation_seconds=metadata.get("generation_seconds"),
