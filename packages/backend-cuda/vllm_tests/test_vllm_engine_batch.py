@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,17 @@ def _manager() -> Any:
     from comfy_llm_residency import get_manager
 
     return get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _pinned_eager(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A batch promotes ``auto`` to throughput at once (test_vllm_engine.py shows it); the
+    eager engine serves these, as a pinned setting keeps it."""
+    from comfy_llm_backend_cuda import EXECUTION_MODE_ENV, execution_modes
+
+    monkeypatch.setenv(EXECUTION_MODE_ENV, "eager")
+    yield
+    execution_modes().reset()
 
 
 def _images(count: int) -> Any:
@@ -104,6 +116,7 @@ def test_the_caption_node_sends_its_images_as_one_vllm_batch(world: Path) -> Non
     from comfy_api.latest import io
     from comfy_llm._comfyui._caption_node import CaptionImagesNode
     from comfy_llm._comfyui._modal_llm import ModalLLMNode
+    from comfy_llm_core import item_seed
 
     images = np.random.default_rng(5).random((4, 32, 32, 3), dtype=np.float32)
     sampling = {"temperature": 0.8, "seed": 3, "max_new_tokens": 10, "enable_reasoning": False}
@@ -113,9 +126,12 @@ def test_the_caption_node_sends_its_images_as_one_vllm_batch(world: Path) -> Non
     ).args
     metadata = json.loads(metadata_json)
     ModalLLMNode.hidden = io.HiddenHolder(unique_id="7")
-    singles = [
+    singles = [  # each image's own seed (comfy_llm_core.item_seed) reproduces its caption
         ModalLLMNode.execute(
-            prompt="Caption it.", model_profile=RANDOM, images=images[i : i + 1], **sampling
+            prompt="Caption it.",
+            model_profile=RANDOM,
+            images=images[i : i + 1],
+            **{**sampling, "seed": item_seed(3, f"image {i + 1}")},
         ).args[0]
         for i in range(4)
     ]
@@ -162,3 +178,59 @@ def test_cancel_mid_batch_aborts_every_request_and_the_engine_serves_the_next(
     batch = manager.run_batch(profile, path, items[:2])
     assert [r.response for r in batch] == ["answer", "answer"]
     assert manager._resident[profile.profile_id].backend is backend
+
+
+def test_cancel_reaches_the_requests_still_queued_for_preprocessing(world: Path) -> None:
+    """64 requests, Cancel at the first token: none runs on, and it stops at once.
+
+    vLLM preprocesses every multimodal request on one thread before it registers
+    it (renderers/base.py 146-166, async_llm.py 491/572), where ``abort(request_id)``
+    cannot reach it. On a GPU the first token comes long before a chunk of images is
+    preprocessed; here a text request (tokenized on another thread) gives the first
+    token while 63 requests of 8 images each wait for that thread.
+    """
+    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_residency import BatchItem, GenerationSettings
+
+    profile, path = _resolve(RANDOM)
+    manager = _manager()
+    warm = GenerationSettings(max_new_tokens=2, temperature=0.0, enable_reasoning=False)
+    manager.run(profile, path, PreparedInputs(prompt="warm"), warm)  # resident first
+    backend = manager._resident[profile.profile_id].backend
+    # random weights never stop early: every request would run its 256 tokens
+    settings = GenerationSettings(
+        max_new_tokens=256, min_new_tokens=256, temperature=0.0, enable_reasoning=False
+    )
+    frames = _images(63 * 8)
+    items = [BatchItem(PreparedInputs(prompt="Say something."), settings)]
+    items += [
+        BatchItem(
+            PreparedInputs(prompt="Caption these.", images=tuple(frames[8 * n : 8 * n + 8])),
+            settings,
+        )
+        for n in range(63)
+    ]
+    cancelled: list[float] = []
+    registered: list[int] = []
+
+    def cancel_at_the_first_token(index: int, token_id: int, text: str) -> None:
+        cancelled.append(time.perf_counter())
+        registered.append(len(backend._engine.output_processor.request_states))
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        manager.run_batch(profile, path, items, on_token=cancel_at_the_first_token)
+    stop_seconds = time.perf_counter() - cancelled[0]
+    finishes = dict(backend.last_batch_abort)
+    ran_to_the_end = sorted(rid for rid, finish in finishes.items() if finish != "abort")
+    print(
+        f"Cancel of 64 requests ({registered[0]} registered in the engine, the rest queued "
+        f"for preprocessing): stopped {stop_seconds:.2f} s after the first token"
+    )
+    assert len(finishes) == 64
+    assert ran_to_the_end == []  # queued ones included: none generated its 256 tokens
+    assert backend._engine.output_processor.get_num_unfinished_requests() == 0
+    assert stop_seconds < 60  # generous on a loaded box; the figure is printed above
+    # the engine serves the next batch at once
+    again = manager.run_batch(profile, path, items[:2], on_token=lambda *_: None)
+    assert [r.metadata["output_tokens"] for r in again] == [256, 256]

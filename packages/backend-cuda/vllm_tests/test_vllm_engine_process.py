@@ -19,10 +19,12 @@ stand-in records every variable that differs after the run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,82 @@ def test_the_host_keeps_its_main_script_and_its_environment_while_the_engine_cor
     assert json.loads(done.stdout)["response"] == "answer"  # the engine core served it
     assert marker.read_text().splitlines() == ["__main__"]  # the host's run, never the child's
     assert json.loads(env_changes.read_text()) == {}  # {name: [before, after]} of the host
+
+
+#: A host that starts an engine, says which EngineCore it got, then waits to be killed.
+ENGINE_HOST = """\
+import json
+import sys
+import time
+
+if __name__ == "__main__":
+    import psutil
+    from comfy_llm._pipeline import resolve_and_stage
+    from comfy_llm._storage import storage_root
+    from comfy_llm_backend_cuda import create_backend
+    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+
+    resolved, snapshot = resolve_and_stage(
+        sys.argv[1], ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
+    )
+    backend = create_backend(resolved.profile, snapshot.path, ignore_progress)
+    cores = [
+        child.pid
+        for child in psutil.Process().children(recursive=True)
+        if "EngineCore" in " ".join([child.name(), *child.cmdline()])
+    ]
+    print(json.dumps({"cores": cores}), flush=True)
+    time.sleep(3600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_the_engine_core_exits_when_its_host_is_killed(world: Path, tmp_path: Path) -> None:
+    """ComfyUI killed (or replaced by ComfyUI-Manager's restart) leaves no engine holding VRAM.
+
+    In vLLM 0.32 EngineCore has no parent-death watch of its own
+    (vllm-project/vllm#55510); the backend's vLLM plugin is what ends it.
+    """
+    import signal
+
+    import psutil
+
+    script = tmp_path / "host.py"
+    script.write_text(ENGINE_HOST)
+    log = tmp_path / "host.log"
+    host = subprocess.Popen(
+        [sys.executable, str(script), "tiny/qwen35-scripted"],
+        stdout=subprocess.PIPE,
+        stderr=log.open("w"),
+        text=True,
+        env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
+    )
+    cores: list[int] = []
+    try:
+        assert host.stdout is not None
+        line = "-"
+        while line and not line.startswith('{"cores"'):  # libraries print too
+            line = host.stdout.readline()  # the engine is up (minutes on a crowded box)
+        assert line, log.read_text()[-4000:]
+        cores = json.loads(line)["cores"]
+        assert cores, "the engine core runs in a process of its own"
+        host.send_signal(signal.SIGKILL)  # no atexit, no shutdown: as the OOM killer does
+        host.wait(timeout=60)
+        deadline = time.monotonic() + 120
+        while not all(_gone(pid) for pid in cores) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert all(_gone(pid) for pid in cores), f"EngineCore {cores} outlived its host"
+    finally:
+        if host.poll() is None:
+            host.kill()
+        for pid in cores:  # never leave an orphan behind, pass or fail
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()

@@ -20,37 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_testworld.shapes import qwen35_shape
 
 GIB = 1024**3
 MIB = 1024**2
 #: The engine process's CUDA context as the driver shows it before vLLM's check (H100: ~0.5 GiB).
 CHILD_CONTEXT = 512 * MIB
-#: A Qwen3.5-2B-like config.json: 24 layers (one full-attention in four), vision tower.
-QWEN35_2B: dict[str, Any] = {
-    "architectures": ["Qwen3_5ForConditionalGeneration"],
-    "model_type": "qwen3_5",
-    "image_token_id": 248056,
-    "video_token_id": 248057,
-    "text_config": {
-        "model_type": "qwen3_5_text",
-        "dtype": "bfloat16",
-        "hidden_size": 2048,
-        "intermediate_size": 6144,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 256,
-        "layer_types": ["linear_attention"] * 3 * 6 + ["full_attention"] * 6,
-        "linear_num_value_heads": 16,
-        "linear_num_key_heads": 16,
-        "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128,
-        "linear_conv_kernel_dim": 4,
-        "max_position_embeddings": 262144,
-        "vocab_size": 248320,
-    },
-    "vision_config": {"model_type": "qwen3_5", "depth": 24, "hidden_size": 1024},
-}
+#: Qwen3.5-2B's published shape (its recurrent state float32, as the checkpoint declares).
+QWEN35_2B: dict[str, Any] = qwen35_shape("2b")
 
 
 def _profile(weight_bytes: int) -> Any:

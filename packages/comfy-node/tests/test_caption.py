@@ -9,6 +9,7 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
+from comfy_llm_core import item_seed
 from comfy_llm_testworld import FakeHub
 from PIL import Image
 
@@ -72,15 +73,20 @@ def test_batch_gives_one_caption_per_image_identical_to_single_runs(
     )
     singles = []
     for index in range(3):
+        # each image has its own seed, from the job's seed and its name
+        seed = item_seed(11, f"image {index + 1}")
         output = _llm_node().execute(
             prompt="Caption it.",
             model_profile="tiny/qwen35",
             images=images[index : index + 1],
             enable_reasoning=False,
-            **sampling,
+            **{**sampling, "seed": seed},
         )
         singles.append(output.args[0])
     assert captions == singles
+    assert [r["seed"] for r in metadata["per_image"]] == [
+        item_seed(11, f"image {n}") for n in (1, 2, 3)
+    ]
     assert metadata["images"] == metadata["captioned"] == 3
     assert [r["name"] for r in metadata["per_image"]] == ["image 1", "image 2", "image 3"]
     assert [r["cache_status"] for r in metadata["per_image"]] == ["cold", "warm", "warm"]

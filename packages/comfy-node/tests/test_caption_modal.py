@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import item_seed
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import StrictTransport
 from PIL import Image
@@ -74,7 +75,7 @@ def test_cli_caption_on_modal_writes_like_the_local_run_with_cost_on_record(
     (folder / "i01.txt").write_text("kept caption\n")
     (folder / "i04.jpg").write_bytes(b"\xff\xd8\xff broken")
     argv = ["caption", str(folder), "--model", SCRIPTED, "--prefix", "sks", "--json"]
-    argv += ["--max-new-tokens", "6"]
+    argv += ["--max-new-tokens", "6", "--seed", "5"]
     assert main([*argv, "--no-write"]) == 0  # local, no files: the reference captions
     local = json.loads(capsys.readouterr().out)
     remote_argv = [*argv, "--write", "--on-modal", "--gpu", "H100", "--workers", "2"]
@@ -82,6 +83,12 @@ def test_cli_caption_on_modal_writes_like_the_local_run_with_cost_on_record(
     remote = json.loads(capsys.readouterr().out)
 
     assert remote["captions"] == local["captions"]
+    # every image ran with its own seed, from the job's seed and its name, on both paths
+    for run in (local, remote):
+        seeds = {r["name"]: r.get("seed") for r in run["metadata"]["per_image"]}
+        assert {n: seeds[n] for n in ("i00.png", "i02.jpg", "i03.png")} == {
+            n: item_seed(5, n) for n in ("i00.png", "i02.jpg", "i03.png")
+        }
     statuses = [r["status"] for r in remote["metadata"]["per_image"]]
     assert statuses == ["captioned", "kept_existing", "captioned", "captioned", "failed"]
     assert "i04.jpg" in remote["metadata"]["per_image"][4]["error"]

@@ -17,3 +17,14 @@ def test_uint64_width_changes_no_seed_and_none_stays_none() -> None:
     for seed in (0, 2**63, defaults.SEED_MAX):
         assert fold_seed(seed, SEED_BITS_UINT64) == seed
     assert fold_seed(None, SEED_BITS_INT64) is None
+
+
+def test_each_batch_item_gets_its_own_reproducible_seed() -> None:
+    from comfy_llm_core import item_seed
+
+    seeds = [item_seed(7, f"image {n}") for n in range(1, 65)]
+    assert len(set(seeds)) == 64  # no two captions share a noise stream
+    assert seeds == [item_seed(7, f"image {n}") for n in range(1, 65)]  # a rerun reproduces
+    assert item_seed(7, "cat.png") != item_seed(8, "cat.png")  # the request's seed matters
+    assert all(s is not None and 0 <= s <= defaults.SEED_MAX for s in seeds)
+    assert item_seed(None, "cat.png") is None  # unseeded stays unseeded

@@ -325,25 +325,100 @@ def test_vllm_estimate_is_the_sum_of_the_engine_terms(make_config: ConfigFactory
         "linear_value_head_dim": 8,
         "linear_conv_kernel_dim": 4,
     }
+    config["vision_config"] |= {"patch_size": 16, "spatial_merge_size": 2}
     decision = _decide(MODAL, config, weight_bytes=10**9)
     assert decision.backend == "vllm"
     options = dict(decision.backend_options)
-    # One full-attention layer of four (hybrid), 2 KV heads of 16, bf16 KV, 32768 tokens,
-    # plus three linear layers' state (recurrent 2x8x8, conv (2x2x8 + 2x8) x 3) x 32 sequences.
-    kv = 2 * 1 * 2 * 16 * 2 * 32768 + 3 * (2 * 8 * 8 + (2 * 2 * 8 + 2 * 8) * 3) * 2 * 32
-    # 2048 tokens x (4 x 64 + 2 x 128) x 2 bytes + 32 x 300 float32 logits + vision tower
-    activation = 2048 * (4 * 64 + 2 * 128) * 2 + 32 * 300 * 4 + 512 * 1024**2
+    # vLLM's layout: a state page (conv (2x2x8 + 2x8) x 3 + recurrent 2x8x8, bf16) of 800 B
+    # fits one 16-token attention page (16 x 2 KV heads x 16 x 2 x 2 B = 2048 B); one
+    # attention and three linear layers make groups of one: 4 groups, 2048 B a block.
+    # A caption (768x768 px / 32^2 = 576 image tokens + 64 + 128) holds 48 attention
+    # blocks + 3 state blocks; one 32768-token request 2048 + 3; the null block.
+    seqs = options["max_num_seqs"]
+    assert seqs == 128  # 2 GiB / (51 x 2048 B) is far above the cap
+    kv = 2048 * (1 + seqs * 51 + 2051)
+    # 8192 tokens x (4 x 64 + 2 x 128) x 2 bytes + 128 x 300 float32 logits, and the
+    # vision tower over max(8192, 1024) tokens = 32768 patches of width 32 (x 32 B)
+    # plus their embeddings (8192 x 64 x 2 B)
+    activation = 8192 * (4 * 64 + 2 * 128) * 2 + 128 * 300 * 4 + 32768 * 32 * 32 + 8192 * 64 * 2
+    graphs = 3 + 31 + 1  # 1, 2, 4; 8..248 by 8; 256 (twice 128 sequences)
     terms = {
         "weights": 10**9,
         "kv": kv,
         "activation": activation,
-        "cudagraph": 1024**3,
+        "cudagraph": 256 * 1024**2 + 16 * 1024**2 * graphs,
         "context": 768 * 1024**2,
     }
     assert {t: options[f"memory_{t}_bytes"] for t in terms} == terms
     assert decision.estimated_memory_bytes == sum(terms.values())
-    assert options["max_num_batched_tokens"] == 2048
-    assert options["max_num_seqs"] == 32
+    assert options["max_num_batched_tokens"] == 8192
+    assert options["enable_prefix_caching"] is False
+    assert options["max_image_pixels"] == 1024 * 1024
+    assert options["caption_image_pixels"] == 768 * 768
+
+
+def _qwen35(make_config: ConfigFactory, size: str) -> dict[str, Any]:
+    """Qwen3.5-2B / -27B's text and vision shapes (fp32 recurrent state, as published)."""
+    config = make_config()
+    layers = 24 if size == "2b" else 64
+    config["text_config"] |= {
+        "hidden_size": 2048 if size == "2b" else 5120,
+        "num_hidden_layers": layers,
+        "num_key_value_heads": 2 if size == "2b" else 4,
+        "head_dim": 256,
+        "layer_types": ["linear_attention", "linear_attention", "linear_attention"] * (layers // 4)
+        + ["full_attention"] * (layers // 4),
+        "linear_num_value_heads": 16 if size == "2b" else 48,
+        "linear_num_key_heads": 16,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+        "mamba_ssm_dtype": "float32",
+    }
+    config["vision_config"] |= {"hidden_size": 1024, "patch_size": 16, "spatial_merge_size": 2}
+    return config
+
+
+@pytest.mark.parametrize(
+    ("size", "block", "block_bytes", "seqs"),
+    [("2b", 544, 6 * 544 * 2048, 64), ("27b", 784, 16 * 784 * 4096, 16)],
+)
+def test_vllm_kv_is_laid_out_in_vllms_blocks(
+    make_config: ConfigFactory, size: str, block: int, block_bytes: int, seqs: int
+) -> None:
+    from comfy_llm_profiles._vllm_memory import caption_tokens, kv_layout
+
+    config = _qwen35(make_config, size)
+    layout = kv_layout(config)
+    assert layout is not None
+    # the fp32 recurrent state page, padded up to the attention page (vLLM review r2, §2.2)
+    assert (layout.block_size, layout.bytes_per_block) == (block, block_bytes)
+    assert (layout.attention_groups, layout.state_groups, layout.state_blocks) == (1, 3, 1)
+    assert kv_layout(config, prefix_caching=True).state_blocks == 2  # align mode
+    options = dict(_decide(MODAL, config, weight_bytes=10**9).backend_options)
+    assert options["max_num_seqs"] == seqs
+    kv = options["memory_kv_bytes"]
+    context = options["max_model_len"]
+    # what the budget promises: max_num_seqs captions beside one full-context request
+    assert layout.concurrency(kv, caption_tokens(config), beside=layout.blocks(context)) == seqs
+    assert kv == block_bytes * (
+        1 + seqs * layout.blocks(caption_tokens(config)) + layout.blocks(context)
+    )
+
+
+def test_vllm_state_follows_the_checkpoints_ssm_dtype(make_config: ConfigFactory) -> None:
+    from comfy_llm_profiles._vllm_memory import kv_layout
+
+    fp32 = _qwen35(make_config, "2b")
+    bf16 = _qwen35(make_config, "2b")
+    del bf16["text_config"]["mamba_ssm_dtype"]  # vLLM then stores it in the model dtype
+    one, two = kv_layout(fp32), kv_layout(bf16)
+    assert one is not None and two is not None
+    assert (one.state_page_bytes, two.state_page_bytes) == (
+        6144 * 3 * 2 + 16 * 128 * 128 * 4,
+        6144 * 3 * 2 + 16 * 128 * 128 * 2,
+    )
+    assert (one.block_size, two.block_size) == (544, 288)  # 561,152 B: 274 tokens -> 288
 
 
 def test_memory_estimate_formula_cpu_runs_float32(make_config: ConfigFactory) -> None:
@@ -361,7 +436,9 @@ def test_memory_estimate_uses_full_attention_interval(make_config: ConfigFactory
     del config["text_config"]["layer_types"]
     config["text_config"]["num_hidden_layers"] = 8
     options = dict(_decide(MODAL, config, weight_bytes=0).backend_options)
-    assert options["memory_kv_bytes"] == 2 * 2 * 2 * 16 * 2 * 32768
+    # two full-attention layers of eight, in one 16-token group: 2 x 16 x 2 x 16 x 2 x 2 B a
+    # block; 128 captions of 768 tokens (48 blocks each), one 32768-token request, the null
+    assert options["memory_kv_bytes"] == 2 * 16 * 2 * 16 * 2 * 2 * (1 + 128 * 48 + 2048)
 
 
 def test_memory_estimate_without_sizes_is_weights_plus_allowance(

@@ -188,3 +188,33 @@ def test_an_empty_batch_is_refused(world, fake) -> None:
     with pytest.raises(ValueError, match="at least one item"):
         manager.run_batch(profile, world.snapshot(profile), [])
     assert world.backends == []  # refused before any load
+
+
+def test_a_batch_is_served_as_a_batch_from_admission_to_the_last_token(world, fake):
+    from comfy_llm_residency import serving_batch
+
+    seen: list[tuple[str, bool]] = []
+
+    def factory(profile, path, progress):
+        seen.append(("load", serving_batch()))
+        return world.factory(profile, path, progress)
+
+    manager = world.manager()
+    manager._residents.factory = factory
+    profile = fake.make_profile()
+    path = world.snapshot(profile)
+    items = [BatchItem(fake.make_inputs(), SETTINGS) for _ in range(2)]
+    manager.run_batch(
+        profile, path, items, on_token=lambda *_: seen.append(("token", serving_batch()))
+    )
+    single: list[bool] = []
+    manager.run(
+        profile,
+        path,
+        fake.make_inputs(),
+        SETTINGS,
+        on_token=lambda *_: single.append(serving_batch()),
+    )
+    assert seen[0] == ("load", True) and all(flag for _, flag in seen)
+    assert single and not any(single)  # a single request is not a batch
+    assert not serving_batch()

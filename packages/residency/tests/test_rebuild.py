@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 from comfy_llm_profiles import ProgressStage
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency import GenerationSettings, InsufficientMemoryError
 
 SETTINGS = GenerationSettings(max_new_tokens=16, temperature=0.0)
 
@@ -61,3 +62,49 @@ def test_backends_without_the_hook_are_never_rebuilt(world, fake):
     for prompt_id in ("A", "B", "C"):
         manager.run(profile, path, fake.make_inputs(), SETTINGS, prompt_id=prompt_id)
     assert len(world.backends) == 1
+
+
+def _rebuilding_manager(world, fake):
+    """A manager whose engine asks for a rebuild on workflow B, on a card it fills alone."""
+
+    def factory(profile, path, progress):
+        backend = world.factory(profile, path, progress)
+        first = len(world.backends) == 1
+        backend.observe_workflow = lambda prompt_id: (
+            "Rebuilding in throughput mode (was eager)" if first and prompt_id == "B" else None
+        )
+        return backend
+
+    world.probe.total = 16 * fake.GIB
+    manager = world.manager("local_cuda", poll_interval_seconds=0.25)
+    manager._residents.factory = factory
+    profile = fake.make_profile(target="local_cuda", estimated_gb=10)
+    path = world.snapshot(profile)
+    manager.run(profile, path, fake.make_inputs(), SETTINGS, prompt_id="A", reserve_gb=0)
+    return manager, profile, path
+
+
+def test_a_rebuild_waits_for_the_old_engines_memory(world, fake):
+    manager, profile, path = _rebuilding_manager(world, fake)
+    world.probe.release_at = world.clock.now + 2.0  # the old engine process exits lazily
+
+    result = manager.run(profile, path, fake.make_inputs(), SETTINGS, prompt_id="B", reserve_gb=0)
+
+    assert result.metadata["cache_status"] == "cold"
+    assert sum(world.clock.sleeps) == pytest.approx(2.0)
+    assert result.metadata["memory_wait_seconds"] == pytest.approx(2.0)
+    assert manager.unsafe_for_reuse is False
+
+
+def test_a_rebuild_whose_memory_never_comes_back_flags_the_worker_for_retirement(world, fake):
+    # The seed: poll for recovery, then mark the worker unsafe so the Modal dispatcher
+    # retries once on a fresh container carrying the promotion.
+    manager, profile, path = _rebuilding_manager(world, fake)
+    world.probe.leak = True
+
+    with pytest.raises(InsufficientMemoryError) as caught:
+        manager.run(profile, path, fake.make_inputs(), SETTINGS, prompt_id="B", reserve_gb=0)
+
+    assert caught.value.recovery_timed_out is True
+    assert sum(world.clock.sleeps) == pytest.approx(15.0)
+    assert manager.unsafe_for_reuse is True

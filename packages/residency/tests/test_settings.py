@@ -54,6 +54,9 @@ def test_generation_settings_defaults():
         ("seed", -1),
         ("seed", 1.0),
         ("enable_reasoning", "yes"),
+        ("min_new_tokens", -1),
+        ("min_new_tokens", 513),  # above max_new_tokens (512)
+        ("min_new_tokens", 2.0),
     ],
 )
 def test_generation_settings_rejects(field, value):
@@ -67,11 +70,12 @@ def test_generation_settings_rejects(field, value):
 def test_generation_settings_edges_accepted():
     GenerationSettings(max_new_tokens=1, temperature=0, top_p=1, seed=0)
     GenerationSettings(temperature=2, top_p=0.01, seed=2**63)
+    GenerationSettings(max_new_tokens=64, min_new_tokens=64)  # a benchmark's fixed length
 
 
 def test_generation_settings_round_trip():
     settings = GenerationSettings(
-        max_new_tokens=64, temperature=0.2, seed=7, enable_reasoning=False
+        max_new_tokens=64, temperature=0.2, seed=7, enable_reasoning=False, min_new_tokens=64
     )
     assert GenerationSettings.from_dict({**settings.to_dict(), "unknown": 1}) == settings
 

@@ -20,6 +20,7 @@ from ._vllm_modes import EXECUTION_MODE_ENV, ExecutionModes, execution_modes
 from .errors import (
     BackendUnloadedError,
     CudaBackendError,
+    CudaDriverTooOldError,
     EngineDiedError,
     EngineNotInstalledError,
     InvalidExecutionStateError,
@@ -39,6 +40,7 @@ __all__ = [
     "BackendUnloadedError",
     "CacheStack",
     "CudaBackendError",
+    "CudaDriverTooOldError",
     "EngineDiedError",
     "EngineNotInstalledError",
     "ExecutionModes",

@@ -78,6 +78,7 @@ def build_generation_config(base: Any, settings: GenerationSettings, max_new_tok
     """
     config = copy.deepcopy(base)
     config.max_new_tokens = max_new_tokens
+    config.min_new_tokens = min(settings.min_new_tokens, max_new_tokens) or None
     config.max_length = None
     config.num_beams = 1
     config.num_return_sequences = 1

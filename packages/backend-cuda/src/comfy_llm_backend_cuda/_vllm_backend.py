@@ -6,16 +6,19 @@ throughput, from :mod:`._vllm_modes`) -> processor for the chat template.
 
 Order of one batch: see ``_vllm_batch`` (all items submitted at once).
 
-Order of one request: chat template (``enable_thinking`` from the request)
--> ``engine.generate`` with images and video frames as multi-modal data and
+Order of one request: images downscaled to the processor's cap (a caption
+batch's to the caption cap) -> chat template (``enable_thinking`` from the
+request) -> ``engine.generate`` with images and video frames as multi-modal data and
 ``RequestOutputKind.DELTA`` -> each step's ids reach ``on_token`` one by one
-on the caller's thread -> an exception there aborts the engine request first,
-then propagates -> vLLM's ``qwen3`` reasoning parser fills the native
-reasoning field.
+on the caller's thread -> an exception there cancels the submission (vLLM
+aborts it by internal id, even while it still waits for preprocessing) and
+aborts the engine request, then propagates -> vLLM's ``qwen3`` reasoning
+parser fills the native reasoning field.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import queue
@@ -35,6 +38,7 @@ from comfy_llm_residency import (
     TokenCallback,
     admitted_memory,
     report_prompt_opened,
+    serving_batch,
 )
 from comfy_llm_staging import require_completed_snapshot
 
@@ -43,22 +47,31 @@ from ._processor import VLLM_ENGINE_NAME, load_processor, load_reporter
 from ._stream import stream_decoder
 from ._vllm_batch import generate_batch
 from ._vllm_cache import CompileCache, apply_compile_cache, current_stack
-from ._vllm_drain import EngineGone, dead_reason, hand_over, take_drain
+from ._vllm_drain import EngineGone, dead_reason, end_request, hand_over, take_drain
 from ._vllm_engine import (
     LoopThread,
     check_quantization,
     cuda_capability,
     engine_kwargs,
     engine_variables,
+    image_pixel_cap,
     import_vllm,
     quantization_kernel,
     vllm_version,
 )
+from ._vllm_kernels import check_driver, cuda_driver_version
 from ._vllm_memory import memory_terms, nvml_memory
 from ._vllm_modes import execution_modes
 from ._vllm_process import engine_process_scope
 from ._vllm_reasoning import native_reasoning
-from ._vllm_requests import decode_rate, next_request_id, sampling_params, translate_error
+from ._vllm_requests import (
+    capped_image,
+    decode_rate,
+    next_request_id,
+    raise_translated,
+    sampling_params,
+)
+from ._vllm_stats import EngineLoad, stat_logger_factory
 from .errors import BackendUnloadedError, EngineDiedError, ModelLoadError
 
 if TYPE_CHECKING:
@@ -108,6 +121,8 @@ class VllmBackend:
         self.last_abort: tuple[str, str | None] | None = None
         #: The same for every request of the last aborted batch.
         self.last_batch_abort: tuple[tuple[str, str | None], ...] = ()
+        #: Running/waiting requests and KV usage peaks of the last request or batch.
+        self.load_stats = EngineLoad()
 
     @classmethod
     def load(
@@ -117,6 +132,8 @@ class VllmBackend:
         path = require_completed_snapshot(
             Path(snapshot_path), repository=profile.repository, revision=profile.revision
         )
+        # the CUDA 13 build needs driver R580+: say so before vLLM's import patches anything
+        check_driver(profile.profile_id, cuda_driver_version())
         vllm = import_vllm()
         quantization = dict(profile.backend_options).get("quantization")
         check_quantization(profile.profile_id, str(quantization) if quantization else None)
@@ -128,7 +145,10 @@ class VllmBackend:
         import torch
 
         started = time.perf_counter()
-        self.mode = execution_modes().mode()
+        modes = execution_modes()
+        if serving_batch():  # captions: compiled from the first job
+            modes.observe_captions()
+        self.mode = modes.mode()
         self.on_cpu = not torch.cuda.is_available()
         self.compile_cache = apply_compile_cache(current_stack(torch, vllm_version()))
         self.device_name = self.compile_cache.gpu_type
@@ -153,6 +173,7 @@ class VllmBackend:
             eager=self.mode == "eager",
             on_cpu=self.on_cpu,
             admitted=admitted,
+            capability=capability,
         )
         self.engine_memory = {
             key: kwargs[key]
@@ -162,7 +183,10 @@ class VllmBackend:
         loop = LoopThread(f"vllm-{self.profile.profile_id[:12]}")
 
         variables = engine_variables(
-            self.profile, self.compile_cache.directories, on_cpu=self.on_cpu
+            self.profile,
+            self.compile_cache.directories,
+            on_cpu=self.on_cpu,
+            eager=self.mode == "eager",
         )
 
         async def create() -> Any:
@@ -175,7 +199,10 @@ class VllmBackend:
 
                 structured = StructuredOutputsConfig(**kwargs["structured_outputs_config"])
                 arguments = {**kwargs, "structured_outputs_config": structured}
-                return AsyncLLM.from_engine_args(AsyncEngineArgs(**arguments))
+                return AsyncLLM.from_engine_args(
+                    AsyncEngineArgs(**arguments),
+                    stat_loggers=[stat_logger_factory(self.load_stats)],
+                )
 
         try:
             self._engine = loop.call(create())
@@ -221,11 +248,14 @@ class VllmBackend:
 
         Returns:
             A reason (the manager unloads and loads again, after an ENGINE
-            progress stage) when auto just promoted the process, or an
-            earlier promotion or setting wants another mode than this engine's.
+            progress stage) when auto just promoted the process (a second
+            workflow, or a caption batch: ``serving_batch()``), or an earlier
+            promotion or setting wants another mode than this engine's.
         """
         modes = execution_modes()
         modes.observe(prompt_id)
+        if serving_batch():
+            modes.observe_captions()
         wanted = modes.mode()
         if self._engine is not None and wanted != self.mode:
             return f"Rebuilding the vLLM engine in {wanted} mode (was {self.mode})"
@@ -234,8 +264,18 @@ class VllmBackend:
     def _decode(self, ids: Any) -> str:
         return str(self._tokenizer.decode(list(ids), skip_special_tokens=True))
 
-    def _render(self, inputs: PreparedInputs, settings: GenerationSettings) -> tuple[str, list]:
-        images = [i if i.mode == "RGB" else i.convert("RGB") for i in ordered_images(inputs)]
+    def image_pixels(self, *, caption: bool) -> int:
+        """The pixel cap images are downscaled to: the engine's, or the caption cap."""
+        options = dict(self.profile.backend_options)
+        cap = image_pixel_cap(self.profile, self.snapshot_path)
+        if caption:
+            cap = min(cap, int(options.get("caption_image_pixels") or cap))
+        return cap
+
+    def _render(
+        self, inputs: PreparedInputs, settings: GenerationSettings, *, max_pixels: int
+    ) -> tuple[str, list]:
+        images = [capped_image(i, max_pixels) for i in ordered_images(inputs)]
         messages = build_messages(
             getattr(inputs, "system_prompt", None), inputs.prompt, len(images)
         )
@@ -265,17 +305,24 @@ class VllmBackend:
         if self.dead_reason is not None:
             raise EngineDiedError(self.profile.profile_id, self.dead_reason)
         started = time.perf_counter()
-        rendered, images = self._render(inputs, settings)
+        rendered, images = self._render(
+            inputs, settings, max_pixels=self.image_pixels(caption=False)
+        )
         opened = prompt_opens_reasoning(rendered)
         report_prompt_opened(on_token, opened)  # the live view's split
         prompt: dict[str, Any] = {"prompt": rendered}
         if images:
             prompt["multi_modal_data"] = {"image": images}
         request_id = next_request_id()
+        self.load_stats.reset()
         steps: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         engine = self._engine
+        tasks: list[asyncio.Task[Any]] = []
 
         async def pump() -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                tasks.append(task)
             try:
                 async for output in engine.generate(prompt, sampling_params(settings), request_id):
                     steps.put(("step", output))
@@ -313,13 +360,22 @@ class VllmBackend:
         except EngineGone as gone:
             raise self._died(gone.reason) from None
         except BaseException:
-            self._abort(request_id, running, steps)
+            assert self._loop is not None
+            self.last_abort = end_request(
+                self._loop,
+                engine,
+                request_id,
+                running=running,
+                tasks=tasks,
+                steps=steps,
+                timeout=_ABORT_TIMEOUT_SECONDS,
+            )
             raise
         if failure is not None:
             reason = dead_reason(engine, failure)
             if reason is not None:
                 raise self._died(reason) from failure
-            raise translate_error(failure) from failure
+            raise_translated(failure)
         running.result(_ABORT_TIMEOUT_SECONDS)
         ids = tuple(decoder.ids)
         text = self._decode(ids)
@@ -350,24 +406,6 @@ class VllmBackend:
     ) -> list[BackendResult]:
         """Submit every item to the engine at once (see ``_vllm_batch``)."""
         return generate_batch(self, items, on_token)
-
-    def _abort(
-        self, request_id: str, running: Any, steps: queue.SimpleQueue[tuple[str, Any]]
-    ) -> None:
-        """Abort the engine request, wait until its stream has ended, note how it ended."""
-        assert self._loop is not None
-        finish: str | None = None
-        try:
-            self._loop.call(self._engine.abort(request_id), _ABORT_TIMEOUT_SECONDS)
-            running.result(_ABORT_TIMEOUT_SECONDS)
-        except Exception:  # the caller's exception matters more than a failed abort
-            running.cancel()
-            logger.warning("Aborting vLLM request %s failed", request_id, exc_info=True)
-        while not steps.empty():
-            kind, item = steps.get_nowait()
-            if kind == "step" and item.outputs and item.outputs[0].finish_reason is not None:
-                finish = str(item.outputs[0].finish_reason)
-        self.last_abort = (request_id, finish)
 
     def unload(self) -> None:
         """Shut the engine down, stop its loop thread and free its memory (idempotent)."""
@@ -412,6 +450,7 @@ class VllmBackend:
         metadata["vllm_memory_terms"] = memory_terms(self.profile)
         metadata["vllm_quantization_kernel"] = self.quantization_kernel
         metadata["vllm_engine_memory"] = dict(self.engine_memory)
+        metadata["vllm_engine_load"] = self.load_stats.metadata()
         if self.compile_cache is not None:
             metadata.update(self.compile_cache.metadata())
         return metadata

@@ -1,17 +1,20 @@
 """vLLM batches: every item goes to the resident ``AsyncLLM`` at once (continuous batching).
 
-Order of one batch: each item is rendered and gets its own ``SamplingParams``
-(its seed included) from the backend's helpers -> one pump coroutine per
-item on the backend's loop thread, all feeding one queue -> the caller's
-thread takes the steps in the order the engine produced them and hands each
-token to ``on_token(index, token id, that item's text)`` -> an exception there
-(Cancel), or an engine error for one item, aborts every request still
-running, waits for their streams to end, then propagates; the engine then
-serves the next request.
+Order of one batch: each item's images are downscaled to the caption cap
+(``caption_image_pixels``: a batch is captions), it is rendered and gets its
+own ``SamplingParams`` (its seed included) from the backend's helpers -> one
+pump coroutine per item on the backend's loop thread, all feeding one queue
+-> the caller's thread takes the steps in the order the engine produced them
+and hands each token to ``on_token(index, token id, that item's text)`` -> an
+exception there (Cancel), or an engine error for one item, cancels every
+submission (requests still queued for vLLM's preprocessing thread never
+start) and aborts every registered request, waits for their streams to end,
+then propagates; the engine then serves the next request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import logging
@@ -24,14 +27,14 @@ from comfy_llm_residency import BackendResult, BackendTimings, BatchItem, BatchT
 
 from ._messages import prompt_opens_reasoning
 from ._stream import IncrementalDecoder, NativeStreamDecoder, stream_decoder
-from ._vllm_drain import EngineGone, dead_reason, hand_over, take_drain
+from ._vllm_drain import EngineGone, dead_reason, hand_over, stop_streams, take_drain
 from ._vllm_reasoning import native_reasoning
 from ._vllm_requests import (
     CAPTION_STREAM_INTERVAL,
     decode_rate,
     next_request_id,
+    raise_translated,
     sampling_params,
-    translate_error,
 )
 from .errors import BackendUnloadedError, EngineDiedError
 
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from comfy_llm_residency import GenerationSettings
 
     from ._vllm_engine import LoopThread
+    from ._vllm_stats import EngineLoad
 
 
 class BatchEngine(Protocol):
@@ -52,9 +56,12 @@ class BatchEngine(Protocol):
     _tokenizer: Any
     dead_reason: str | None
     last_batch_abort: tuple[tuple[str, str | None], ...]
+    load_stats: EngineLoad
+
+    def image_pixels(self, *, caption: bool) -> int: ...
 
     def _render(
-        self, inputs: PreparedInputs, settings: GenerationSettings
+        self, inputs: PreparedInputs, settings: GenerationSettings, *, max_pixels: int
     ) -> tuple[str, list[Any]]: ...
 
     def _decode(self, ids: Any) -> str: ...
@@ -99,9 +106,11 @@ def generate_batch(
         raise EngineDiedError(backend.profile.profile_id, backend.dead_reason)
     started = time.perf_counter()
     number = next_request_id()
+    backend.load_stats.reset()
+    cap = backend.image_pixels(caption=True)
     streams: list[_Stream] = []
     for index, item in enumerate(items):
-        rendered, images = backend._render(item.inputs, item.settings)
+        rendered, images = backend._render(item.inputs, item.settings, max_pixels=cap)
         prompt: dict[str, Any] = {"prompt": rendered}
         if images:
             prompt["multi_modal_data"] = {"image": images}
@@ -109,8 +118,12 @@ def generate_batch(
         decoder = stream_decoder(backend._tokenizer, backend._decode)
         streams.append(_Stream(request_id, rendered, prompt, decoder))
     steps: queue.SimpleQueue[tuple[int, str, Any]] = queue.SimpleQueue()
+    tasks: list[asyncio.Task[Any]] = []
 
     async def pump(index: int, stream: _Stream, params: Any) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            tasks.append(task)
         try:
             async for output in engine.generate(stream.prompt, params, stream.request_id):
                 steps.put((index, "step", output))
@@ -154,14 +167,14 @@ def generate_batch(
     except EngineGone as gone:
         raise backend._died(gone.reason) from None
     except BaseException:
-        _abort_all(backend, streams, running, steps)
+        _abort_all(backend, streams, running, tasks, steps)
         raise
     if failure is not None:
         reason = dead_reason(engine, failure)
         if reason is not None:
             raise backend._died(reason) from failure
-        _abort_all(backend, streams, running, steps)
-        raise translate_error(failure) from failure
+        _abort_all(backend, streams, running, tasks, steps)
+        raise_translated(failure)
     for future in running:
         future.result(_WAIT_SECONDS)
     return [
@@ -184,28 +197,34 @@ def _abort_all(
     backend: BatchEngine,
     streams: list[_Stream],
     running: list[Any],
+    tasks: list[asyncio.Task[Any]],
     steps: queue.SimpleQueue[tuple[int, str, Any]],
 ) -> None:
-    """Abort every request of the batch, wait until their streams end, note how they ended."""
+    """Cancel and abort every request of the batch, wait until their streams end.
+
+    ``last_batch_abort`` notes how each ended: vLLM's finish reason where its
+    stream reported one (a request that finished first keeps ``stop`` or
+    ``length``), else ``abort`` (cut short, queued ones included).
+    """
     assert backend._loop is not None
     ids = [stream.request_id for stream in streams]
     try:
-        backend._loop.call(backend._engine.abort(ids), _WAIT_SECONDS)
-        for future in running:
-            try:
-                future.result(_WAIT_SECONDS)
-            except Exception:  # that item's own failure: the one being raised, or moot now
-                continue
+        stop_streams(
+            backend._loop,
+            backend._engine,
+            ids,
+            futures=running,
+            tasks=tasks,
+            timeout=_WAIT_SECONDS,
+        )
     except Exception:  # the caller's exception matters more than a failed abort
-        for future in running:
-            future.cancel()
         logger.warning("Aborting vLLM batch %s failed", ids, exc_info=True)
     finishes = {stream.request_id: stream.finish for stream in streams}
     while not steps.empty():
         index, kind, output = steps.get_nowait()
         if kind == "step" and output.outputs and output.outputs[0].finish_reason is not None:
             finishes[streams[index].request_id] = str(output.outputs[0].finish_reason)
-    backend.last_batch_abort = tuple(finishes.items())
+    backend.last_batch_abort = tuple((rid, finish or "abort") for rid, finish in finishes.items())
 
 
 def _result(

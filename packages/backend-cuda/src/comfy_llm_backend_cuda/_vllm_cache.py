@@ -1,10 +1,11 @@
 """Compile caches under one namespace per accelerator stack.
 
-``VLLM_CACHE_ROOT``, ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR`` and
-``CUDA_CACHE_PATH`` point below ``<root>/<namespace>/``, where the namespace
-is derived from the GPU type, the Python version, the torch build and the
-vLLM version. Compatible stacks (an ordinary source redeploy) share the
-artifacts; a change of any of the four never reads another stack's.
+``VLLM_CACHE_ROOT``, ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``,
+``CUDA_CACHE_PATH`` and ``FLASHINFER_WORKSPACE_BASE`` point below
+``<root>/<namespace>/``, where the namespace is derived from the GPU type,
+the Python version, the torch build and the vLLM version. Compatible stacks
+(an ordinary source redeploy) share the artifacts; a change of any of the
+four never reads another stack's.
 
 Two roots. vLLM's own cache (``VLLM_CACHE_ROOT``) is what a new container
 reads back: compiled graphs under ``torch_compile_cache/<hash>/``, each with
@@ -20,6 +21,9 @@ cache, ``<user cache>/comfy-llm/compile-cache``): Triton dlopens its launcher
 open under a Volume mount makes ``Volume.commit()``'s reload fail
 (modal volume.py:902-935). vLLM keeps a Triton cache the caller set
 (``initialize_cache`` only fills in its own when ``TRITON_CACHE_DIR`` is unset).
+FlashInfer's JIT cache (``FLASHINFER_WORKSPACE_BASE``) stays local for the
+same reason; a Modal container that must not rebuild it needs the kernels in
+its image (``flashinfer-jit-cache``).
 Without ``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT`` both roots are the user cache.
 
 The variables reach the engine-core process only (``_vllm_process``): this
@@ -52,11 +56,15 @@ __all__ = [
 COMPILE_CACHE_ROOT_ENV: Final = "COMFY_MODAL_LLM_COMPILE_CACHE_ROOT"
 #: Each variable, its folder below the namespace, and whether it lives under the shared
 #: root (True: what another container reads back) or on this process's disk.
+#: FlashInfer JIT-builds kernels (its sampler; the Gated DeltaNet prefill where asked for)
+#: under ``$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer`` (flashinfer/jit/env.py), else the
+#: home folder; it dlopens them from there, as Triton does, so it stays on local disk.
 CACHE_ENV_DIRS: Final = (
     ("VLLM_CACHE_ROOT", "vllm", True),
     ("TORCHINDUCTOR_CACHE_DIR", "inductor", False),
     ("TRITON_CACHE_DIR", "triton", False),
     ("CUDA_CACHE_PATH", "cuda", False),
+    ("FLASHINFER_WORKSPACE_BASE", "flashinfer", False),
 )
 
 
@@ -151,12 +159,12 @@ def compile_cache_root() -> Path:
 def apply_compile_cache(
     stack: CacheStack, root: Path | None = None, local_root: Path | None = None
 ) -> CompileCache:
-    """Create the namespace's folders; the four variables for the engine process.
+    """Create the namespace's folders; the five variables for the engine process.
 
     Args:
         stack: This process's stack.
         root: The shared root (vLLM's cache); None reads :func:`compile_cache_root`.
-        local_root: This process's disk (Triton, Inductor, CUDA); None reads
+        local_root: This process's disk (Triton, Inductor, CUDA, FlashInfer); None reads
             :func:`local_cache_root`.
 
     Returns:

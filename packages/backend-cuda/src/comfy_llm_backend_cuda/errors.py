@@ -32,6 +32,7 @@ __all__ = [
     "VLLM_ENGINE_NAME",
     "BackendUnloadedError",
     "CudaBackendError",
+    "CudaDriverTooOldError",
     "EngineDiedError",
     "EngineNotInstalledError",
     "InvalidExecutionStateError",
@@ -94,6 +95,34 @@ class EngineDiedError(CudaBackendError, RuntimeError):
             f"The vLLM engine of profile {profile_id} died: {reason}. It was unloaded; run "
             "again to start a fresh engine (if it keeps dying, lower the request's images or "
             "context, or free GPU memory: an out-of-memory kills the engine core)."
+        )
+
+
+class CudaDriverTooOldError(CudaBackendError, RuntimeError):
+    """The NVIDIA driver is older than the vLLM build needs (checked through NVML first).
+
+    vLLM 0.32's CUDA wheel links ``libcudart.so.13`` and pins ``torch==2.13.0``
+    (CUDA 13): it needs a driver that supports CUDA 13, i.e. R580 or newer.
+
+    Attributes:
+        profile_id: The profile being loaded.
+        driver_cuda: The CUDA version the driver supports (``12.8``).
+        required: The CUDA version the vLLM build needs (``13.0``).
+    """
+
+    action = ErrorAction.FATAL
+
+    def __init__(self, profile_id: str, driver_cuda: str, required: str) -> None:
+        self.profile_id = profile_id
+        self.driver_cuda = driver_cuda
+        self.required = required
+        super().__init__(
+            f"Profile {profile_id} runs on vLLM, whose CUDA build needs CUDA {required} "
+            f"(NVIDIA driver R580 or newer), but this driver supports CUDA {driver_cuda}. "
+            "Update the driver to R580+, or run the model with Transformers (uninstall vllm "
+            "and re-resolve it), or on Modal. A datacenter GPU on an older driver can use "
+            "CUDA forward compatibility: put the cuda-compat folder on LD_LIBRARY_PATH "
+            "before ComfyUI starts."
         )
 
 

@@ -226,6 +226,7 @@ class MlxVlmBackend:
                 reasoning parser.
             Exception: Whatever ``on_token`` raised, unchanged.
         """
+        _refuse_min_tokens(settings)
         with self._lock:
             loaded = self._loaded
             if loaded is None:
@@ -272,6 +273,8 @@ class MlxVlmBackend:
             BackendUnloadedError: :meth:`unload` already ran.
             Exception: Whatever ``on_token`` raised, unchanged.
         """
+        for item in items:
+            _refuse_min_tokens(item.settings)
         with self._lock:
             loaded = self._loaded
             if loaded is None:
@@ -362,3 +365,15 @@ def create_backend(
         ModelLoadError: MLX-VLM failed to load the snapshot.
     """
     return MlxVlmBackend.load(profile, snapshot_path, progress)
+
+
+def _refuse_min_tokens(settings: GenerationSettings) -> None:
+    """MLX-VLM's generate has no minimum length: say so rather than ignore it."""
+    if settings.min_new_tokens:
+        from comfy_llm_residency import GenerationSettingsError
+
+        raise GenerationSettingsError(
+            "min_new_tokens",
+            f"min_new_tokens={settings.min_new_tokens} is not supported by the MLX backend "
+            "(MLX-VLM's generate stops at the stop token); use 0.",
+        )

@@ -4,8 +4,13 @@ One resolution, one staging and one resident load serve the whole batch.
 The images still to caption go to the resident manager's ``run_batch`` in
 chunks of ``batch_size``: an engine that batches (vLLM; Transformers and
 MLX-VLM for greedy decoding) generates a chunk together, others one image at
-a time,
-and every caption equals a single run's with the same seed. A caption file
+a time. vLLM batches continuously, so its chunks hold at least twice the
+engine's ``max_num_seqs`` whatever ``batch_size`` says, and the engine is fed
+continuously: the next chunk's images are decoded and prepared on a worker
+thread while the current chunk runs. Every image gets its own seed, derived
+from the job's seed and the image's name (:func:`comfy_llm_core.item_seed`),
+so a rerun reproduces each caption and no two captions share a noise
+stream; each caption equals a single run's with that seed. A caption file
 ``<stem>.txt`` is written next to each image from a folder, atomically (a
 temporary file renamed into place), as soon as its chunk ends, so Cancel
 keeps every file of the chunks already finished and never leaves a
@@ -15,13 +20,20 @@ and the batch goes on. Progress counts images.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from comfy_llm_core import InvalidSettingError, defaults, render_error
+from comfy_llm_core import (
+    InvalidSettingError,
+    defaults,
+    item_seed,
+    render_error,
+)
 from comfy_llm_inputs import InputError
 from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_residency import (
@@ -93,7 +105,7 @@ class CaptionJob:
         model: ``owner/model[@revision]`` or a curated id.
         prompt: The captioning instruction.
         system_prompt: Optional system prompt.
-        settings: Sampling settings (the same seed for every image).
+        settings: Sampling settings; each image's seed derives from ``seed``.
         prefix: Text put before every caption (a LoRA trigger word), "" for none.
         write_files: Write ``<stem>.txt`` next to each image from a folder.
         skip_existing: Keep captions already on disk and do not caption those images.
@@ -208,6 +220,26 @@ class _Pending:
     started: float
 
 
+@dataclasses.dataclass
+class _Chunk:
+    """One chunk's prepared images and the ones that could not be read."""
+
+    pending: list[_Pending]
+    failed: list[tuple[int, str, float]]  # (index, error, seconds)
+
+
+def chunk_size(job: CaptionJob, profile: Any) -> int:
+    """Images handed to the engine at once: ``batch_size``; vLLM at least 2 x ``max_num_seqs``.
+
+    vLLM schedules continuously: a chunk smaller than its width leaves the
+    engine half empty at every chunk's tail (vLLM review r2, F5).
+    """
+    if getattr(profile, "backend", None) != "vllm":
+        return job.batch_size
+    width = dict(profile.backend_options).get("max_num_seqs")
+    return max(job.batch_size, 2 * width if isinstance(width, int) and width > 0 else 0)
+
+
 def run_captions(
     job: CaptionJob,
     items: Sequence[CaptionItem],
@@ -271,7 +303,8 @@ def run_captions(
     records: list[dict[str, Any]] = [{"name": item.name} for item in items]
     last_request: dict[str, Any] = {}
     todo = [i for i, item in enumerate(items) if not _kept(job, item)]
-    chunks = [todo[at : at + job.batch_size] for at in range(0, len(todo), job.batch_size)]
+    size = chunk_size(job, profile)
+    chunks = [todo[at : at + size] for at in range(0, len(todo), size)]
     pending_indices = set(todo)
     for index, item in enumerate(items):
         if index not in pending_indices:
@@ -280,38 +313,55 @@ def run_captions(
             captions[index] = read_caption_file(existing)
             records[index].update(status="kept_existing", seconds=0.0)
             counted(index)
-    for number, chunk in enumerate(chunks):
-        names = ", ".join(items[index].name for index in chunk[:3])
-        more = f" and {len(chunk) - 3} more" if len(chunk) > 3 else ""
-        status = ProgressEvent(
-            stage=ProgressStage.GENERATE,
-            message=f"Captioning {done + 1}/{len(items)}: {names}{more}",
-            value=float(done),
-            maximum=float(len(items)),
-            unit="images",
-            elapsed_seconds=time.monotonic() - started,
-        )
-        progress(status)
-        announce[:] = [status]
-        pending = _prepare(
-            job, items, chunk, profile=profile, progress=inner, records=records, counted=counted
-        )
-        if not pending:
-            continue
-        results = manager.run_batch(
-            profile,
-            snapshot.path,
-            [BatchItem(p.prepared, job.settings) for p in pending],
-            reserve_gb=job.reserve_gb,
-            keep_loaded=job.keep_loaded or number < len(chunks) - 1,
-            progress=inner,
-            on_token=tokens,
-            prompt_id=prompt_id,
-        )
-        for entry, result in zip(pending, results, strict=True):
-            captions[entry.index] = _finish(job, entry, result, records[entry.index], number)
-            last_request = dict(result.metadata)
-            counted(entry.index)
+    stop = threading.Event()
+    feeder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="caption-feed")
+
+    def prepare(chunk: Sequence[int], events: ProgressCallback) -> _Chunk:
+        return _prepare(job, items, chunk, profile=profile, progress=events, stop=stop)
+
+    # the first chunk is prepared here (its progress shows); each later one on the feeder
+    # while the engine runs the one before
+    upcoming: concurrent.futures.Future[_Chunk] | None = None
+    try:
+        for number, chunk in enumerate(chunks):
+            names = ", ".join(items[index].name for index in chunk[:3])
+            more = f" and {len(chunk) - 3} more" if len(chunk) > 3 else ""
+            status = ProgressEvent(
+                stage=ProgressStage.GENERATE,
+                message=f"Captioning {done + 1}/{len(items)}: {names}{more}",
+                value=float(done),
+                maximum=float(len(items)),
+                unit="images",
+                elapsed_seconds=time.monotonic() - started,
+            )
+            progress(status)
+            announce[:] = [status]
+            ready = upcoming.result() if upcoming is not None else prepare(chunk, inner)
+            upcoming = None
+            if number + 1 < len(chunks):
+                upcoming = feeder.submit(prepare, chunks[number + 1], ignore_progress)
+            for index, error, seconds in ready.failed:
+                records[index].update(status="failed", error=error, seconds=seconds)
+                counted(index)
+            if not ready.pending:
+                continue
+            results = manager.run_batch(
+                profile,
+                snapshot.path,
+                [BatchItem(p.prepared, _item_settings(job, p.item)) for p in ready.pending],
+                reserve_gb=job.reserve_gb,
+                keep_loaded=job.keep_loaded or number < len(chunks) - 1,
+                progress=inner,
+                on_token=tokens,
+                prompt_id=prompt_id,
+            )
+            for entry, result in zip(ready.pending, results, strict=True):
+                captions[entry.index] = _finish(job, entry, result, records[entry.index], number)
+                last_request = dict(result.metadata)
+                counted(entry.index)
+    finally:
+        stop.set()  # a chunk still being prepared stops at its next image
+        feeder.shutdown(wait=True, cancel_futures=True)
     metadata = _summary(job, items, records, time.monotonic() - started, last_request)
     metadata.update(
         profile_id=profile.profile_id,
@@ -336,6 +386,11 @@ def _kept(job: CaptionJob, item: CaptionItem) -> bool:
     return mode == "skip_existing" and existing is not None and existing.is_file()
 
 
+def _item_settings(job: CaptionJob, item: CaptionItem) -> GenerationSettings:
+    """The job's settings with this image's own seed (see the module docstring)."""
+    return dataclasses.replace(job.settings, seed=item_seed(job.settings.seed, item.name))
+
+
 def _prepare(
     job: CaptionJob,
     items: Sequence[CaptionItem],
@@ -343,12 +398,17 @@ def _prepare(
     *,
     profile: Any,
     progress: ProgressCallback,
-    records: list[dict[str, Any]],
-    counted: Callable[[int], None],
-) -> list[_Pending]:
-    """Prepare a chunk's inputs; an image that cannot be read is reported and left out."""
-    pending: list[_Pending] = []
+    stop: threading.Event,
+) -> _Chunk:
+    """Decode and prepare a chunk's inputs; an image that cannot be read is noted, not raised.
+
+    Runs on the caller's thread (the first chunk) or the feeder (the others):
+    it touches no record and calls no host hook but ``progress``.
+    """
+    ready = _Chunk([], [])
     for index in chunk:
+        if stop.is_set():
+            break
         item = items[index]
         item_started = time.monotonic()
         try:
@@ -361,15 +421,11 @@ def _prepare(
             )
             prepared = prepare_request_inputs(request, profile, progress)
         except (InputError, ValueError, OSError) as error:
-            records[index].update(
-                status="failed",
-                error=render_error(error),
-                seconds=round(time.monotonic() - item_started, 4),
-            )
-            counted(index)
+            seconds = round(time.monotonic() - item_started, 4)
+            ready.failed.append((index, render_error(error), seconds))
         else:
-            pending.append(_Pending(index, item, prepared, item_started))
-    return pending
+            ready.pending.append(_Pending(index, item, prepared, item_started))
+    return ready
 
 
 def _finish(
@@ -394,6 +450,8 @@ def _finish(
     caption = compose_caption(job.prefix, result.response, job.conventions, item.path, item.name)
     record.update(
         status="captioned",
+        # the seed the engine ran this image with (a single run reproduces it)
+        seed=(metadata.get("generation_settings") or {}).get("seed"),
         output_tokens=metadata.get("output_tokens"),
         cache_status=metadata.get("cache_status"),
         generation_seconds=metadata.get("generation_seconds"),

@@ -8,7 +8,8 @@
 * :func:`write_atomically`: files replaced whole (temp + rename), mode 0644 minus umask;
   :func:`make_folder`: folders made with a full disk said as such.
 * :func:`install_command`: what to install for an extra, from this install.
-* :func:`fold_seed`: a ComfyUI seed folded into an engine's seed width.
+* :func:`fold_seed`: a ComfyUI seed folded into an engine's seed width;
+  :func:`item_seed`: one batch item's own seed.
 * :func:`configure_library_logging`: library chatter off stderr unless debugging;
   :func:`library_progress_bars_quiet` tells engines to hide their bars too.
 * :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
@@ -41,7 +42,7 @@ from comfy_llm_core._secrets import (
     redact,
     render_error,
 )
-from comfy_llm_core._seeds import SEED_BITS_INT64, SEED_BITS_UINT64, fold_seed
+from comfy_llm_core._seeds import SEED_BITS_INT64, SEED_BITS_UINT64, fold_seed, item_seed
 
 __version__ = "0.1.0"
 
@@ -67,6 +68,7 @@ __all__ = [
     "env_set",
     "env_str",
     "fold_seed",
+    "item_seed",
     "library_progress_bars_quiet",
     "make_folder",
     "hub_path_problem",

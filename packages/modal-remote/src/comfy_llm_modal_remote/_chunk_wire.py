@@ -108,7 +108,7 @@ class ChunkRequest:
         snapshot: The snapshot folder relative to the remote storage root.
         prompt: The captioning instruction.
         system_prompt: Optional system prompt.
-        settings: ``GenerationSettings.to_dict()`` (same seed for every image).
+        settings: ``GenerationSettings.to_dict()`` (each image's seed derives from its seed).
         images: The chunk's images.
         batch_size: Images per ``run_batch`` call on the worker.
         reserve_gb: VRAM to keep free, or None for the worker's default.

@@ -6,7 +6,8 @@ Per chunk, on the container's one :class:`EngineService`::
     another machine's code?         → DeploymentMismatchError (the fan-out redeploys once)
     carried promotion state         (a retry after auto promotion stays compiled)
     snapshot visible?               (reload once, as for one request)
-    decode + prepare every image    an image that fails is that image's error
+    decode + prepare every image    an image that fails is that image's error;
+                                    each its own seed (core.item_seed(seed, name))
     run_batch on the resident engine: the whole chunk under vLLM (continuous
                                     batching), batch_size at a time otherwise
       memory recovery exhausted     → retire, WorkerUnsafeError
@@ -28,6 +29,7 @@ call arrives on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import platform
@@ -35,7 +37,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from comfy_llm_core import env_str, render_error
+from comfy_llm_core import env_str, item_seed, render_error
 from comfy_llm_inputs import InputError, InputLimits, prepare_inputs
 from comfy_llm_profiles import ModelProfile, ProgressEvent, ProgressStage, engine_spec
 from comfy_llm_residency import BatchItem, GenerationSettings, InsufficientMemoryError
@@ -97,7 +99,9 @@ def caption_chunk(
         except (InputError, ValueError, OSError) as error:
             answers[image.index] = ImageCaption(image.index, error=render_error(error))
         else:
-            ready.append((image.index, BatchItem(prepared, settings)))
+            # each image its own seed, from the job's seed and its name, as locally
+            seeded = dataclasses.replace(settings, seed=item_seed(settings.seed, image.name))
+            ready.append((image.index, BatchItem(prepared, seeded)))
     done = len(answers)
     # An engine that batches continuously (vLLM) takes the whole chunk at once;
     # the others batch ``batch_size`` images at a time, as they do locally.

@@ -31,8 +31,7 @@ from comfy_llm_core import install_command
 from comfy_llm_profiles._gguf_rules import FILE_TYPES
 from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles._vllm_memory import (
-    MAX_NUM_BATCHED_TOKENS,
-    MAX_NUM_SEQS,
+    vllm_engine_options,
     vllm_memory_terms,
 )
 from comfy_llm_profiles.errors import ProfileValidationError
@@ -166,8 +165,9 @@ def _vllm_options(facts: EngineFacts) -> dict[str, OptionValue]:
         "dtype": "auto",
         "max_model_len": facts.context_tokens,
         "limit_images": facts.max_images,
-        "max_num_seqs": MAX_NUM_SEQS,
-        "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
+        # the caption profile: concurrency the KV budget holds, step size, image caps,
+        # prefix caching off (_vllm_memory.vllm_engine_options)
+        **vllm_engine_options(facts.config),
     }
     if facts.quantization != "none":
         options["quantization"] = facts.quantization
@@ -178,10 +178,10 @@ def _vllm_memory(facts: EngineFacts, options: Mapping[str, OptionValue]) -> dict
     return vllm_memory_terms(
         facts.config,
         runtime_weight_bytes=facts.runtime_weight_bytes,
-        attention_kv_bytes=facts.attention_kv_bytes,
-        kv_element_bytes=facts.kv_element_bytes,
+        context_tokens=int(options.get("max_model_len") or facts.context_tokens),
         max_num_seqs=int(options["max_num_seqs"]),
         max_num_batched_tokens=int(options["max_num_batched_tokens"]),
+        prefix_caching=bool(options.get("enable_prefix_caching", False)),
     )
 
 

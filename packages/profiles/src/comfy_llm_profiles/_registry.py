@@ -257,7 +257,7 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.LOCAL_CUDA: _Target(
-        version="local_cuda/2026.12.3",
+        version="local_cuda/2026.12.4",
         fingerprint="cf44144ff4a314d4",
         policy=_GPU_POLICY,
         quantization_advice=(
@@ -267,7 +267,7 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.MODAL: _Target(
-        version="modal/2026.12.2",
+        version="modal/2026.12.3",
         fingerprint="61e527627acbac8a",
         policy=_GPU_POLICY,
         quantization_advice=(

@@ -13,7 +13,7 @@ names (``comfy_llm_profiles.ENGINES``).
 from ._factory import create_backend
 from ._generation import report_prompt_opened
 from ._host import HostListener, ResidentInfo
-from ._loading import admitted_memory
+from ._loading import admitted_memory, serving_batch
 from ._manager import ResidentModelManager
 from ._memory import (
     CudaMemoryProbe,
@@ -64,6 +64,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "admitted_memory",
+    "serving_batch",
     "Backend",
     "BackendFactory",
     "BackendResult",

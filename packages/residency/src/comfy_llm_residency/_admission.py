@@ -8,10 +8,12 @@ The steps, in order (each re-checks the probe):
 3. Ask the host (ComfyUI) to free memory for estimate + reserve.
 4. Evict least-recently-used LLMs one at a time, asking the host again after
    each eviction.
-5. Only when a model was evicted: poll the probe every ``poll_interval``
-   seconds for at most ``timeout`` seconds for its memory to show up (drivers
-   and the OS may lag). With nothing evicted there is nothing to wait for, so
-   the refusal comes at once (as in the seed).
+5. Only when a model was evicted (or unloaded just before, for a rebuild in
+   another execution mode): poll the probe every ``poll_interval`` seconds
+   for at most ``timeout`` seconds for its memory to show up (drivers and the
+   OS may lag; an engine process takes a while to exit). With nothing
+   released there is nothing to wait for, so the refusal comes at once (as
+   in the seed).
 6. Still short: refuse with the numbers.
 """
 
@@ -40,6 +42,10 @@ class AdmissionRequest:
         other_process: The engine allocates in a process of its own: memory is
             read with the probe's ``snapshot_for_other_process`` where it has one
             (this process's cached-but-unused memory is no room for it).
+        released: Profiles unloaded just before this load (the rebuild of an
+            auto promotion): their memory may still be coming back, so a
+            shortfall is waited for, and a timeout flags the process, as after
+            an eviction.
     """
 
     profile_id: str
@@ -49,6 +55,7 @@ class AdmissionRequest:
     reserve_name: str
     over_limit: int = 0
     other_process: bool = False
+    released: tuple[str, ...] = ()
 
     @property
     def required_bytes(self) -> int:
@@ -159,8 +166,9 @@ class Admission:
 
         Raises:
             InsufficientMemoryError: When estimate + reserve still does not fit;
-                ``recovery_timed_out`` is True when models were evicted and the
-                memory did not come back within the timeout.
+                ``recovery_timed_out`` is True when models were evicted (or
+                released for a rebuild) and the memory did not come back within
+                the timeout.
             Exception: Whatever the progress callback raised (cancellation).
         """
         required = request.required_bytes
@@ -185,10 +193,11 @@ class Admission:
             snapshot = self._measure(request)
 
         waited = 0.0
-        if snapshot.available_bytes < required and self._evicted:
+        released = bool(self._evicted or request.released)
+        if snapshot.available_bytes < required and released:
             snapshot, waited = self._wait_for_memory(request, snapshot)
         if snapshot.available_bytes < required:
-            raise self._refuse(request, snapshot, waited, timed_out=bool(self._evicted))
+            raise self._refuse(request, snapshot, waited, timed_out=released)
         return AdmissionOutcome(
             snapshot=snapshot,
             evicted_profiles=tuple(self._evicted),

@@ -7,9 +7,10 @@ readings that must never lose a finished answer live here.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,11 +29,13 @@ if TYPE_CHECKING:
 __all__ = [
     "admitted_memory",
     "allocated_now",
+    "batch_scope",
     "grow_allocation",
     "load_entry",
     "read_memory",
     "rebuild_needed",
     "report_load",
+    "serving_batch",
 ]
 
 logger = logging.getLogger("comfy_llm_residency")
@@ -40,6 +43,29 @@ logger = logging.getLogger("comfy_llm_residency")
 _ADMITTED: contextvars.ContextVar[MemorySnapshot | None] = contextvars.ContextVar(
     "comfy_llm_admitted_memory", default=None
 )
+
+
+_BATCH: contextvars.ContextVar[bool] = contextvars.ContextVar("comfy_llm_batch", default=False)
+
+
+def serving_batch() -> bool:
+    """Whether the manager is serving a batch (``run_batch``: captions) on this thread.
+
+    True from admission to the last token of a ``run_batch`` call, so a backend
+    can pick a batch's engine settings when it is loaded, rebuilt or asked
+    :meth:`observe_workflow` (vLLM starts caption work in throughput mode).
+    """
+    return _BATCH.get()
+
+
+@contextlib.contextmanager
+def batch_scope() -> Iterator[None]:
+    """Mark this thread's calls as serving a batch (see :func:`serving_batch`)."""
+    token = _BATCH.set(True)
+    try:
+        yield
+    finally:
+        _BATCH.reset(token)
 
 
 def admitted_memory() -> MemorySnapshot | None:

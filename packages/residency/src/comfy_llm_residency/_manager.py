@@ -22,7 +22,7 @@ from ._answer import generate_answer
 from ._batch import BatchRelay, batch_results, generate_batch_answers
 from ._generation import TokenRelay, done_event
 from ._host import HostListener
-from ._loading import read_memory, rebuild_needed
+from ._loading import batch_scope, read_memory, rebuild_needed
 from ._memory import MemoryProbe, probe_for_target
 from ._metadata import RequestFacts, build_metadata
 from ._residents import ResidentSet
@@ -350,7 +350,7 @@ class ResidentModelManager:
             raise ValueError("run_batch needs at least one item; got none")
         self._check_target(profile)
         reserve_bytes = self._reserve_bytes(reserve_gb)
-        with self._locked():
+        with self._locked(), batch_scope():
             with self._serving(
                 profile,
                 snapshot_path,
@@ -403,9 +403,17 @@ class ResidentModelManager:
                 profile, snapshot_path, reserve_bytes, self.max_resident, progress
             )
             if rebuild_needed(entry.backend, prompt_id, progress):
+                # the old engine's memory may lag its unload: admission polls for it, and
+                # a recovery that times out flags the process (a Modal worker retires, the
+                # dispatcher retries on a fresh container carrying the promotion)
                 self._residents.unload(profile.profile_id)
                 entry, status, admission = self._residents.ensure_loaded(
-                    profile, snapshot_path, reserve_bytes, self.max_resident, progress
+                    profile,
+                    snapshot_path,
+                    reserve_bytes,
+                    self.max_resident,
+                    progress,
+                    released=(profile.profile_id,),
                 )
                 rebuild_needed(entry.backend, prompt_id, progress)
             cold = entry if status == "cold" else None

@@ -127,8 +127,13 @@ class ResidentSet:
         reserve_bytes: int,
         max_resident: int,
         progress: ProgressCallback,
+        *,
+        released: tuple[str, ...] = (),
     ) -> tuple[Resident, str, AdmissionOutcome | None]:
         """The profile's resident entry: reused (``"warm"``) or admitted and loaded (``"cold"``).
+
+        ``released`` names profiles unloaded just before (a rebuild): admission
+        waits for their memory as after an eviction.
 
         Raises:
             comfy_llm_staging.IncompleteSnapshotError: A cold load's snapshot is not complete.
@@ -157,6 +162,7 @@ class ResidentSet:
             reserve_name=_settings.reserve_input_name(self.target),
             over_limit=max(0, len(self.entries) + 1 - max_resident),
             other_process=engine_spec(profile.backend).out_of_process,
+            released=released,
         )
         try:
             outcome = self._admission(progress).run(request)

@@ -62,6 +62,10 @@ class GenerationSettings:
         response_schema: A JSON Schema (JSON text) the answer must satisfy, or
             None for free text. Checked here, before any model loads, and kept
             in canonical form; engines constrain decoding to it.
+        min_new_tokens: Tokens generated before the stop token may end the
+            answer (0: none); for benchmarks that measure a fixed length
+            (vLLM ``min_tokens``, Transformers ``min_new_tokens``; the MLX
+            backend refuses a non-zero value).
     """
 
     max_new_tokens: int = defaults.MAX_NEW_TOKENS
@@ -70,6 +74,7 @@ class GenerationSettings:
     seed: int | None = None
     enable_reasoning: bool = True
     response_schema: str | None = None
+    min_new_tokens: int = 0
 
     def __post_init__(self) -> None:
         """Validate every field.
@@ -112,6 +117,12 @@ class GenerationSettings:
             raise GenerationSettingsError(
                 "enable_reasoning",
                 f"enable_reasoning must be True or False, got {self.enable_reasoning!r}.",
+            )
+        if not _is_int(self.min_new_tokens) or not 0 <= self.min_new_tokens <= self.max_new_tokens:
+            raise GenerationSettingsError(
+                "min_new_tokens",
+                f"min_new_tokens must be a whole number from 0 to max_new_tokens "
+                f"({self.max_new_tokens}), got {self.min_new_tokens!r}.",
             )
         if isinstance(self.response_schema, str) and not self.response_schema.strip():
             object.__setattr__(self, "response_schema", None)
