@@ -9,8 +9,10 @@ and through pickle where images travel as PNG bytes.
 
 from __future__ import annotations
 
+import base64
 import json
 import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -139,3 +141,104 @@ def test_prepared_inputs_travel_as_bytes() -> None:
     assert [(f.index, f.timestamp_seconds, f.image.tobytes()) for f in copy.video_frames] == [
         (f.index, f.timestamp_seconds, f.image.tobytes()) for f in inputs.video_frames
     ]
+
+
+# -- Recorded messages ------------------------------------------------------------
+# tests/wire_fixtures holds messages recorded from the code at 2a96277 (before the
+# request vocabulary moved): what an older node or worker sends must still decode,
+# and the forms that did not change version must still encode the same.
+
+FIXTURES = Path(__file__).parent / "wire_fixtures"
+
+
+def _recorded(name: str) -> Any:
+    def revive(value: Any) -> Any:
+        if isinstance(value, dict):
+            if set(value) == {"$bytes"}:
+                return base64.b64decode(value["$bytes"])
+            return {key: revive(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [revive(item) for item in value]
+        return value
+
+    return revive(json.loads((FIXTURES / name).read_text(encoding="utf-8")))
+
+
+def _pixels(image: Image.Image) -> tuple[tuple[int, int], str, bytes]:
+    return image.size, image.mode, image.tobytes()
+
+
+def _media(inputs: PreparedInputs) -> list[tuple[str, Any, Any]]:
+    """Every image and frame of ``inputs`` in order, as (kind, pixels, timestamp)."""
+    media: list[tuple[str, Any, Any]] = [("image", _pixels(i), None) for i in inputs.images]
+    media += [("frame", _pixels(f.image), f.timestamp_seconds) for f in inputs.video_frames]
+    return media
+
+
+def test_recorded_prepared_inputs_version_1_decode() -> None:
+    full, text_only = _recorded("request_parts.json")["prepared_inputs"]
+    inputs = PreparedInputs.from_wire(full)
+    assert inputs.prompt.startswith("Describe.\n\nVideo: 2 frames")
+    assert (inputs.system_prompt, inputs.file_names) == ("Be brief.", ("notes.txt",))
+    expected = [
+        ("image", _pixels(_image((255, 0, 0))), None),
+        ("image", _pixels(_image((0, 9, 200), (2, 7))), None),
+        ("frame", _pixels(_image((1, 2, 3))), 0.0),
+        ("frame", _pixels(_image((4, 5, 6))), 1.5),
+    ]
+    assert _media(inputs) == expected
+    again = PreparedInputs.from_wire(pickle.loads(pickle.dumps(inputs.to_wire())))
+    assert (again.prompt, again.system_prompt, _media(again)) == (
+        inputs.prompt,
+        inputs.system_prompt,
+        expected,
+    )
+    bare = PreparedInputs.from_wire(text_only)
+    assert (bare.prompt, bare.system_prompt, _media(bare)) == ("hi", None, [])
+
+
+def test_recorded_progress_events_settings_and_results_keep_their_form() -> None:
+    recorded = _recorded("request_parts.json")
+    events = [ProgressEvent.from_dict(item) for item in recorded["progress_events"]]
+    assert [event.stage for event in events] == [*ProgressStage, ProgressStage.DOWNLOAD]
+    assert events[0].token_id == 42 and events[0].prompt_opened_reasoning is True
+    assert [event.to_dict() for event in events] == recorded["progress_events"]
+    settings = [GenerationSettings.from_dict(item) for item in recorded["generation_settings"]]
+    assert settings[1].seed == 2**40 and settings[1].schema is not None
+    assert [item.to_dict() for item in settings] == recorded["generation_settings"]
+    result = BackendResult.from_dict(recorded["backend_result"])
+    assert (result.finish_reason, result.batch_size, result.timings.prompt_tokens) == (
+        "length",
+        2,
+        12,
+    )
+    assert result.to_dict() == recorded["backend_result"]
+
+
+def test_recorded_modal_exchange_decodes() -> None:
+    from comfy_llm_modal_remote._wire import (
+        EngineRequest,
+        StageRequest,
+        StageResult,
+        result_from_wire,
+        unwrap,
+    )
+
+    stage, generate = _recorded("modal_stage_and_generate.json")
+    assert StageRequest.from_wire(stage["request"]).reference == "tiny/smolvlm-scripted"
+    staged = StageResult.from_wire(unwrap(stage["answer"]))
+    assert staged.downloaded is True and staged.profile["backend"] == "transformers"
+
+    request = EngineRequest.from_wire(generate["request"])
+    assert request.generation_settings().max_new_tokens == 512
+    inputs = PreparedInputs.from_wire(request.inputs)
+    assert inputs.system_prompt == "Be brief." and inputs.file_names == ("notes.txt",)
+    assert [kind for kind, _, _ in _media(inputs)] == ["image"]
+    assert _media(inputs)[0][1][0] == (5, 6)
+
+    answer = unwrap(generate["answer"])
+    result = result_from_wire(answer)
+    assert (result.response, result.reasoning) == ("a b</think> answer", "")
+    flat = result.to_dict()["metadata"]
+    assert flat == answer["metadata"]  # every key, in order, with its value
+    assert list(flat) == list(answer["metadata"])
