@@ -222,7 +222,7 @@ class NodeHooks:
     @contextmanager
     def installed(self) -> Iterator[NodeHooks]:
         from comfy_llm._comfyui._glue import ComfyGlue
-        from comfy_llm_profiles import ProgressStage
+        from comfy_llm_core import ProgressStage
         from comfy_llm_residency._generation import TokenRelay
 
         generate = ProgressStage.GENERATE
@@ -552,8 +552,8 @@ def bench_backend(
         snapshot = stage_snapshot(
             profile.repository, profile.revision, storage_root=root, profile_id=profile.profile_id
         )
+    from comfy_llm_core import ignore_progress
     from comfy_llm_inputs import prepare_inputs
-    from comfy_llm_profiles import ignore_progress
 
     module = importlib.import_module(module_name)
     load_started = time.perf_counter()

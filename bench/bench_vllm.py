@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     cores = _reserve_caller_core() if args.device == "cpu" else None
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
-    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+    from comfy_llm_core import ExecutionTarget, ignore_progress
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
     from comfy_llm_testworld.comfyui_standin import installed_standin

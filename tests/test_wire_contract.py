@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ProgressEvent, ProgressStage
 from comfy_llm_inputs import PreparedInputs, VideoFrame
-from comfy_llm_profiles import ProgressEvent, ProgressStage
 from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings, InferenceResult
 from PIL import Image
 

@@ -34,7 +34,8 @@ REPO = "gpu-owner/qwen3.5-tiny"
 
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
-    from comfy_llm_profiles import ExecutionTarget, resolve_profile
+    from comfy_llm_core import ExecutionTarget
+    from comfy_llm_profiles import resolve_profile
     from comfy_llm_staging import stage_snapshot
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files

@@ -16,8 +16,8 @@ from comfy_llm_backend_cuda import (
     UnsupportedBackendError,
     create_backend,
 )
+from comfy_llm_core import ProgressStage
 from comfy_llm_inputs import ExtractedFile, PreparedInputs, VideoFrame, assemble_prompt
-from comfy_llm_profiles import ProgressStage
 from comfy_llm_reasoning import parser_for_profile
 from comfy_llm_residency import Backend, GenerationSettings
 from comfy_llm_staging import MARKER_FILENAME, IncompleteSnapshotError

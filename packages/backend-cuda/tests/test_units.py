@@ -30,9 +30,9 @@ from comfy_llm_backend_cuda._stream import (
     TokenStreamer,
     stream_decoder,
 )
-from comfy_llm_core import install_command
+from comfy_llm_core import ExecutionTarget, install_command
 from comfy_llm_inputs import PreparedInputs, VideoFrame
-from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits
+from comfy_llm_profiles import ModelProfile, ProfileLimits
 from PIL import Image
 
 

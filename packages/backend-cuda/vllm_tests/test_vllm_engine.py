@@ -50,7 +50,7 @@ def _execute(prompt_id: str | None, **kwargs: Any) -> tuple[str, dict[str, Any],
 def _resolve() -> tuple[Any, Any]:
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
-    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+    from comfy_llm_core import ExecutionTarget, ignore_progress
 
     resolved, snapshot = resolve_and_stage(
         SCRIPTED, ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
@@ -186,7 +186,7 @@ def test_pinned_eager_never_promotes(world: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_auto_promotes_on_the_second_prompt_id_and_rebuilds_once(world: Path) -> None:
-    from comfy_llm_profiles import ProgressStage
+    from comfy_llm_core import ProgressStage
 
     execution_modes().reset()
     eager = _backend()

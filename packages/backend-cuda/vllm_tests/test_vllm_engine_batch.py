@@ -24,7 +24,7 @@ SCRIPTED = "tiny/qwen35-scripted"
 def _resolve(repository: str) -> tuple[Any, Path]:
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
-    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+    from comfy_llm_core import ExecutionTarget, ignore_progress
 
     resolved, snapshot = resolve_and_stage(
         repository, ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress

@@ -34,7 +34,7 @@ def _manager() -> Any:
 def _resolve(model: str) -> tuple[Any, Any]:
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
-    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+    from comfy_llm_core import ExecutionTarget, ignore_progress
 
     resolved, snapshot = resolve_and_stage(
         model, ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
@@ -78,7 +78,7 @@ class Cancelled(BaseException):
 
 
 def test_cancel_50_ms_into_a_long_prefill_ends_before_the_first_token(world: Path):
-    from comfy_llm_profiles import ProgressStage
+    from comfy_llm_core import ProgressStage
 
     _run("load", temperature=0.0)
     backend = _backend(SCRIPTED)

@@ -14,7 +14,8 @@ from comfy_llm_backend_llamacpp import (
     create_backend,
     plan_offload,
 )
-from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits, ignore_progress
+from comfy_llm_core import ExecutionTarget, ignore_progress
+from comfy_llm_profiles import ModelProfile, ProfileLimits
 
 GIB = 2**30
 

@@ -21,15 +21,10 @@ from comfy_llm_backend_mlx import (
     UnsupportedBackendError,
     create_backend,
 )
+from comfy_llm_core import ExecutionTarget, ProgressEvent, ProgressStage
 from comfy_llm_inputs import PreparedInputs as Inputs
 from comfy_llm_inputs import VideoFrame as Frame
-from comfy_llm_profiles import (
-    ExecutionTarget,
-    ModelProfile,
-    ProgressEvent,
-    ProgressStage,
-    resolve_profile,
-)
+from comfy_llm_profiles import ModelProfile, resolve_profile
 from comfy_llm_reasoning import parser_for_profile
 from comfy_llm_residency import Backend, BackendResult, GenerationSettings, ResidentModelManager
 from comfy_llm_staging import IncompleteSnapshotError, stage_snapshot

@@ -89,7 +89,7 @@ def test_events_in_order_and_the_same_answer_as_the_manager_in_process(
     assert metadata["gpu_free_before_gib"] == 80.0
 
     # The same request served by a manager in this process, without the wire.
-    from comfy_llm_profiles import ExecutionTarget
+    from comfy_llm_core import ExecutionTarget
     from comfy_llm_residency import ResidentModelManager, create_backend
 
     manager = ResidentModelManager(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ProgressEvent
 from comfy_llm_modal_remote import (
     Dispatcher,
     ModalUnavailableError,
@@ -21,7 +22,6 @@ from comfy_llm_modal_remote import (
     StageRequest,
     stage_model,
 )
-from comfy_llm_profiles import ProgressEvent
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld._modal_container import StrictVolume
 from comfy_llm_testworld.modal_strict import StrictDict, StrictTransport

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
     FAMILIES,
-    ExecutionTarget,
     load_curated_registry,
     load_manifest,
     parse_curated_registry,

@@ -5,13 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from comfy_llm_core import install_command
+from comfy_llm_core import ExecutionTarget, install_command
 from comfy_llm_profiles import (
     ENGINES,
     FAMILIES,
     REGISTRY_VERSIONS,
     EngineSpec,
-    ExecutionTarget,
     ProfileValidationError,
     engine_spec,
     registry_for,

@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
     REGISTRY_VERSIONS,
     EngineUnavailableError,
-    ExecutionTarget,
     LocalFolderError,
     UnsafeGgufError,
     UnsupportedArchitectureError,

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
-    ExecutionTarget,
     ModelProfile,
     ProfileLimits,
     compute_profile_id,

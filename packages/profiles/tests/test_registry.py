@@ -6,12 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from comfy_llm_core import install_command
+from comfy_llm_core import ExecutionTarget, install_command
 from comfy_llm_profiles import (
     ENGINES,
     FAMILIES,
     REGISTRY_VERSIONS,
-    ExecutionTarget,
     UnsupportedArchitectureError,
     available_backends,
     decide,

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ExecutionTarget, ProgressEvent
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits, ProgressEvent
+from comfy_llm_profiles import ModelProfile, ProfileLimits
 from comfy_llm_reasoning import TokenVocabulary
 from comfy_llm_residency import (
     BackendResult,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from comfy_llm_profiles import ProgressStage
+from comfy_llm_core import ProgressStage
 from comfy_llm_residency import GenerationSettings, InsufficientMemoryError, ResidencyError
 
 SETTINGS = GenerationSettings(max_new_tokens=8)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from comfy_llm_core import ProgressStage
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_profiles import ProgressStage
 from comfy_llm_residency import (
     BackendResult,
     BackendTimings,

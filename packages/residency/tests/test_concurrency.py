@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from comfy_llm_profiles import ProgressStage
+from comfy_llm_core import ProgressStage
 from comfy_llm_residency import GenerationSettings, ResidentModelManager
 
 SETTINGS = GenerationSettings(max_new_tokens=16)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from comfy_llm_profiles import ProgressStage
+from comfy_llm_core import ProgressStage
 from comfy_llm_residency import (
     GenerationSettings,
     InferenceResult,

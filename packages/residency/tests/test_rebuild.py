@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from comfy_llm_profiles import ProgressStage
+from comfy_llm_core import ProgressStage
 from comfy_llm_residency import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=16, temperature=0.0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from comfy_llm_profiles import ProgressStage
+from comfy_llm_core import ProgressStage
 from comfy_llm_residency import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=64)

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from comfy_llm_profiles import EngineSpec, ExecutionTarget, Family, ModelProfile
+from comfy_llm_core import ExecutionTarget
+from comfy_llm_profiles import EngineSpec, Family, ModelProfile
 from comfy_llm_residency import (
     BackendResult,
     BackendTimings,
@@ -30,8 +31,8 @@ from comfy_llm_residency import (
 from comfy_llm_staging import require_completed_snapshot
 
 if TYPE_CHECKING:
+    from comfy_llm_core import ProgressCallback
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_profiles import ProgressCallback
     from comfy_llm_residency import GenerationSettings, TokenCallback
 
 __all__ = [

@@ -9,7 +9,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from comfy_llm_profiles import ModelProfile, ProgressCallback
+from comfy_llm_core import ProgressCallback
+from comfy_llm_profiles import ModelProfile
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs, reasoning_end_id
 from comfy_llm_residency import (
     BackendResult,

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from comfy_llm_profiles import ModelProfile, ProgressCallback
+from comfy_llm_core import ProgressCallback
+from comfy_llm_profiles import ModelProfile
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs
 from comfy_llm_residency import (
     BackendResult,

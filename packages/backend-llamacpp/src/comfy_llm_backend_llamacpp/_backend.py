@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import psutil
-from comfy_llm_profiles import ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_core import ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_reasoning import chat_template_kwargs, reasoning_end_id
 
 from ._files import CheckedFiles, check_files
@@ -32,8 +32,8 @@ from ._vocab import vocabulary_of
 from .errors import BackendUnloadedError, LlamaCppNotInstalledError, ModelLoadError
 
 if TYPE_CHECKING:
+    from comfy_llm_core import ProgressCallback
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_profiles import ProgressCallback
     from comfy_llm_reasoning import TokenVocabulary
     from comfy_llm_residency import BackendResult, GenerationSettings, TokenCallback
 

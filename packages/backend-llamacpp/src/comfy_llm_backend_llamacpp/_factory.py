@@ -19,7 +19,8 @@ from ._files import find_gguf_files
 from .errors import BackendTargetError
 
 if TYPE_CHECKING:
-    from comfy_llm_profiles import ModelProfile, ProgressCallback
+    from comfy_llm_core import ProgressCallback
+    from comfy_llm_profiles import ModelProfile
 
 __all__ = ["create_backend", "gpu_budget_bytes"]
 

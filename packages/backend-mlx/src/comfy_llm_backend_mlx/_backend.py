@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from comfy_llm_profiles import ExecutionTarget, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_core import ExecutionTarget, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_reasoning import reasoning_end_id
 from comfy_llm_staging import require_completed_snapshot
 
@@ -28,8 +28,9 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from comfy_llm_core import ProgressCallback
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_profiles import ModelProfile, ProgressCallback
+    from comfy_llm_profiles import ModelProfile
     from comfy_llm_reasoning import TokenVocabulary
     from comfy_llm_residency import (
         BackendResult,

@@ -21,9 +21,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from comfy_llm_core import InvalidSettingError, defaults, render_error, write_atomically
+from comfy_llm_core import (
+    InvalidSettingError,
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    defaults,
+    ignore_progress,
+    render_error,
+    write_atomically,
+)
 from comfy_llm_inputs import InputError
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_residency import (
     BatchItem,
     GenerationSettings,

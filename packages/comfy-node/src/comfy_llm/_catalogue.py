@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
-    ExecutionTarget,
     ProfileError,
     check_gguf_pair,
     decide,

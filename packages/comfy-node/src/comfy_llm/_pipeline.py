@@ -15,17 +15,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from comfy_llm_core import defaults
-from comfy_llm_profiles import (
+from comfy_llm_core import (
     ExecutionTarget,
-    ModelProfile,
     ProgressCallback,
     ProgressEvent,
     ProgressStage,
-    gguf_file_names,
+    defaults,
     ignore_progress,
-    resolve_profile,
 )
+from comfy_llm_profiles import ModelProfile, gguf_file_names, resolve_profile
 from comfy_llm_residency import (
     GenerationSettings,
     HostListener,

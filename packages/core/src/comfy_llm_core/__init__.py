@@ -10,6 +10,9 @@
 * :func:`fold_seed`: a ComfyUI seed folded into an engine's seed width.
 * :func:`configure_library_logging`: library chatter off stderr unless debugging;
   :func:`library_progress_bars_quiet` tells engines to hide their bars too.
+* :class:`ExecutionTarget`, :class:`ProgressEvent` (:class:`ProgressStage`,
+  :data:`ProgressCallback`, :func:`ignore_progress`): where a request runs and
+  how every slow step reports, the vocabulary every package above shares.
 * :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
 """
 
@@ -32,6 +35,12 @@ from comfy_llm_core._logs import (
     library_progress_bars_quiet,
 )
 from comfy_llm_core._paths import hub_path_problem, quote_untrusted
+from comfy_llm_core._progress import (
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    ignore_progress,
+)
 from comfy_llm_core._secrets import (
     REDACTED,
     TOKEN_ENVS,
@@ -41,6 +50,7 @@ from comfy_llm_core._secrets import (
     render_error,
 )
 from comfy_llm_core._seeds import SEED_BITS_INT64, SEED_BITS_UINT64, fold_seed
+from comfy_llm_core._targets import ExecutionTarget
 
 __version__ = "0.1.0"
 
@@ -53,8 +63,12 @@ __all__ = [
     "TOKEN_ENVS",
     "ComfyLLMError",
     "ErrorAction",
+    "ExecutionTarget",
     "InvalidSettingError",
     "InvalidTokenError",
+    "ProgressCallback",
+    "ProgressEvent",
+    "ProgressStage",
     "RedactingFilter",
     "check_token",
     "configure_library_logging",
@@ -68,6 +82,7 @@ __all__ = [
     "fold_seed",
     "library_progress_bars_quiet",
     "hub_path_problem",
+    "ignore_progress",
     "install_command",
     "platform_extra",
     "quote_untrusted",

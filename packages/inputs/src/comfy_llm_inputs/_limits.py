@@ -16,7 +16,7 @@ ProgressCallback = Callable[[str, int, int], None]
 ``"Extracting PDF text from report.pdf"``), ``done`` and ``total`` count its
 units (images, frames, files or pages). The callable may raise to cancel the
 preparation (the exception propagates; open videos and files are closed).
-The ComfyUI node adapts this to ``comfy_llm_profiles.ProgressEvent`` with
+The ComfyUI node adapts this to ``comfy_llm_core.ProgressEvent`` with
 stage ``PREPARE_INPUTS``; this package does not depend on that one.
 """
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from comfy_llm_profiles import ProgressCallback, ignore_progress
+from comfy_llm_core import ProgressCallback, ignore_progress
 
 from ._dispatch import Dispatcher, RemoteRun
 

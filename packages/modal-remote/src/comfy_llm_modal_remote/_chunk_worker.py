@@ -35,9 +35,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from comfy_llm_core import env_str, render_error
+from comfy_llm_core import ProgressEvent, ProgressStage, env_str, render_error
 from comfy_llm_inputs import InputError, InputLimits, prepare_inputs
-from comfy_llm_profiles import ModelProfile, ProgressEvent, ProgressStage, engine_spec
+from comfy_llm_profiles import ModelProfile, engine_spec
 from comfy_llm_residency import BatchItem, GenerationSettings, InsufficientMemoryError
 
 from ._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_image

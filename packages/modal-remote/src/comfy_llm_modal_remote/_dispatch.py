@@ -33,14 +33,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_profiles import (
-    ModelProfile,
-    ProgressCallback,
-    ProgressEvent,
-    ProgressStage,
-    ignore_progress,
-)
+from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import GenerationSettings, InferenceResult
 
 from ._client_errors import call_outcome, ensure_ready, spawn_checked

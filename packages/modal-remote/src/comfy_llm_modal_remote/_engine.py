@@ -41,15 +41,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from comfy_llm_core import env_str
+from comfy_llm_core import ExecutionTarget, ProgressCallback, ProgressEvent, ProgressStage, env_str
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_profiles import (
-    ExecutionTarget,
-    ModelProfile,
-    ProgressCallback,
-    ProgressEvent,
-    ProgressStage,
-)
+from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import (
     BackendFactory,
     InferenceResult,

@@ -10,8 +10,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from comfy_llm_core import InvalidSettingError, defaults, env_int
-from comfy_llm_profiles import ProgressCallback
+from comfy_llm_core import InvalidSettingError, ProgressCallback, defaults, env_int
 from comfy_llm_residency import GenerationSettings
 
 from ._chunk_wire import ChunkImage, ChunkResult

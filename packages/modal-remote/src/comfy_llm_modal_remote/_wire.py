@@ -25,8 +25,7 @@ from pathlib import PurePath
 from types import ModuleType
 from typing import Any
 
-from comfy_llm_core import ComfyLLMError, rebuild_error
-from comfy_llm_profiles import ProgressEvent, ProgressStage
+from comfy_llm_core import ComfyLLMError, ProgressEvent, ProgressStage, rebuild_error
 from comfy_llm_residency import GenerationSettings, InferenceResult
 
 from ._container import ProgressChannel

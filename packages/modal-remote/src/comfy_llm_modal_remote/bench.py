@@ -20,8 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from comfy_llm_core import env_set
-from comfy_llm_profiles import ProgressCallback, ignore_progress
+from comfy_llm_core import ProgressCallback, env_set, ignore_progress
 
 from ._bench import Workload, exact_gpu, plan_benchmark, run_benchmark, source_revision
 from ._bench_caption import CaptionWorkload, parse_workers, run_caption_benchmark

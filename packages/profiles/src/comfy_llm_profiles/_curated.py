@@ -25,12 +25,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_core import ExecutionTarget
+
 from comfy_llm_profiles._decide import decide
 from comfy_llm_profiles._families import FAMILIES
 from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
 from comfy_llm_profiles._reference import ModelReference, is_commit, parse_model_reference
 from comfy_llm_profiles._registry import registry_for
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import CuratedRegistryError, ProfileError
 
 __all__ = ["CuratedEntry", "CuratedRegistry", "load_curated_registry", "parse_reference"]

@@ -32,6 +32,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from comfy_llm_core import ExecutionTarget
+
 from comfy_llm_profiles._engines import ENGINES, EngineFacts, EngineSpec
 from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
 from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
@@ -41,7 +43,6 @@ from comfy_llm_profiles._registry import (
     known_architectures,
     registry_for,
 )
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
     InvalidConfigError,
     RemoteCodeError,

@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 
+from comfy_llm_core import ExecutionTarget
+
 from comfy_llm_profiles._decide import (
     CompatibilityDecision,
     _engine_facts,
@@ -33,7 +35,6 @@ from comfy_llm_profiles._families import FAMILIES
 from comfy_llm_profiles._gguf_rules import GgufModel, GgufProjector
 from comfy_llm_profiles._quantization import QuantizationInfo
 from comfy_llm_profiles._registry import ArchitectureRule, registry_for
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
     EngineUnavailableError,
     UnsupportedArchitectureError,

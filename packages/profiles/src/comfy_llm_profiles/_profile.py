@@ -28,6 +28,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+from comfy_llm_core import ExecutionTarget
+
 from comfy_llm_profiles._engines import ENGINES, quantization_methods
 from comfy_llm_profiles._identity import (
     COMPATIBILITY_POLICY_VERSION,
@@ -37,7 +39,6 @@ from comfy_llm_profiles._identity import (
     identity_of,
 )
 from comfy_llm_profiles._reference import is_commit, is_content_pin
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import ProfileValidationError
 
 __all__ = [

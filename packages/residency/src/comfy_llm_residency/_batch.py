@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 
 from ._answer import Answer, answer_items
 from ._generation import STEP_EVENT_SECONDS, TokenRelay, prefill_event

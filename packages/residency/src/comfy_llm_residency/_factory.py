@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from comfy_llm_profiles import ModelProfile, ProgressCallback, engine_spec
+from comfy_llm_core import ProgressCallback
+from comfy_llm_profiles import ModelProfile, engine_spec
 
 from ._types import Backend
 from .errors import EngineNotInstalledError

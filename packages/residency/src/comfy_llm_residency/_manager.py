@@ -10,11 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from comfy_llm_profiles import (
-    ExecutionTarget,
-    ProgressCallback,
-    ignore_progress,
-)
+from comfy_llm_core import ExecutionTarget, ProgressCallback, ignore_progress
 
 from . import _settings
 from ._admission import Admission

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from comfy_llm_profiles import ExecutionTarget
+from comfy_llm_core import ExecutionTarget
 
 from ._manager import ResidentModelManager
 from ._settings import coerce_target

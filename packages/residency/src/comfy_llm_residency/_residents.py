@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from comfy_llm_profiles import ExecutionTarget, ProgressCallback, engine_spec
+from comfy_llm_core import ExecutionTarget, ProgressCallback
+from comfy_llm_profiles import engine_spec
 from comfy_llm_staging import require_completed_snapshot
 
 from . import _settings

@@ -20,8 +20,9 @@ from comfy_llm_structured import ResponseSchema, parse_response_schema
 from .errors import GenerationSettingsError
 
 if TYPE_CHECKING:
+    from comfy_llm_core import ProgressCallback
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_profiles import ModelProfile, ProgressCallback
+    from comfy_llm_profiles import ModelProfile
     from comfy_llm_reasoning import TokenVocabulary
 
 TokenCallback = Callable[[int, str], None]
