@@ -107,7 +107,7 @@ def _transformers(folder: Path, tokens: int, threads: int) -> dict[str, Any]:
 def _llamacpp(folder: Path, tokens: int, threads: int, quantization: str) -> dict[str, Any]:
     from comfy_llm_backend_llamacpp import LlamaCppBackend
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     model = next(folder.glob(f"tiny-smolvlm-{quantization}.gguf"))
     projector = next(folder.glob("mmproj-*.gguf"))

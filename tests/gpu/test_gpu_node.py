@@ -92,7 +92,7 @@ def _manager() -> Any:
 def test_node_path_on_cuda_admits_against_mem_get_info_and_eviction_returns_memory(staged):
     import torch
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     profile, path = staged
     manager = _manager()
@@ -120,7 +120,7 @@ def test_batch_identity_on_cuda_within_token_tolerance(staged):
     a late token, so the comparison allows the first divergence after 90 % of the tokens
     (vLLM documents the same: exact only with VLLM_BATCH_INVARIANT=1)."""
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import BatchItem, GenerationSettings
+    from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
     profile, path = staged
     manager = _manager()

@@ -115,7 +115,8 @@ class Cancelled(BaseException):
 
 def test_interrupt_aborts_the_engine_request_and_the_next_one_succeeds(world: Path) -> None:
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings, get_manager
+    from comfy_llm_residency import get_manager
+    from comfy_llm_residency.backend import GenerationSettings
 
     backend = _backend()
     manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
@@ -151,7 +152,8 @@ def test_a_prompt_longer_than_the_context_is_refused_and_the_engine_serves_on(
 ) -> None:
     from comfy_llm_backend_cuda import PromptTooLongError
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings, get_manager
+    from comfy_llm_residency import get_manager
+    from comfy_llm_residency.backend import GenerationSettings
 
     backend = _backend()
     manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
@@ -197,7 +199,8 @@ def test_auto_promotes_on_the_second_prompt_id_and_rebuilds_once(world: Path) ->
     assert _backend() is eager
 
     events: list[Any] = []
-    from comfy_llm_residency import GenerationSettings, get_manager
+    from comfy_llm_residency import get_manager
+    from comfy_llm_residency.backend import GenerationSettings
 
     manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
     from comfy_llm_inputs import PreparedInputs

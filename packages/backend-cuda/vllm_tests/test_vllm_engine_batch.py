@@ -67,7 +67,7 @@ def _assert_same_answer(single: str, batched: str) -> None:
 
 def test_a_batch_gives_what_single_runs_with_the_same_seeds_give(world: Path) -> None:
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import BatchItem, GenerationSettings
+    from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
     profile, path = _resolve(RANDOM)
     manager = _manager()
@@ -133,7 +133,7 @@ def test_cancel_mid_batch_aborts_every_request_and_the_engine_serves_the_next(
     world: Path,
 ) -> None:
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import BatchItem, GenerationSettings
+    from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
     profile, path = _resolve(SCRIPTED)
     manager = _manager()

@@ -49,7 +49,7 @@ def _backend(model: str) -> Any:
 
 def _run(prompt: str = "hi", model: str = SCRIPTED, **settings: Any) -> Any:
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     profile, snapshot = _resolve(model)
     callbacks = {k: settings.pop(k) for k in ("progress", "on_token") if k in settings}

@@ -25,9 +25,8 @@ GOLDEN = Path(__file__).parent / "golden"
 @pytest.mark.timeout(1800)  # one engine start: minutes on a crowded box
 def test_node_metadata_and_prompts_unchanged(world: Path, tmp_path: Path) -> None:
     import comfy_execution.utils as execution
-    from comfy_llm._backends import create_backend
     from comfy_llm_backend_cuda import execution_modes
-    from comfy_llm_residency import PsutilMemoryProbe, get_manager, reset_managers
+    from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager, reset_managers
 
     def host_measured_manager() -> None:  # as conftest's: no GPU to measure here
         get_manager(

@@ -43,7 +43,8 @@ def test_seed_widget_and_settings_share_one_bound(comfyui: Path) -> None:
     from comfy_llm._comfyui._caption_node import CaptionImagesNode
     from comfy_llm._comfyui._modal_llm import ModalLLMNode
     from comfy_llm_core.defaults import SEED_MAX
-    from comfy_llm_residency import GenerationSettings, GenerationSettingsError
+    from comfy_llm_residency import GenerationSettingsError
+    from comfy_llm_residency.backend import GenerationSettings
 
     for node in (ModalLLMNode, CaptionImagesNode):
         seed = next(item for item in node.define_schema().inputs if item.id == "seed")

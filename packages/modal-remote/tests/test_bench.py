@@ -16,7 +16,7 @@ from comfy_llm_modal_remote._bench import (
     source_revision,
 )
 from comfy_llm_modal_remote.bench import TransportBenchTarget
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import StrictTransport
 

@@ -9,7 +9,7 @@ from comfy_llm_core import ProgressEvent
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_modal_remote import Dispatcher, RemoteRun
 from comfy_llm_profiles import ModelNotFoundError, ModelProfile
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import GIB, FixedMemoryProbe, StrictTransport
 

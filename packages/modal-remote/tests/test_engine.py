@@ -19,7 +19,7 @@ from comfy_llm_modal_remote import (
 )
 from comfy_llm_modal_remote._wire import unwrap
 from comfy_llm_profiles import ModelProfile
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import GIB, FixedMemoryProbe, StrictTransport
 from PIL import Image

@@ -14,7 +14,7 @@ from comfy_llm_modal_remote import (
     RemoteCallCancelledError,
     caption_fan_out,
 )
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub, timed_gpu
 from comfy_llm_testworld.modal_strict import StrictTransport
 

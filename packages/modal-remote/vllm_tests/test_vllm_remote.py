@@ -19,7 +19,7 @@ import pytest
 from comfy_llm_core import ProgressEvent, ProgressStage
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_modal_remote._wire import unwrap
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 
 from .conftest import OTHER, SCRIPTED, RemoteWorld
 

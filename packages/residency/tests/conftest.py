@@ -22,14 +22,8 @@ from comfy_llm_core import ExecutionTarget, ProgressEvent
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_profiles import ModelProfile, ProfileLimits
 from comfy_llm_reasoning import TokenVocabulary
-from comfy_llm_residency import (
-    BackendResult,
-    BackendTimings,
-    GenerationSettings,
-    MemorySnapshot,
-    ResidentModelManager,
-    reset_managers,
-)
+from comfy_llm_residency import MemorySnapshot, ResidentModelManager, reset_managers
+from comfy_llm_residency.backend import BackendResult, BackendTimings, GenerationSettings
 from comfy_llm_staging import MARKER_FILENAME
 from PIL import Image
 
@@ -204,7 +198,7 @@ class Log:
 
 
 class FakeBackend:
-    """Emits a scripted token sequence through the token callback."""
+    """Emits a scripted token sequence to the token sink."""
 
     def __init__(self, world: World, profile: ModelProfile, path: Path) -> None:
         self.world = world
@@ -217,7 +211,7 @@ class FakeBackend:
     def vocabulary(self) -> TokenVocabulary | None:
         return VOCABULARY
 
-    def generate(self, inputs: Any, settings: GenerationSettings, on_token: Any) -> BackendResult:
+    def generate(self, inputs: Any, settings: GenerationSettings, sink: Any) -> BackendResult:
         world = self.world
         self.generate_calls += 1
         entered = time.monotonic()
@@ -228,19 +222,14 @@ class FakeBackend:
             ids.append(token_id)
             if world.token_delay:
                 time.sleep(world.token_delay)
-            on_token(token_id, _decode(ids))
+            sink.token(token_id, _decode(ids))
         world.intervals.append((entered, time.monotonic()))
         finish = "length" if len(world.script) > settings.max_new_tokens else "stop"
         return BackendResult(
             token_ids=tuple(ids),
             text="".join(PIECES[i] for i in ids),
             native_reasoning=None,
-            timings=BackendTimings(
-                time_to_first_token_seconds=None,
-                generation_seconds=0.0,
-                tokens_per_second=None,
-                prompt_tokens=12,
-            ),
+            timings=BackendTimings(generation_seconds=0.0, prompt_tokens=12),
             finish_reason=finish,
         )
 

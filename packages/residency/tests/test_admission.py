@@ -6,7 +6,8 @@ import pickle
 
 import pytest
 from comfy_llm_core import ProgressStage
-from comfy_llm_residency import GenerationSettings, InsufficientMemoryError, ResidencyError
+from comfy_llm_residency import InsufficientMemoryError, ResidencyError
+from comfy_llm_residency.backend import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=8)
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from comfy_llm_core import ProgressStage
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_residency import (
+from comfy_llm_residency.backend import (
     BackendResult,
     BackendTimings,
     BatchBackend,
@@ -47,13 +47,13 @@ class Batching:
 
     def _result(self, ids: list[int], together: int = 1) -> BackendResult:
         text = " a" * (len(ids) - 1)
-        timings = BackendTimings(None, 0.0, None, 5)
+        timings = BackendTimings(0.0, 5)
         return BackendResult(tuple(ids), text, None, timings, batch_size=together)
 
     def can_batch(self, items: Sequence[BatchItem]) -> bool:
         return self.accept
 
-    def generate_batch(self, items: Sequence[BatchItem], on_token: Any) -> list[BackendResult]:
+    def generate_batch(self, items: Sequence[BatchItem], sink: Any) -> list[BackendResult]:
         self.batches.append(len(items))
         self.prompts.extend(item.inputs.prompt for item in items)
         scripts = [self._ids(_number(item.inputs.prompt)) for item in items]
@@ -61,15 +61,15 @@ class Batching:
         for step in range(longest):
             for index, ids in enumerate(scripts):
                 if step < len(ids):
-                    on_token(index, ids[step], " a" * step)
+                    sink.token(index, ids[step], " a" * step)
         return [self._result(ids, len(items)) for ids in scripts]
 
-    def generate(self, inputs: Any, settings: Any, on_token: Any) -> BackendResult:
+    def generate(self, inputs: Any, settings: Any, sink: Any) -> BackendResult:
         self.singles += 1
         self.prompts.append(inputs.prompt)
         ids = self._ids(_number(inputs.prompt))
         for step, token in enumerate(ids):
-            on_token(token, " a" * step)
+            sink.token(token, " a" * step)
         return self._result(ids)
 
     def unload(self) -> None:

@@ -7,7 +7,8 @@ import time
 
 import pytest
 from comfy_llm_core import ProgressStage
-from comfy_llm_residency import GenerationSettings, ResidentModelManager
+from comfy_llm_residency import ResidentModelManager
+from comfy_llm_residency.backend import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=16)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from comfy_llm_residency import GenerationSettings, HostListener, ResidentInfo
+from comfy_llm_residency import HostListener, ResidentInfo
+from comfy_llm_residency.backend import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=16)
 

@@ -7,12 +7,12 @@ import json
 import pytest
 from comfy_llm_core import ProgressStage
 from comfy_llm_residency import (
-    GenerationSettings,
     InferenceResult,
     ReentrantCallError,
     ResidencyError,
     TargetMismatchError,
 )
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_staging import MARKER_FILENAME, IncompleteSnapshotError
 
 SETTINGS = GenerationSettings(max_new_tokens=32, temperature=0.0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from comfy_llm_core import ProgressStage
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=16, temperature=0.0)
 

@@ -7,7 +7,7 @@ import pickle
 from typing import Any
 
 import pytest
-from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings
+from comfy_llm_residency.backend import BackendResult, BackendTimings, GenerationSettings
 from comfy_llm_structured import InvalidSchemaError
 
 SCHEMA = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
@@ -24,15 +24,15 @@ class AnswersInTurn:
         self.prompts: list[str] = []
         self.vocabulary = None
 
-    def generate(self, inputs: Any, settings: GenerationSettings, on_token: Any) -> BackendResult:
+    def generate(self, inputs: Any, settings: GenerationSettings, sink: Any) -> BackendResult:
         self.prompts.append(inputs.prompt)
         text = self.texts[len(self.prompts) - 1]
-        on_token(1, text)
+        sink.token(1, text)
         return BackendResult(
             token_ids=(1,),
             text=text,
             native_reasoning=None,
-            timings=BackendTimings(None, 0.0, None, 3),
+            timings=BackendTimings(0.0, 3),
             constrained=True,
         )
 

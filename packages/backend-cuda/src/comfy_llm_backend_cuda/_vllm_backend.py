@@ -8,8 +8,8 @@ Order of one batch: see ``_vllm_batch`` (all items submitted at once).
 
 Order of one request: chat template (``enable_thinking`` from the request)
 -> ``engine.generate`` with images and video frames as multi-modal data and
-``RequestOutputKind.DELTA`` -> each step's ids reach ``on_token`` one by one
-on the caller's thread -> an exception there aborts the engine request first,
+``RequestOutputKind.DELTA`` -> each drain's ids reach the sink's ``step`` at
+once on the caller's thread -> an exception there aborts the engine request first,
 then propagates -> vLLM's ``qwen3`` reasoning parser fills the native
 reasoning field.
 """
@@ -27,15 +27,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from comfy_llm_core import ProgressCallback
 from comfy_llm_profiles import ModelProfile
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs
-from comfy_llm_residency import (
+from comfy_llm_residency import admitted_memory
+from comfy_llm_residency.backend import (
     BackendResult,
     BackendTimings,
     BatchItem,
-    BatchTokenCallback,
+    BatchTokenSink,
     GenerationSettings,
-    TokenCallback,
-    admitted_memory,
-    report_prompt_opened,
+    TokenSink,
 )
 from comfy_llm_staging import require_completed_snapshot
 
@@ -59,7 +58,7 @@ from ._vllm_memory import memory_terms, nvml_memory
 from ._vllm_modes import execution_modes
 from ._vllm_process import engine_process_scope
 from ._vllm_reasoning import native_reasoning
-from ._vllm_requests import decode_rate, next_request_id, sampling_params, translate_error
+from ._vllm_requests import next_request_id, sampling_params, translate_error
 from .errors import BackendUnloadedError, EngineDiedError, ModelLoadError
 
 if TYPE_CHECKING:
@@ -251,14 +250,14 @@ class VllmBackend:
         return (rendered if isinstance(rendered, str) else str(rendered[0])), images
 
     def generate(
-        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+        self, inputs: PreparedInputs, settings: GenerationSettings, sink: TokenSink
     ) -> BackendResult:
-        """Generate, calling ``on_token`` for every token of every engine step.
+        """Generate, handing ``sink`` every engine step's tokens as one step.
 
         Raises:
             BackendUnloadedError: :meth:`unload` was called.
             PromptTooLongError: vLLM refused the prompt as longer than the context.
-            Exception: Whatever ``on_token`` raised, after the engine request
+            Exception: Whatever ``sink`` raised, after the engine request
                 was aborted (the engine then serves the next request).
         """
         if self._engine is None or self._loop is None:
@@ -268,7 +267,7 @@ class VllmBackend:
         started = time.perf_counter()
         rendered, images = self._render(inputs, settings)
         opened = prompt_opens_reasoning(rendered)
-        report_prompt_opened(on_token, opened)  # the live view's split
+        sink.prompt_opened(opened)  # the live view's split
         prompt: dict[str, Any] = {"prompt": rendered}
         if images:
             prompt["multi_modal_data"] = {"image": images}
@@ -291,13 +290,11 @@ class VllmBackend:
         finish = "stop"
         prompt_tokens: int | None = None
         failure: BaseException | None = None
-        step = getattr(on_token, "step", None)
-        wait = getattr(on_token, "wait", None)
         ended = False
         try:
             while not ended and failure is None:
                 drained: list[int] = []
-                for kind, item in take_drain(steps, engine=engine, wait=wait):
+                for kind, item in take_drain(steps, engine=engine, wait=sink.wait):
                     if kind == "end":
                         ended = True
                     elif kind == "error":
@@ -310,7 +307,7 @@ class VllmBackend:
                         if completion.finish_reason is not None:
                             finish = str(completion.finish_reason)
                 if drained:
-                    hand_over(drained, decoder, times, on_token, step)
+                    hand_over(drained, decoder, times, sink.step)
         except EngineGone as gone:
             raise self._died(gone.reason) from None
         except BaseException:
@@ -332,10 +329,7 @@ class VllmBackend:
             text=text,
             native_reasoning=reasoning,
             timings=BackendTimings(
-                time_to_first_token_seconds=times[0] - started if times else None,
-                generation_seconds=time.perf_counter() - started,
-                tokens_per_second=decode_rate(times),
-                prompt_tokens=prompt_tokens,
+                generation_seconds=time.perf_counter() - started, prompt_tokens=prompt_tokens
             ),
             prompt_opened_reasoning=opened,
             finish_reason=finish,
@@ -347,10 +341,10 @@ class VllmBackend:
         return True
 
     def generate_batch(
-        self, items: Sequence[BatchItem], on_token: BatchTokenCallback
+        self, items: Sequence[BatchItem], sink: BatchTokenSink
     ) -> list[BackendResult]:
         """Submit every item to the engine at once (see ``_vllm_batch``)."""
-        return generate_batch(self, items, on_token)
+        return generate_batch(self, items, sink)
 
     def _abort(
         self, request_id: str, running: Any, steps: queue.SimpleQueue[tuple[str, Any]]

@@ -4,7 +4,7 @@ Order of one batch: each item is rendered and gets its own ``SamplingParams``
 (its seed included) from the backend's helpers -> one pump coroutine per
 item on the backend's loop thread, all feeding one queue -> the caller's
 thread takes the steps in the order the engine produced them and hands each
-token to ``on_token(index, token id, that item's text)`` -> an exception there
+step to ``sink.step(index, token ids, that item's text)`` -> an exception there
 (Cancel), or an engine error for one item, aborts every request still
 running, waits for their streams to end, then propagates; the engine then
 serves the next request.
@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from comfy_llm_residency import BackendResult, BackendTimings, BatchItem, BatchTokenCallback
+from comfy_llm_residency.backend import BackendResult, BackendTimings, BatchItem, BatchTokenSink
 
 from ._messages import prompt_opens_reasoning
 from ._stream import IncrementalDecoder, NativeStreamDecoder, stream_decoder
@@ -28,7 +28,6 @@ from ._vllm_drain import EngineGone, dead_reason, hand_over, take_drain
 from ._vllm_reasoning import native_reasoning
 from ._vllm_requests import (
     CAPTION_STREAM_INTERVAL,
-    decode_rate,
     next_request_id,
     sampling_params,
     translate_error,
@@ -38,7 +37,7 @@ from .errors import BackendUnloadedError, EngineDiedError
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_profiles import ModelProfile
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     from ._vllm_engine import LoopThread
 
@@ -83,14 +82,14 @@ class _Stream:
 
 
 def generate_batch(
-    backend: BatchEngine, items: Sequence[BatchItem], on_token: BatchTokenCallback
+    backend: BatchEngine, items: Sequence[BatchItem], sink: BatchTokenSink
 ) -> list[BackendResult]:
     """Generate every item together; see the module docstring.
 
     Raises:
         BackendUnloadedError: The backend was unloaded.
         PromptTooLongError: vLLM refused one item's prompt as longer than the context.
-        Exception: Whatever ``on_token`` raised, after every request was aborted.
+        Exception: Whatever ``sink`` raised, after every request was aborted.
     """
     engine, loop = backend._engine, backend._loop
     if engine is None or loop is None:
@@ -131,12 +130,10 @@ def generate_batch(
     ]
     failure: BaseException | None = None
     remaining = len(streams)
-    step = getattr(on_token, "step", None)
-    wait = getattr(on_token, "wait", None)
     try:
         while remaining and failure is None:
             drained: dict[int, list[int]] = {}
-            for index, kind, output in take_drain(steps, engine=engine, wait=wait):
+            for index, kind, output in take_drain(steps, engine=engine, wait=sink.wait):
                 if kind == "end":
                     remaining -= 1
                 elif kind == "error":
@@ -148,8 +145,7 @@ def generate_batch(
                     ids,
                     streams[index].decoder,
                     streams[index].times,
-                    functools.partial(on_token, index),
-                    functools.partial(step, index) if step is not None else None,
+                    functools.partial(sink.step, index),
                 )
     except EngineGone as gone:
         raise backend._died(gone.reason) from None
@@ -223,9 +219,7 @@ def _result(
         text=text,
         native_reasoning=reasoning,
         timings=BackendTimings(
-            time_to_first_token_seconds=times[0] - started if times else None,
             generation_seconds=(times[-1] if times else time.perf_counter()) - started,
-            tokens_per_second=decode_rate(times),
             prompt_tokens=stream.prompt_tokens,
         ),
         prompt_opened_reasoning=prompt_opens_reasoning(stream.rendered),

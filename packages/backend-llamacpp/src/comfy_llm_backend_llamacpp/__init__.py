@@ -10,7 +10,7 @@ Example::
     from comfy_llm_backend_llamacpp import LlamaCppBackend
 
     backend = LlamaCppBackend.open("model-Q4_K_M.gguf", "mmproj-model-F16.gguf")
-    result = backend.generate(prepared_inputs, settings, on_token)
+    result = backend.generate(prepared_inputs, settings, sink)  # a residency TokenSink
     backend.close()
 """
 

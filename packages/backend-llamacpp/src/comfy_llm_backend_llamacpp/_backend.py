@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from comfy_llm_core import ProgressCallback
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_reasoning import TokenVocabulary
-    from comfy_llm_residency import BackendResult, GenerationSettings, TokenCallback
+    from comfy_llm_residency.backend import BackendResult, GenerationSettings, TokenSink
 
     from ._engine import LoadedLlama
 
@@ -221,16 +221,16 @@ class LlamaCppBackend:
         return self._vocabulary
 
     def generate(
-        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+        self, inputs: PreparedInputs, settings: GenerationSettings, sink: TokenSink
     ) -> BackendResult:
-        """Generate a response, calling ``on_token`` after every token.
+        """Generate a response, handing every token to ``sink``.
 
         Raises:
             BackendUnloadedError: :meth:`unload` already ran.
             ModelLoadError: Images were sent to a model without a projector,
                 or the chat template failed.
             PromptTooLongError: The prompt does not fit the context.
-            Exception: Whatever ``on_token`` raised, unchanged.
+            Exception: Whatever ``sink`` raised, unchanged.
         """
         with self._lock:
             loaded = self._loaded
@@ -269,7 +269,7 @@ class LlamaCppBackend:
                     enable_reasoning=settings.enable_reasoning,
                     vocabulary=self._vocabulary,
                 ),
-                on_token=on_token,
+                sink=sink,
             )
             self._last = {
                 "prompt_tokens": result.timings.prompt_tokens,

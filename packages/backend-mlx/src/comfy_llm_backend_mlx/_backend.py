@@ -32,12 +32,12 @@ if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_profiles import ModelProfile
     from comfy_llm_reasoning import TokenVocabulary
-    from comfy_llm_residency import (
+    from comfy_llm_residency.backend import (
         BackendResult,
         BatchItem,
-        BatchTokenCallback,
+        BatchTokenSink,
         GenerationSettings,
-        TokenCallback,
+        TokenSink,
     )
 
     from ._engine import LoadedModel
@@ -202,9 +202,9 @@ class MlxVlmBackend:
         return self._vocabulary
 
     def generate(
-        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+        self, inputs: PreparedInputs, settings: GenerationSettings, sink: TokenSink
     ) -> BackendResult:
-        """Generate a response, calling ``on_token`` after every token.
+        """Generate a response, handing every token to ``sink``.
 
         Images go in first, then the sampled video frames, in order. For
         ``qwen3`` profiles ``enable_reasoning`` is passed as the template's
@@ -215,7 +215,8 @@ class MlxVlmBackend:
             inputs: Engine-neutral prompt, system prompt, images and frames.
             settings: Sampling settings (temperature 0 is greedy; a seed makes
                 sampling reproducible).
-            on_token: Called with (token id, text so far); may raise to cancel.
+            sink: Gets the prompt's reasoning state, then each token with the
+                text so far; may raise to cancel.
 
         Returns:
             Every generated id (``<think>``/``</think>`` and the stop token
@@ -225,7 +226,7 @@ class MlxVlmBackend:
             BackendUnloadedError: :meth:`unload` already ran.
             comfy_llm_reasoning.ReasoningError: The profile names an unknown
                 reasoning parser.
-            Exception: Whatever ``on_token`` raised, unchanged.
+            Exception: Whatever ``sink`` raised, unchanged.
         """
         with self._lock:
             loaded = self._loaded
@@ -240,7 +241,7 @@ class MlxVlmBackend:
                 template_kwargs=kwargs,
                 settings=settings,
                 cap_thinking=cap_thinking,
-                on_token=on_token,
+                sink=sink,
                 schema_mask=self._schema_mask(loaded, settings),
             )
             self._last = {
@@ -265,13 +266,13 @@ class MlxVlmBackend:
         )
 
     def generate_batch(
-        self, items: Sequence[BatchItem], on_token: BatchTokenCallback
+        self, items: Sequence[BatchItem], sink: BatchTokenSink
     ) -> list[BackendResult]:
         """Generate items of one prompt shape together with MLX-VLM's ``BatchGenerator``.
 
         Raises:
             BackendUnloadedError: :meth:`unload` already ran.
-            Exception: Whatever ``on_token`` raised, unchanged.
+            Exception: Whatever ``sink`` raised, unchanged.
         """
         with self._lock:
             loaded = self._loaded
@@ -293,7 +294,7 @@ class MlxVlmBackend:
                     self._profile, enable_reasoning=settings.enable_reasoning
                 ),
                 settings=[item.settings for item in items],
-                on_token=on_token,
+                sink=sink,
             )
             self._last = {
                 "thinking_budget_tokens": None,

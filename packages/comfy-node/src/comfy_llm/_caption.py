@@ -32,14 +32,8 @@ from comfy_llm_core import (
     write_atomically,
 )
 from comfy_llm_inputs import InputError
-from comfy_llm_residency import (
-    BatchItem,
-    GenerationSettings,
-    HostListener,
-    TokenCallback,
-    create_backend,
-    get_manager,
-)
+from comfy_llm_residency import HostListener, TokenCallback, create_backend, get_manager
+from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
 from comfy_llm._pipeline import LLMRequest, prepare_request_inputs, resolve_and_stage
 from comfy_llm._storage import storage_root

@@ -25,13 +25,13 @@ from comfy_llm_core import (
 )
 from comfy_llm_profiles import ModelProfile, gguf_file_names, resolve_profile
 from comfy_llm_residency import (
-    GenerationSettings,
     HostListener,
     InferenceResult,
     TokenCallback,
     create_backend,
     get_manager,
 )
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_staging import stage_local_folder, stage_snapshot
 
 from comfy_llm._notes import empty_answer

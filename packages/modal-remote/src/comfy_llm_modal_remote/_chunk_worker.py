@@ -38,7 +38,8 @@ from typing import Any
 from comfy_llm_core import ProgressEvent, ProgressStage, env_str, render_error
 from comfy_llm_inputs import InputError, InputLimits, prepare_inputs
 from comfy_llm_profiles import ModelProfile, engine_spec
-from comfy_llm_residency import BatchItem, GenerationSettings, InsufficientMemoryError
+from comfy_llm_residency import InsufficientMemoryError
+from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
 from ._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
 from ._container import ProgressChannel

@@ -36,7 +36,8 @@ from typing import Any
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_profiles import ModelProfile
-from comfy_llm_residency import GenerationSettings, InferenceResult
+from comfy_llm_residency import InferenceResult
+from comfy_llm_residency.backend import GenerationSettings
 
 from ._client_errors import call_outcome, ensure_ready, spawn_checked
 from ._gpu import gpu_choices, gpu_wait_seconds

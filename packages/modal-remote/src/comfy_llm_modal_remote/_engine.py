@@ -45,13 +45,13 @@ from comfy_llm_core import ExecutionTarget, ProgressCallback, ProgressEvent, Pro
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import (
-    BackendFactory,
     InferenceResult,
     InsufficientMemoryError,
     MemoryProbe,
     ResidentModelManager,
     create_backend,
 )
+from comfy_llm_residency.backend import BackendFactory
 from comfy_llm_staging import IncompleteSnapshotError, require_completed_snapshot
 
 from ._container import ContainerControl, ProgressChannel, VolumeStore

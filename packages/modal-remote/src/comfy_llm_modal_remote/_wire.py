@@ -26,7 +26,8 @@ from types import ModuleType
 from typing import Any
 
 from comfy_llm_core import ComfyLLMError, ProgressEvent, ProgressStage, rebuild_error
-from comfy_llm_residency import GenerationSettings, InferenceResult
+from comfy_llm_residency import InferenceResult
+from comfy_llm_residency.backend import GenerationSettings
 
 from ._container import ProgressChannel
 from .errors import RemoteExecutionError

@@ -154,7 +154,7 @@ def run_from_args(
     # Deployment-scoped: baked into the bench app's image when it deploys.
     env_set(_EXECUTION_MODE_ENV, args.execution_mode)
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
     from PIL import Image
 
     workload = Workload(

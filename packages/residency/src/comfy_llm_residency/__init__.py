@@ -5,13 +5,14 @@ loaded models in an LRU of immutable profiles, admits a cold load only when
 its memory estimate plus a reserve fits (after asking the host to free memory
 and evicting older models), serializes every load and generation under one
 lock, and turns a backend's raw token ids into response, reasoning and
-JSON-ready metadata. Backends plug in through :data:`BackendFactory`; the one
-factory, :func:`create_backend`, loads the package a profile's engine record
-names (``comfy_llm_profiles.ENGINES``).
+JSON-ready metadata. Backends implement the contract of the public module
+:mod:`comfy_llm_residency.backend` and plug in through its ``BackendFactory``;
+the one factory, :func:`create_backend`, loads the package a profile's engine
+record names (``comfy_llm_profiles.ENGINES``).
 """
 
 from ._factory import create_backend
-from ._generation import report_prompt_opened
+from ._generation import BatchTokenCallback, TokenCallback
 from ._host import HostListener, ResidentInfo
 from ._loading import admitted_memory
 from ._manager import ResidentModelManager
@@ -23,6 +24,7 @@ from ._memory import (
     probe_for_target,
 )
 from ._registry import get_manager, reset_managers
+from ._result import InferenceResult
 from ._settings import (
     LOCAL_MAX_RESIDENT_ENV,
     LOCAL_RESERVE_ENV,
@@ -34,18 +36,6 @@ from ._settings import (
     memory_recovery_timeout_seconds,
 )
 from ._state import ManagerState
-from ._types import (
-    Backend,
-    BackendFactory,
-    BackendResult,
-    BackendTimings,
-    BatchBackend,
-    BatchItem,
-    BatchTokenCallback,
-    GenerationSettings,
-    InferenceResult,
-    TokenCallback,
-)
 from .errors import (
     BackendError,
     BackendUnloadedError,
@@ -64,15 +54,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "admitted_memory",
-    "Backend",
-    "BackendFactory",
-    "BackendResult",
-    "BackendTimings",
-    "BatchBackend",
-    "BatchItem",
     "BatchTokenCallback",
     "CudaMemoryProbe",
-    "GenerationSettings",
     "GenerationSettingsError",
     "HostListener",
     "InferenceResult",
@@ -98,7 +81,6 @@ __all__ = [
     "max_resident_models",
     "memory_recovery_timeout_seconds",
     "probe_for_target",
-    "report_prompt_opened",
     "reset_managers",
     # the one backend factory, and the errors every backend package shares
     "create_backend",

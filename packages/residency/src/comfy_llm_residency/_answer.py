@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING
 from comfy_llm_structured import check_response, retry_instruction
 
 from ._generation import parse_reasoning
-from ._types import BatchItem
+from .backend import BatchItem
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_profiles import ModelProfile
     from comfy_llm_reasoning import ReasoningResult
 
-    from ._types import Backend, BackendResult, GenerationSettings, TokenCallback
+    from ._generation import TokenRelay
+    from .backend import Backend, BackendResult, GenerationSettings
 
 __all__ = ["Answer", "Generate", "answer_items", "generate_answer"]
 
@@ -114,11 +115,12 @@ def generate_answer(
     backend: Backend,
     inputs: PreparedInputs,
     settings: GenerationSettings,
-    on_token: TokenCallback,
+    relay: TokenRelay,
 ) -> Answer:
     """One request's answer (validated and retried as the module docstring says)."""
 
     def one(items: Sequence[BatchItem], _indices: Sequence[int]) -> list[BackendResult]:
-        return [backend.generate(items[0].inputs, items[0].settings, on_token)]
+        relay.next_generation()
+        return [backend.generate(items[0].inputs, items[0].settings, relay)]
 
     return answer_items(profile, backend, [BatchItem(inputs, settings)], one)[0]

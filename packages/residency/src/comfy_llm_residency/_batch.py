@@ -19,17 +19,10 @@ from typing import TYPE_CHECKING, Any
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 
 from ._answer import Answer, answer_items
-from ._generation import STEP_EVENT_SECONDS, TokenRelay, prefill_event
+from ._generation import STEP_EVENT_SECONDS, BatchTokenCallback, TokenRelay, prefill_event
 from ._metadata import RequestFacts, build_metadata
-from ._types import (
-    Backend,
-    BackendResult,
-    BatchBackend,
-    BatchItem,
-    BatchTokenCallback,
-    InferenceResult,
-    TokenCallback,
-)
+from ._result import InferenceResult
+from .backend import Backend, BackendResult, BatchBackend, BatchItem
 
 if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile
@@ -39,7 +32,10 @@ __all__ = ["BatchRelay", "batch_results", "generate_batch_answers"]
 
 @dataclasses.dataclass(slots=True)
 class BatchRelay:
-    """The token callback of a batch: per-item timings, one GENERATE stream, the caller's hook.
+    """The batch's :class:`~comfy_llm_residency.backend.BatchTokenSink`.
+
+    Per-item timings (one :class:`TokenRelay` each), one GENERATE stream for
+    the whole batch, and the caller's hook.
 
     Attributes:
         relays: One relay per item (timings only: no progress, no callback).
@@ -80,9 +76,9 @@ class BatchRelay:
         """When the batch started, by ``clock``."""
         return self.relays[0].started
 
-    def __call__(self, index: int, token_id: int, text: str) -> None:
+    def token(self, index: int, token_id: int, text: str) -> None:
         """Record item ``index``'s token, report the batch's progress, call the caller."""
-        self.relays[index](token_id, text)
+        self.relays[index].token(token_id, text)
         self.count += 1
         budget = self.budget
         self.progress(
@@ -133,13 +129,29 @@ class BatchRelay:
         """No token of any item yet: an indeterminate GENERATE event (the host's Cancel check)."""
         self.progress(prefill_event(self.started, self.clock()))
 
-    def item(self, index: int) -> TokenCallback:
-        """The plain token callback of one item (the one-at-a-time path)."""
+    def item(self, index: int) -> _ItemSink:
+        """The token sink of one item (the one-at-a-time path)."""
+        return _ItemSink(self, index)
 
-        def on_token(token_id: int, text: str) -> None:
-            self(index, token_id, text)
 
-        return on_token
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ItemSink:
+    """One item of the batch relay as a single-request backend sees it."""
+
+    relay: BatchRelay
+    index: int
+
+    def prompt_opened(self, opened: bool) -> None:
+        self.relay.relays[self.index].prompt_opened(opened)
+
+    def token(self, token_id: int, text: str) -> None:
+        self.relay.token(self.index, token_id, text)
+
+    def step(self, token_ids: Sequence[int], text: str) -> None:
+        self.relay.step(self.index, token_ids, text)
+
+    def wait(self) -> None:
+        self.relay.wait()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -149,8 +161,8 @@ class _Positioned:
     relay: BatchRelay
     positions: Sequence[int]
 
-    def __call__(self, index: int, token_id: int, text: str) -> None:
-        self.relay(self.positions[index], token_id, text)
+    def token(self, index: int, token_id: int, text: str) -> None:
+        self.relay.token(self.positions[index], token_id, text)
 
     def step(self, index: int, token_ids: Sequence[int], text: str) -> None:
         self.relay.step(self.positions[index], token_ids, text)
@@ -168,6 +180,8 @@ def generate_batch_answers(
         positions = list(indices)
         batcher = backend if isinstance(backend, BatchBackend) else None
         if batcher is not None and len(chunk) > 1 and batcher.can_batch(chunk):
+            for index in positions:
+                relay.relays[index].next_generation()
             results = list(batcher.generate_batch(chunk, _Positioned(relay, positions)))
             if len(results) != len(chunk):
                 raise RuntimeError(
@@ -175,10 +189,11 @@ def generate_batch_answers(
                     f"for {len(chunk)} items; a batch backend must return one per item"
                 )
             return results
-        return [
-            backend.generate(item.inputs, item.settings, relay.item(index))
-            for item, index in zip(chunk, positions, strict=True)
-        ]
+        results = []
+        for item, index in zip(chunk, positions, strict=True):
+            relay.relays[index].next_generation()
+            results.append(backend.generate(item.inputs, item.settings, relay.item(index)))
+        return results
 
     return answer_items(profile, backend, items, generate)
 
@@ -208,7 +223,7 @@ def batch_results(
             item_facts = dataclasses.replace(
                 facts, cache_status="warm", load_seconds=0.0, host_eviction_reason=None
             )
-        finished = item_relay.last_token_at
+        finished = item_relay.timing.last_token_at
         measured = 0.0 if finished is None else max(0.0, finished - item_relay.started)
         metadata: dict[str, Any] = build_metadata(
             target=target,

@@ -16,7 +16,7 @@ from pathlib import Path
 from comfy_llm_core import ProgressCallback
 from comfy_llm_profiles import ModelProfile, engine_spec
 
-from ._types import Backend
+from .backend import Backend
 from .errors import EngineNotInstalledError
 
 __all__ = ["create_backend"]

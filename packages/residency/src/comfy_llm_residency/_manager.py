@@ -16,21 +16,15 @@ from . import _settings
 from ._admission import Admission
 from ._answer import generate_answer
 from ._batch import BatchRelay, batch_results, generate_batch_answers
-from ._generation import TokenRelay, done_event
+from ._generation import BatchTokenCallback, TokenCallback, TokenRelay, done_event
 from ._host import HostListener
 from ._loading import read_memory, rebuild_needed
 from ._memory import MemoryProbe, probe_for_target
 from ._metadata import RequestFacts, build_metadata
 from ._residents import ResidentSet
+from ._result import InferenceResult
 from ._state import ManagerState, Resident, Served, non_negative, positive_int
-from ._types import (
-    BackendFactory,
-    BatchItem,
-    BatchTokenCallback,
-    GenerationSettings,
-    InferenceResult,
-    TokenCallback,
-)
+from .backend import BackendFactory, BatchItem, GenerationSettings
 from .errors import (
     GIB,
     ReentrantCallError,

@@ -17,7 +17,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from ._memory import MemorySnapshot
-from ._types import BackendResult, GenerationSettings
+from .backend import BackendResult, GenerationSettings
 from .errors import GIB
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def build_metadata(
         settings: The request settings.
         result: The backend's raw result.
         parsed: The reasoning parser's result.
-        relay: The token relay (the manager's own timing measurements).
+        relay: The token relay (where time to first token and decode rate are measured).
         measured_generation_seconds: Generation wall time measured by the manager.
         runtime: ``Backend.runtime_metadata()``.
         facts: What the manager learned serving the request.
@@ -176,12 +176,8 @@ def build_metadata(
         A JSON-ready dict.
     """
     timings = result.timings
-    ttft = timings.time_to_first_token_seconds
-    if ttft is None:
-        ttft = relay.time_to_first_token_seconds
-    tps = timings.tokens_per_second
-    if tps is None:
-        tps = relay.tokens_per_second
+    ttft = relay.timing.time_to_first_token_seconds
+    tps = relay.timing.tokens_per_second
     generation_seconds = timings.generation_seconds or measured_generation_seconds
     clean_runtime = safe_runtime_metadata(runtime)
     metadata: dict[str, Any] = {

@@ -9,7 +9,7 @@ from comfy_llm_core import ExecutionTarget
 
 from ._manager import ResidentModelManager
 from ._settings import coerce_target
-from ._types import BackendFactory
+from .backend import BackendFactory
 
 _managers: dict[ExecutionTarget, ResidentModelManager] = {}
 _registry_lock = threading.Lock()

@@ -25,7 +25,7 @@ from ._host import HostListener, notify_loaded, notify_unloaded
 from ._loading import grow_allocation, load_entry, report_load
 from ._memory import MemoryProbe
 from ._state import Resident
-from ._types import BackendFactory
+from .backend import BackendFactory
 from .errors import InsufficientMemoryError
 
 if TYPE_CHECKING:

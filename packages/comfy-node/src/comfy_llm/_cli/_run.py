@@ -69,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     """
     check_paths(args)
     images = load_image_files(args.image)  # a bad image fails before the heavy imports
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     from comfy_llm._cli._caption import read_schema_file
     from comfy_llm._cli._console import ConsoleProgress

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from comfy_llm_core import ComfyLLMError, ErrorAction, defaults, redact, render_error
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 
 from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
 from comfy_llm._comfyui._host_memory import host_bridge
