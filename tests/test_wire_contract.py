@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from comfy_llm_core import ProgressEvent, ProgressStage
 from comfy_llm_inputs import PreparedInputs, VideoFrame
-from comfy_llm_residency import InferenceResult
+from comfy_llm_residency import InferenceResult, RunMetadata
 from comfy_llm_residency.backend import BackendResult, BackendTimings, GenerationSettings
 from PIL import Image
 
@@ -79,10 +79,9 @@ def test_progress_events(stage: ProgressStage) -> None:
 
 
 def test_inference_result() -> None:
+    flat = _recorded("modal_stage_and_generate.json")[1]["answer"]["ok"]["metadata"]
     result = InferenceResult(
-        response="A red square.",
-        reasoning="It is red.",
-        metadata={"output_tokens": 7, "evicted_profiles": ["hf-a"], "memory": {"gb": 1.5}},
+        response="A red square.", reasoning="It is red.", metadata=RunMetadata.from_dict(flat)
     )
     assert InferenceResult.from_dict(_through_json(result.to_dict())) == result
 

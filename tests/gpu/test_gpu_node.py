@@ -104,7 +104,7 @@ def test_node_path_on_cuda_admits_against_mem_get_info_and_eviction_returns_memo
         GenerationSettings(max_new_tokens=16, temperature=0.0),
         reserve_gb=1.0,
     )
-    metadata = result.metadata
+    metadata = result.metadata.to_dict()
     assert metadata["device"].startswith("cuda")
     assert metadata["cache_status"] == "cold" and metadata["output_tokens"] > 0
     assert torch.cuda.memory_allocated() > 0

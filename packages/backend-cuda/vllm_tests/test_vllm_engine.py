@@ -216,7 +216,7 @@ def test_auto_promotes_on_the_second_prompt_id_and_rebuilds_once(world: Path) ->
         prompt_id="workflow-B",
     )
     assert (result.response, result.reasoning) == ("answer", "a b")
-    metadata = result.metadata
+    metadata = result.metadata.to_dict()
     assert metadata["vllm_execution_mode"] == "throughput"
     assert metadata["vllm_auto_promoted"] is True
     assert metadata["vllm_observed_workflow_count"] == 2

@@ -90,13 +90,13 @@ def test_a_batch_gives_what_single_runs_with_the_same_seeds_give(world: Path) ->
     assert len({r.response for r in singles}) > 1  # the order would show
     assert seen == set(range(5))
     for index, result in enumerate(batch):
-        metadata = result.metadata
+        metadata = result.metadata.to_dict()
         assert (metadata["batched"], metadata["batch_size"], metadata["batch_index"]) == (
             True,
             5,
             index,
         )
-        assert metadata["output_tokens"] == singles[index].metadata["output_tokens"]
+        assert metadata["output_tokens"] == singles[index].metadata.to_dict()["output_tokens"]
         assert metadata["generation_settings"]["seed"] == index
 
 
@@ -158,7 +158,7 @@ def test_cancel_mid_batch_aborts_every_request_and_the_engine_serves_the_next(
     # the same engine serves the next request, and a whole batch after it
     again = manager.run(profile, path, PreparedInputs(prompt="again"), settings)
     assert (again.response, again.reasoning) == ("answer", "a b")
-    assert again.metadata["cache_status"] == "warm"
+    assert again.metadata.to_dict()["cache_status"] == "warm"
     batch = manager.run_batch(profile, path, items[:2])
     assert [r.response for r in batch] == ["answer", "answer"]
     assert manager._resident[profile.profile_id].backend is backend

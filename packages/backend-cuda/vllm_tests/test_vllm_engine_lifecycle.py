@@ -68,7 +68,7 @@ def test_the_largest_comfyui_seed_runs_and_shares_its_stream_with_its_int64_fold
         return _run("seeded", RANDOM, temperature=0.9, seed=seed, enable_reasoning=False)
 
     top, folded = run(2**64 - 1), run(2**63 - 1)
-    assert top.metadata["output_tokens"] > 0
+    assert top.metadata.to_dict()["output_tokens"] > 0
     assert top.response == folded.response  # the README's rule: s and s + 2**63 share a stream
     assert _backend(RANDOM).loaded  # the engine core lives on
 
@@ -164,6 +164,6 @@ def test_a_killed_engine_core_is_one_retry_error_and_the_next_request_reloads(wo
     assert dead.loaded is False
     assert _manager().state().resident_profiles == ()  # evicted at once
     result = _run("alive again", RANDOM, temperature=0.0, max_new_tokens=4)
-    assert result.metadata["output_tokens"] == 4
-    assert result.metadata["cache_status"] == "cold"
+    assert result.metadata.to_dict()["output_tokens"] == 4
+    assert result.metadata.to_dict()["cache_status"] == "cold"
     assert _backend(RANDOM) is not dead

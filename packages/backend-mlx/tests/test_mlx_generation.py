@@ -349,10 +349,13 @@ def test_the_resident_manager_serves_a_request_through_this_backend(world: World
     finally:
         manager.unload_all()
     assert (first.response, first.reasoning) == (SCRIPTED_ANSWER, SCRIPTED_REASONING)
-    assert first.metadata["engine"] == "mlx-vlm"
-    assert first.metadata["output_tokens"] == 5
-    assert first.metadata["reasoning_tokens"] == 2
-    assert (first.metadata["cache_status"], second.metadata["cache_status"]) == ("cold", "warm")
+    assert first.metadata.to_dict()["engine"] == "mlx-vlm"
+    assert first.metadata.to_dict()["output_tokens"] == 5
+    assert first.metadata.to_dict()["reasoning_tokens"] == 2
+    assert (
+        first.metadata.to_dict()["cache_status"],
+        second.metadata.to_dict()["cache_status"],
+    ) == ("cold", "warm")
 
 
 def test_live_text_falls_back_to_full_decoding_when_the_detokenizer_fails() -> None:

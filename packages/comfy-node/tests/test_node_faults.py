@@ -86,9 +86,14 @@ def test_token_in_library_error_text_never_reaches_comfyui(
 
 def test_metadata_json_scrubs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     from comfy_llm._comfyui._run import metadata_json
+    from comfy_llm_residency import RunMetadata
+    from comfy_llm_residency._run_metadata import MANAGER_KEYS
 
     monkeypatch.setenv("HF_TOKEN", GOOD_TOKEN)
-    text = metadata_json({"note": f"an engine said Bearer {GOOD_TOKEN}", "n": 1})
+    flat = dict.fromkeys(MANAGER_KEYS)  # every key the manager writes, empty
+    flat.update(generation_settings={}, evicted_profiles=[], resident_profiles=[])
+    flat.update(note=f"an engine said Bearer {GOOD_TOKEN}", n=1)  # what an engine reported
+    text = metadata_json(RunMetadata.from_dict(flat))
     assert GOOD_TOKEN not in text and json.loads(text)["n"] == 1
 
 

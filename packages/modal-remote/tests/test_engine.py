@@ -104,7 +104,7 @@ def test_events_in_order_and_the_same_answer_as_the_manager_in_process(
         prompt_id="prompt-1",
     )
     assert (direct.response, direct.reasoning) == (answer["response"], answer["reasoning"])
-    local = {k: v for k, v in direct.metadata.items() if k not in TIMING_KEYS}
+    local = {k: v for k, v in direct.metadata.to_dict().items() if k not in TIMING_KEYS}
     remote = {k: v for k, v in metadata.items() if k in local and k not in TIMING_KEYS}
     assert remote == {k: v for k, v in local.items() if k != "requests_served"}
 

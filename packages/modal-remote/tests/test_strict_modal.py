@@ -161,13 +161,13 @@ def test_a_reload_refused_for_open_files_retires_and_the_retry_serves(
     """Volume.reload() fails while files under the mount are open (volume.py:917)."""
     dispatcher = Dispatcher(transport)
     first = dispatcher.run(_run(SCRIPTED))
-    assert first.metadata["modal_affinity_key"] == "default"
+    assert first.metadata.to_dict()["modal_affinity_key"] == "default"
     staged = _stage(transport)
     transport.container("default").hold_open(f"{staged.snapshot}/config.json")
     # A model the warm container has never seen: its view needs a reload.
     result = dispatcher.run(_run(OTHER))
-    assert result.metadata["modal_retry_count"] == 1
-    assert result.metadata["modal_affinity_key"].startswith("retry-")
+    assert result.metadata.to_dict()["modal_retry_count"] == 1
+    assert result.metadata.to_dict()["modal_affinity_key"].startswith("retry-")
     assert transport.pool("default").stopped
 
 
@@ -196,7 +196,7 @@ def test_a_redeploy_while_comfyui_runs_recreates_and_other_code_is_redeployed(
     transport.redeploy(strategy="recreate")
     old.process.wait(30)  # recreate: no old-version container takes another input
     result = dispatcher.run(_run(SCRIPTED))
-    assert result.metadata["cache_status"] == "cold"
+    assert result.metadata.to_dict()["cache_status"] == "cold"
     assert transport.container("default").pid != old.pid
     # Another machine deploys other code under the same app name: the stager
     # echoes that fingerprint, so this dispatcher deploys its own again.

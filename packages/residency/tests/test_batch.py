@@ -99,13 +99,13 @@ def test_a_backend_without_batch_methods_is_served_one_item_at_a_time(world, fak
     assert [(r.response, r.reasoning) for r in results] == [("answer", "a b")] * 3
     assert single.response == "answer"
     for index, result in enumerate(results):
-        metadata = result.metadata
+        metadata = result.metadata.to_dict()
         assert (metadata["batched"], metadata["batch_size"]) == (False, 1)
         assert (metadata["batch_index"], metadata["batch_items"]) == (index, 3)
-        assert metadata["output_tokens"] == single.metadata["output_tokens"]
+        assert metadata["output_tokens"] == single.metadata.to_dict()["output_tokens"]
         json.dumps(metadata)
     # the load counts once: on the first item
-    assert [r.metadata["cache_status"] for r in results] == ["cold", "warm", "warm"]
+    assert [r.metadata.to_dict()["cache_status"] for r in results] == ["cold", "warm", "warm"]
     assert manager.state().requests_served == 4
     done = [e for e in world.events if e.stage is ProgressStage.DONE]
     assert len(done) == 1 and done[0].message == "Done: 3 answers, 18 tokens"
@@ -127,8 +127,10 @@ def test_a_batch_backend_gets_every_item_at_once_and_results_stay_in_order(world
     )
     assert engine.batches == [3] and engine.singles == 0
     assert [r.response for r in results] == ["a", "a a", "a a a"]
-    assert [r.metadata["output_tokens"] for r in results] == [2, 3, 4]
-    assert all(r.metadata["batched"] and r.metadata["batch_size"] == 3 for r in results)
+    assert [r.metadata.to_dict()["output_tokens"] for r in results] == [2, 3, 4]
+    assert all(
+        r.metadata.to_dict()["batched"] and r.metadata.to_dict()["batch_size"] == 3 for r in results
+    )
     # the caller's callback sees each item's tokens under that item's index
     assert [token for index, token in seen if index == 2] == engine._ids(2)
     assert seen[:3] == [(0, fake.A), (1, fake.A), (2, fake.A)]
@@ -141,7 +143,7 @@ def test_a_batch_backend_that_declines_is_looped(world, fake) -> None:
     results = manager.run_batch(profile, world.snapshot(profile), _numbered(2))
     assert engine.batches == [] and engine.singles == 2
     assert [r.response for r in results] == ["a", "a a"]
-    assert not results[0].metadata["batched"]
+    assert not results[0].metadata.to_dict()["batched"]
 
 
 def test_items_failing_their_schema_are_retried_together(world, fake) -> None:
@@ -156,8 +158,8 @@ def test_items_failing_their_schema_are_retried_together(world, fake) -> None:
     assert all("JSON Schema" in prompt for prompt in engine.prompts[3:])
     assert not any("JSON Schema" in prompt for prompt in engine.prompts[:3])
     for result in results:
-        assert result.metadata["schema_valid"] is False
-        assert result.metadata["schema_retries"] == 1
+        assert result.metadata.to_dict()["schema_valid"] is False
+        assert result.metadata.to_dict()["schema_retries"] == 1
 
 
 class Cancelled(BaseException):
@@ -179,7 +181,7 @@ def test_cancel_from_the_token_callback_stops_the_batch_and_the_model_stays(worl
     assert manager.state().resident_profiles == (profile.profile_id,)
     assert manager.state().busy is False
     again = manager.run_batch(profile, path, _numbered(2))
-    assert [r.metadata["cache_status"] for r in again] == ["warm", "warm"]
+    assert [r.metadata.to_dict()["cache_status"] for r in again] == ["warm", "warm"]
 
 
 def test_an_empty_batch_is_refused(world, fake) -> None:

@@ -29,7 +29,7 @@ def test_a_rebuild_request_unloads_then_loads_through_admission(world, fake):
     profile = fake.make_profile(target="local_cuda")
     path = world.snapshot(profile)
     first = manager.run(profile, path, fake.make_inputs(), SETTINGS, prompt_id="A")
-    assert first.metadata["cache_status"] == "cold"
+    assert first.metadata.to_dict()["cache_status"] == "cold"
     world.log.events.clear()
 
     events = []
@@ -37,7 +37,7 @@ def test_a_rebuild_request_unloads_then_loads_through_admission(world, fake):
         profile, path, fake.make_inputs(), SETTINGS, prompt_id="B", progress=events.append
     )
     assert second.response == "answer"
-    assert second.metadata["cache_status"] == "cold"
+    assert second.metadata.to_dict()["cache_status"] == "cold"
     assert world.log.events[0] == f"unload:{profile.repository}"
     assert f"load:{profile.repository}" in world.log.events
     engine = [e for e in events if e.stage is ProgressStage.ENGINE]
@@ -50,7 +50,7 @@ def test_a_rebuild_request_unloads_then_loads_through_admission(world, fake):
     # the rebuilt backend saw the prompt id as well, and nothing is rebuilt again
     assert asked[-1] == (id(new), "B")
     third = manager.run(profile, path, fake.make_inputs(), SETTINGS, prompt_id="C")
-    assert third.metadata["cache_status"] == "warm"
+    assert third.metadata.to_dict()["cache_status"] == "warm"
     assert len(world.backends) == 2
 
 

@@ -150,8 +150,10 @@ def test_time_to_first_token_and_decode_rate_are_measured_in_the_sink(
     manager = world.manager()
     profile = fake.make_profile()
     result = manager.run(profile, world.snapshot(profile), fake.make_inputs(), SETTINGS)
-    assert result.metadata["time_to_first_token_seconds"] == 0.5
-    assert result.metadata["tokens_per_second"] == 10.0  # four tokens after the first in 0.4 s
+    assert result.metadata.to_dict()["time_to_first_token_seconds"] == 0.5
+    assert (
+        result.metadata.to_dict()["tokens_per_second"] == 10.0
+    )  # four tokens after the first in 0.4 s
 
 
 def test_a_schema_retry_reports_the_timing_of_the_generation_that_answered(
@@ -178,6 +180,9 @@ def test_a_schema_retry_reports_the_timing_of_the_generation_that_answered(
     schema = '{"type": "object", "properties": {"n": {"type": "integer"}}}'
     settings = GenerationSettings(max_new_tokens=8, enable_reasoning=False, response_schema=schema)
     result = manager.run(profile, world.snapshot(profile), fake.make_inputs(), settings)
-    assert result.metadata["schema_retries"] == 1 and result.metadata["schema_valid"] is True
-    assert result.metadata["time_to_first_token_seconds"] == 0.25  # the retry's, not 2.0
-    assert result.metadata["tokens_per_second"] == 2.0
+    assert (
+        result.metadata.to_dict()["schema_retries"] == 1
+        and result.metadata.to_dict()["schema_valid"] is True
+    )
+    assert result.metadata.to_dict()["time_to_first_token_seconds"] == 0.25  # the retry's, not 2.0
+    assert result.metadata.to_dict()["tokens_per_second"] == 2.0

@@ -99,14 +99,9 @@ def normalise(value: Any, key: str = "") -> Any:
     Returns:
         The same structure; measurements, ids, paths and versions replaced.
     """
-    if key in _VOLATILE_TEXT and isinstance(value, str):
-        return _VOLATILE_TEXT[key]
-    if key.endswith("_version") and isinstance(value, str):
-        return "<version>"
-    if key in _ID_LISTS and isinstance(value, list):
-        return ["<profile-id>" if isinstance(v, str) else v for v in value]
-    if _VOLATILE_NUMBER.search(key) and not isinstance(value, str):
-        return _placeholder(value)
+    keyed = _by_key(value, key)
+    if keyed is not _NO_RULE:
+        return keyed
     if isinstance(value, Mapping):
         return {str(k): normalise(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
@@ -114,6 +109,24 @@ def normalise(value: Any, key: str = "") -> Any:
     if isinstance(value, str):
         return _text(value)
     return value
+
+
+_NO_RULE = object()
+
+
+def _by_key(value: Any, key: str) -> Any:
+    """The placeholder the rule for ``key`` gives ``value``, or ``_NO_RULE``."""
+    if key in _VOLATILE_TEXT and isinstance(value, str):
+        return _VOLATILE_TEXT[key]
+    if key.endswith("_version") and isinstance(value, str):
+        return "<version>"
+    if key == "comfy_llm_versions" and isinstance(value, Mapping):
+        return {str(k): "<version>" for k in value}  # which packages: the keys stay
+    if key in _ID_LISTS and isinstance(value, list):
+        return ["<profile-id>" if isinstance(v, str) else v for v in value]
+    if _VOLATILE_NUMBER.search(key) and not isinstance(value, str):
+        return _placeholder(value)
+    return _NO_RULE
 
 
 def _plain(value: Any) -> Any:

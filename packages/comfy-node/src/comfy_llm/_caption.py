@@ -32,7 +32,13 @@ from comfy_llm_core import (
     write_atomically,
 )
 from comfy_llm_inputs import InputError
-from comfy_llm_residency import HostListener, TokenCallback, create_backend, get_manager
+from comfy_llm_residency import (
+    HostListener,
+    RunMetadata,
+    TokenCallback,
+    create_backend,
+    get_manager,
+)
 from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
 from comfy_llm._pipeline import LLMRequest, prepare_request_inputs, resolve_and_stage
@@ -296,7 +302,7 @@ def run_captions(
         )
         for entry, result in zip(pending, results, strict=True):
             captions[entry.index] = _finish(job, entry, result, records[entry.index], number)
-            last_request = dict(result.metadata)
+            last_request = result.metadata.to_dict()
             counted(entry.item.name)
     metadata = _summary(job, items, records, time.monotonic() - started, last_request)
     metadata.update(
@@ -361,17 +367,18 @@ def _finish(
     job: CaptionJob, entry: _Pending, result: Any, record: dict[str, Any], chunk: int
 ) -> str:
     """The caption of one finished image: its record, and its file written atomically."""
-    metadata = result.metadata
+    metadata: RunMetadata = result.metadata
     prefix = job.prefix.strip()
     caption = f"{prefix}, {result.response}" if prefix else result.response
+    generation, batch = metadata.generation, metadata.batch
     record.update(
         status="captioned",
-        output_tokens=metadata.get("output_tokens"),
-        cache_status=metadata.get("cache_status"),
-        generation_seconds=metadata.get("generation_seconds"),
-        time_to_first_token_seconds=metadata.get("time_to_first_token_seconds"),
-        batched=metadata.get("batched"),
-        batch_size=metadata.get("batch_size"),
+        output_tokens=generation.output_tokens,
+        cache_status=metadata.residency.cache_status,
+        generation_seconds=generation.generation_seconds,
+        time_to_first_token_seconds=generation.time_to_first_token_seconds,
+        batched=batch.batched if batch is not None else None,
+        batch_size=batch.batch_size if batch is not None else None,
         chunk=chunk,
     )
     target_file = entry.item.caption_path if job.write_files else None

@@ -25,8 +25,10 @@ from comfy_llm_core import (
 )
 from comfy_llm_profiles import ModelProfile, gguf_file_names, resolve_profile
 from comfy_llm_residency import (
+    HostFacts,
     HostListener,
     InferenceResult,
+    StagingFacts,
     TokenCallback,
     create_backend,
     get_manager,
@@ -306,15 +308,15 @@ def run_request(
         prompt_id=prompt_id,
     )
     note_engine(profile.backend)
-    metadata = dict(result.metadata)
-    metadata.update(
+    staging = StagingFacts(
         snapshot_downloaded=snapshot.downloaded,
         manifest_created=resolved.created,
         model_source=profile.source,
         snapshot_path=str(snapshot.path),
         resolved_offline=resolved.resolved_offline,
     )
-    return _with_host_facts(dataclasses.replace(result, metadata=metadata), comfy_models, prompt_id)
+    result = dataclasses.replace(result, metadata=result.metadata.replace(staging=staging))
+    return _with_host_facts(result, comfy_models, prompt_id)
 
 
 def refuse_local_folder_on_modal(model: str) -> None:
@@ -338,12 +340,12 @@ def _with_host_facts(
     comfy_models: Callable[[], Sequence[str]] | None,
     prompt_id: str | None,
 ) -> InferenceResult:
-    metadata = dict(result.metadata)
-    metadata["comfyui_managed_models"] = list(comfy_models()) if comfy_models else []
-    note = empty_answer(result.response, metadata)
-    if note is not None:
-        metadata["empty_answer"] = note
+    host = HostFacts(
+        comfyui_managed_models=tuple(comfy_models()) if comfy_models else (),
+        empty_answer=empty_answer(result.response, result.metadata),
+        comfy_llm_versions=loaded_versions(),
+    )
+    metadata = result.metadata.replace(host=host)
     if prompt_id:
-        metadata["prompt_id"] = prompt_id
-    metadata["comfy_llm_versions"] = loaded_versions()
+        metadata = metadata.replace(prompt_id=prompt_id)
     return dataclasses.replace(result, metadata=metadata)

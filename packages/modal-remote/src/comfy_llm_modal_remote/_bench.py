@@ -228,7 +228,7 @@ def run_benchmark(
             ),
             progress=progress,
         )
-        metadata = dict(result.metadata)
+        metadata = result.metadata.to_dict()
         record = {"cycle": step.cycle, "cold": step.cold, "state": classify(step, metadata)}
         record["wall_seconds"] = round(clock() - started, 3)
         record.update({name: metadata.get(name) for name in _STEP_FIELDS})

@@ -119,11 +119,11 @@ def caption_chunk(
             )
             for (index, _), result in zip(batch, results, strict=True):
                 answers[index] = ImageCaption(
-                    index, result.response, result.reasoning, dict(result.metadata)
+                    index, result.response, result.reasoning, result.metadata.to_dict()
                 )
             done += len(batch)
             sender(_images_event(request, done, time.monotonic() - started))
-            _commit_after_cold_load(service, results[0].metadata)
+            _commit_after_cold_load(service, results[0].metadata.to_dict())
     except InsufficientMemoryError as error:
         if error.recovery_timed_out or service.manager.unsafe_for_reuse:
             raise service.retire(str(error)) from error

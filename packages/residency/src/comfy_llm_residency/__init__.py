@@ -25,6 +25,14 @@ from ._memory import (
 )
 from ._registry import get_manager, reset_managers
 from ._result import InferenceResult
+from ._run_metadata import (
+    EmptyAnswer,
+    HostFacts,
+    ModalFacts,
+    ModalWorkerFacts,
+    RunMetadata,
+    StagingFacts,
+)
 from ._settings import (
     LOCAL_MAX_RESIDENT_ENV,
     LOCAL_RESERVE_ENV,
@@ -56,7 +64,9 @@ __all__ = [
     "admitted_memory",
     "BatchTokenCallback",
     "CudaMemoryProbe",
+    "EmptyAnswer",
     "GenerationSettingsError",
+    "HostFacts",
     "HostListener",
     "InferenceResult",
     "InsufficientMemoryError",
@@ -66,6 +76,8 @@ __all__ = [
     "MODAL_RESERVE_ENV",
     "ManagerState",
     "MemoryProbe",
+    "ModalFacts",
+    "ModalWorkerFacts",
     "MemoryProbeError",
     "MemorySnapshot",
     "PsutilMemoryProbe",
@@ -74,6 +86,8 @@ __all__ = [
     "ResidencyError",
     "ResidentInfo",
     "ResidentModelManager",
+    "RunMetadata",
+    "StagingFacts",
     "TargetMismatchError",
     "TokenCallback",
     "default_reserve_gb",

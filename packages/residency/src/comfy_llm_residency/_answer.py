@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from comfy_llm_structured import check_response, retry_instruction
 
 from ._generation import parse_reasoning
+from ._run_metadata import SchemaFacts
 from .backend import BatchItem
 
 if TYPE_CHECKING:
@@ -53,18 +54,16 @@ class Answer:
     schema_retries: int = 0
     schema_problem: str | None = None
 
-    def metadata(self) -> dict[str, object]:
-        """The schema fields of the request's metadata (empty without a schema)."""
+    def schema_facts(self) -> SchemaFacts | None:
+        """The schema section of the request's metadata (None without a schema)."""
         if self.schema_valid is None:
-            return {}
-        fields: dict[str, object] = {
-            "schema_valid": self.schema_valid,
-            "schema_retries": self.schema_retries,
-            "constrained_decoding": self.result.constrained,
-        }
-        if self.schema_problem is not None:
-            fields["schema_problem"] = self.schema_problem
-        return fields
+            return None
+        return SchemaFacts(
+            schema_valid=self.schema_valid,
+            schema_retries=self.schema_retries,
+            constrained_decoding=self.result.constrained,
+            schema_problem=self.schema_problem,
+        )
 
 
 def _judge(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 
@@ -22,6 +22,7 @@ from ._answer import Answer, answer_items
 from ._generation import STEP_EVENT_SECONDS, BatchTokenCallback, TokenRelay, prefill_event
 from ._metadata import RequestFacts, build_metadata
 from ._result import InferenceResult
+from ._run_metadata import BatchFacts
 from .backend import Backend, BackendResult, BatchBackend, BatchItem
 
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ def batch_results(
             )
         finished = item_relay.timing.last_token_at
         measured = 0.0 if finished is None else max(0.0, finished - item_relay.started)
-        metadata: dict[str, Any] = build_metadata(
+        metadata = build_metadata(
             target=target,
             profile=profile,
             inputs=item.inputs,
@@ -237,13 +238,15 @@ def batch_results(
             runtime=runtime,
             facts=item_facts,
         )
-        metadata.update(answer.metadata())
-        metadata.update(
-            batched=answer.result.batch_size > 1,
-            batch_size=answer.result.batch_size,
-            batch_index=index,
-            batch_items=len(items),
-            batch_seconds=round(batch_seconds, 4),
+        metadata = metadata.replace(
+            schema=answer.schema_facts(),
+            batch=BatchFacts(
+                batched=answer.result.batch_size > 1,
+                batch_size=answer.result.batch_size,
+                batch_index=index,
+                batch_items=len(items),
+                batch_seconds=round(batch_seconds, 4),
+            ),
         )
         results.append(
             InferenceResult(

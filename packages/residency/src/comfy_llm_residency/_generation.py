@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 from comfy_llm_reasoning import parser_for_profile
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile
     from comfy_llm_reasoning import ReasoningResult
 
+    from ._run_metadata import RunMetadata
     from .backend import Backend, BackendResult, GenerationSettings
 
 
@@ -192,22 +193,23 @@ class TokenRelay:
 
 def done_event(
     message: str,
-    metadata: Mapping[str, Any],
+    metadata: RunMetadata,
     *,
     tokens: int | None = None,
     seconds: float | None = None,
 ) -> ProgressEvent:
     """The DONE event of a request (or a batch: its token total and wall time)."""
-    count = int(metadata["output_tokens"]) if tokens is None else tokens
+    generation = metadata.generation
+    count = generation.output_tokens if tokens is None else tokens
     return ProgressEvent(
         stage=ProgressStage.DONE,
         message=message,
         value=float(count),
         maximum=float(count),
         unit="tokens",
-        elapsed_seconds=metadata["generation_seconds"] if seconds is None else seconds,
-        time_to_first_token_seconds=metadata["time_to_first_token_seconds"],
-        tokens_per_second=metadata["tokens_per_second"],
+        elapsed_seconds=generation.generation_seconds if seconds is None else seconds,
+        time_to_first_token_seconds=generation.time_to_first_token_seconds,
+        tokens_per_second=generation.tokens_per_second,
     )
 
 

@@ -298,9 +298,10 @@ class ResidentModelManager:
                 runtime=runtime,
                 facts=self._facts(served, reserve_bytes, keep_loaded, prompt_id),
             )
-            metadata.update(answer.metadata())
+            metadata = metadata.replace(schema=answer.schema_facts())
             self._served += 1
-            progress(done_event(f"Done: {metadata['output_tokens']} tokens", metadata))
+            tokens = metadata.generation.output_tokens
+            progress(done_event(f"Done: {tokens} tokens", metadata))
             return InferenceResult(
                 response=answer.parsed.response,
                 reasoning=answer.parsed.reasoning,
@@ -364,7 +365,7 @@ class ResidentModelManager:
                 facts=self._facts(served, reserve_bytes, keep_loaded, prompt_id),
             )
             self._served += len(items)
-            tokens = sum(int(str(r.metadata["output_tokens"])) for r in results)
+            tokens = sum(r.metadata.generation.output_tokens for r in results)
             progress(
                 done_event(
                     f"Done: {len(items)} answers, {tokens} tokens",

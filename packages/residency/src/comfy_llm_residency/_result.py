@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from ._run_metadata import RunMetadata
+
 __all__ = ["InferenceResult"]
 
 
@@ -16,22 +18,30 @@ class InferenceResult:
     Attributes:
         response: The answer with reasoning removed.
         reasoning: The reasoning text, empty when none.
-        metadata: JSON-ready telemetry (see the package README).
+        metadata: The request's telemetry, section by section.
     """
 
     response: str
     reasoning: str
-    metadata: dict[str, object]
+    metadata: RunMetadata
 
     def to_dict(self) -> dict[str, Any]:
-        """Return ``{"response", "reasoning", "metadata"}`` (JSON-ready)."""
-        return {"response": self.response, "reasoning": self.reasoning, "metadata": self.metadata}
+        """Return ``{"response", "reasoning", "metadata"}`` (JSON-ready; metadata flat)."""
+        return {
+            "response": self.response,
+            "reasoning": self.reasoning,
+            "metadata": self.metadata.to_dict(),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> InferenceResult:
-        """Rebuild a result from :meth:`to_dict` output (e.g. sent back by a remote worker)."""
+        """Rebuild a result from :meth:`to_dict` output (e.g. sent back by a remote worker).
+
+        Raises:
+            ValueError: The metadata lacks a key every request's metadata has.
+        """
         return cls(
             response=str(data["response"]),
             reasoning=str(data["reasoning"]),
-            metadata=dict(data["metadata"]),
+            metadata=RunMetadata.from_dict(data["metadata"]),
         )

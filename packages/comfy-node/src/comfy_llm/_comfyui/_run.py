@@ -11,11 +11,12 @@ from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from comfy_llm_core import ComfyLLMError, ErrorAction, defaults, redact, render_error
+from comfy_llm_residency import RunMetadata
 from comfy_llm_residency.backend import GenerationSettings
 
 from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
 from comfy_llm._comfyui._host_memory import host_bridge
-from comfy_llm._notes import NODE_WORDS, explain
+from comfy_llm._notes import NODE_WORDS, worded
 from comfy_llm._pipeline import LLMRequest, run_request
 from comfy_llm._storage import register_model_folder, storage_root
 
@@ -32,9 +33,13 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def metadata_json(metadata: dict[str, Any]) -> str:
-    """Indented, key-sorted JSON (readable in Preview as Text, stable); tokens scrubbed."""
-    return redact(json.dumps(metadata, sort_keys=True, indent=2, ensure_ascii=False, default=str))
+def metadata_json(metadata: RunMetadata) -> str:
+    """The record's one serialization for ComfyUI.
+
+    Indented, key-sorted JSON (readable in Preview as Text, stable); tokens scrubbed.
+    """
+    flat = metadata.to_dict()
+    return redact(json.dumps(flat, sort_keys=True, indent=2, ensure_ascii=False, default=str))
 
 
 _PLAIN_KINDS: tuple[type[Exception], ...] = (
@@ -180,12 +185,7 @@ def run_node(
     """
     with node_status(node_id, reasoning_enabled=enable_reasoning) as glue:
         result = _run(glue, prompt, model_profile, enable_reasoning=enable_reasoning, **inputs)
-    metadata = dict(result.metadata)
-    note = metadata.get("empty_answer")
-    message = None
-    if note is not None:
-        message = explain(note, NODE_WORDS)
-        metadata["empty_answer"] = {**note, "message": message}
+    metadata, message = worded(result.metadata, NODE_WORDS)
     glue.finish(result.response, result.reasoning, message)
     return result.response, metadata_json(metadata), result.reasoning
 
