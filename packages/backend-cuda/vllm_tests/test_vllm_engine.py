@@ -131,7 +131,7 @@ def test_interrupt_aborts_the_engine_request_and_the_next_one_succeeds(world: Pa
         manager.run(
             profile,
             Path(snapshot.path),
-            PreparedInputs(prompt="stop me"),
+            PreparedInputs.text("stop me"),
             GenerationSettings(max_new_tokens=16, temperature=0.0),
             on_token=cancel_after_first,
         )
@@ -163,7 +163,7 @@ def test_a_prompt_longer_than_the_context_is_refused_and_the_engine_serves_on(
         manager.run(
             profile,
             Path(snapshot.path),
-            PreparedInputs(prompt="word " * (limit + 100)),
+            PreparedInputs.text("word " * (limit + 100)),
             GenerationSettings(max_new_tokens=4, temperature=0.0),
         )
     assert caught.value.context_tokens == limit  # vLLM's max_model_len is the profile's limit
@@ -210,7 +210,7 @@ def test_auto_promotes_on_the_second_prompt_id_and_rebuilds_once(world: Path) ->
     result = manager.run(
         profile,
         Path(snapshot.path),
-        PreparedInputs(prompt="hi"),
+        PreparedInputs.text("hi"),
         GenerationSettings(max_new_tokens=16, temperature=0.0),
         progress=events.append,
         prompt_id="workflow-B",
@@ -252,10 +252,11 @@ from comfy_llm_backend_cuda import execution_modes
 execution_modes().import_state(json.loads(open({str(state)!r}).read()))
 host_measured_manager()
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_residency import GenerationSettings, get_manager
+from comfy_llm_residency import get_manager
+from comfy_llm_residency.backend import GenerationSettings
 profile, snapshot = _resolve()
 result = get_manager("local_cuda", backend_factory=None).run(
-    profile, snapshot.path, PreparedInputs(prompt="hi"),
+    profile, snapshot.path, PreparedInputs.text("hi"),
     GenerationSettings(max_new_tokens=16, temperature=0.0), prompt_id="workflow-A")
 print("RESULT" + json.dumps(result.to_dict()))
 get_manager("local_cuda", backend_factory=None).unload_all()

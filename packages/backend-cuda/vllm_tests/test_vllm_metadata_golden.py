@@ -1,8 +1,9 @@
 """vLLM's ``metadata_json`` and rendered prompts stay as they are (see comfy-node's
 ``tests/test_metadata_golden.py`` for the other engines and the record's rules).
 
-The module starts from a fresh manager and execution-mode state, so its first
-request is a cold, eager load whatever ran before it in the session.
+The module starts from a fresh manager, execution-mode state and storage root,
+so its first request downloads and loads cold and eager, whatever ran before
+it in the session.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 @pytest.mark.timeout(1800)  # one engine start: minutes on a crowded box
-def test_node_metadata_and_prompts_unchanged(world: Path, tmp_path: Path) -> None:
+def test_node_metadata_and_prompts_unchanged(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import comfy_execution.utils as execution
+    from comfy_llm._pipeline import forget_resolved_profiles
     from comfy_llm_backend_cuda import execution_modes
     from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager, reset_managers
 
@@ -35,6 +39,8 @@ def test_node_metadata_and_prompts_unchanged(world: Path, tmp_path: Path) -> Non
 
     reset_managers()
     execution_modes().reset()
+    forget_resolved_profiles()
+    monkeypatch.setenv("COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT", str(tmp_path / "storage"))
     host_measured_manager()
     execution.current = execution.ExecutionContext("golden-1", "7", None)
     try:
@@ -44,5 +50,6 @@ def test_node_metadata_and_prompts_unchanged(world: Path, tmp_path: Path) -> Non
         execution.current = None
         reset_managers()
         execution_modes().reset()
+        forget_resolved_profiles()
         host_measured_manager()
     check_golden(GOLDEN / "node_vllm.json", {"runs": runs, "prompts": prompts})
