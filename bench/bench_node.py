@@ -500,15 +500,6 @@ def run_raw_with_node_callbacks(
     return run
 
 
-def _input_limits(profile: Any) -> Any:
-    from comfy_llm_inputs import InputLimits
-
-    wanted = {field.name for field in dataclasses.fields(InputLimits)}
-    return InputLimits(
-        **{name: getattr(profile.limits, name) for name in wanted if hasattr(profile.limits, name)}
-    )
-
-
 def _median(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None
@@ -584,7 +575,7 @@ def bench_backend(
         seed=0,
         enable_reasoning=not args.no_reasoning,
     )
-    limits = _input_limits(profile)
+    limits = profile.limits.media
 
     def prepared_for(prompt: str) -> Any:
         return prepare_inputs(prompt, images=image, limits=limits)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ProgressEvent, ProgressStage
-from comfy_llm_inputs import PreparedInputs, VideoFrame
+from comfy_llm_inputs import ImagePart, PreparedInputs, VideoFramePart
 from comfy_llm_residency import InferenceResult, RunMetadata
 from comfy_llm_residency.backend import BackendResult, BackendTimings, GenerationSettings
 from PIL import Image
@@ -108,20 +108,24 @@ def _image(color: tuple[int, int, int], size: tuple[int, int] = (5, 3)) -> Image
 
 
 def test_prepared_inputs_travel_as_bytes() -> None:
-    inputs = PreparedInputs(
-        prompt="[video frames at 0.00 s, 1.50 s]\nDescribe.\n\n--- notes.txt ---\nhello",
+    frames = (
+        VideoFramePart(image=_image((1, 2, 3)), timestamp_seconds=0.0, index=0),
+        VideoFramePart(image=_image((4, 5, 6)), timestamp_seconds=1.5, index=1),
+    )
+    inputs = PreparedInputs.text(
+        "[video frames at 0.00 s, 1.50 s]\nDescribe.\n\n--- notes.txt ---\nhello",
+        ImagePart(_image((255, 0, 0))),
+        ImagePart(_image((0, 9, 200), (2, 7))),
+        *frames,
         system_prompt="Be brief.",
-        images=(_image((255, 0, 0)), _image((0, 9, 200), (2, 7))),
-        video_frames=(
-            VideoFrame(image=_image((1, 2, 3)), timestamp_seconds=0.0, index=0),
-            VideoFrame(image=_image((4, 5, 6)), timestamp_seconds=1.5, index=1),
-        ),
         file_names=("notes.txt",),
     )
     wire = inputs.to_wire()
     assert _plain(wire, allow_bytes=True)
-    assert all(isinstance(item, bytes) for item in wire["images"])
-    assert all(isinstance(frame["image"], bytes) for frame in wire["video_frames"])
+    assert [part["kind"] for part in wire["parts"]] == ["image"] * 2 + ["video_frame"] * 2 + [
+        "text"
+    ]
+    assert all(isinstance(part["image"], bytes) for part in wire["parts"][:4])
 
     copy = PreparedInputs.from_wire(pickle.loads(pickle.dumps(wire)))
 
@@ -130,12 +134,7 @@ def test_prepared_inputs_travel_as_bytes() -> None:
         inputs.system_prompt,
         inputs.file_names,
     )
-    assert [(i.size, i.mode, i.tobytes()) for i in copy.images] == [
-        (i.size, i.mode, i.tobytes()) for i in inputs.images
-    ]
-    assert [(f.index, f.timestamp_seconds, f.image.tobytes()) for f in copy.video_frames] == [
-        (f.index, f.timestamp_seconds, f.image.tobytes()) for f in inputs.video_frames
-    ]
+    assert _media(copy) == _media(inputs)
 
 
 # -- Recorded messages ------------------------------------------------------------
@@ -165,9 +164,14 @@ def _pixels(image: Image.Image) -> tuple[tuple[int, int], str, bytes]:
 
 def _media(inputs: PreparedInputs) -> list[tuple[str, Any, Any]]:
     """Every image and frame of ``inputs`` in order, as (kind, pixels, timestamp)."""
-    media: list[tuple[str, Any, Any]] = [("image", _pixels(i), None) for i in inputs.images]
-    media += [("frame", _pixels(f.image), f.timestamp_seconds) for f in inputs.video_frames]
-    return media
+    return [
+        (
+            "frame" if isinstance(part, VideoFramePart) else "image",
+            _pixels(part.image),  # type: ignore[attr-defined]
+            part.timestamp_seconds if isinstance(part, VideoFramePart) else None,
+        )
+        for part in inputs.media
+    ]
 
 
 def test_recorded_prepared_inputs_version_1_decode() -> None:

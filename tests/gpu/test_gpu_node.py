@@ -100,7 +100,7 @@ def test_node_path_on_cuda_admits_against_mem_get_info_and_eviction_returns_memo
     result = manager.run(
         profile,
         path,
-        PreparedInputs(prompt="hi"),
+        PreparedInputs.text("hi"),
         GenerationSettings(max_new_tokens=16, temperature=0.0),
         reserve_gb=1.0,
     )
@@ -126,9 +126,9 @@ def test_batch_identity_on_cuda_within_token_tolerance(staged):
     manager = _manager()
     settings = GenerationSettings(max_new_tokens=32, temperature=0.0, enable_reasoning=False)
     prompts = ["one", "two", "three", "four"]
-    singles = [manager.run(profile, path, PreparedInputs(prompt=p), settings) for p in prompts]
+    singles = [manager.run(profile, path, PreparedInputs.text(p), settings) for p in prompts]
     batch = manager.run_batch(
-        profile, path, [BatchItem(PreparedInputs(prompt=p), settings) for p in prompts]
+        profile, path, [BatchItem(PreparedInputs.text(p), settings) for p in prompts]
     )
     for single, batched in zip(singles, batch, strict=True):
         a, b = single.response, batched.response

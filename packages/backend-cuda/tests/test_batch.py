@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from comfy_llm_inputs import PreparedInputs
+from comfy_llm_inputs import ImagePart, PreparedInputs
 from comfy_llm_residency.backend import BatchBackend, BatchItem, GenerationSettings
 from comfy_llm_testworld.sinks import RecordingBatchSink, RecordingSink
 from PIL import Image
@@ -20,7 +20,7 @@ def _images(count: int, size: tuple[int, int] = (32, 32), seed: int = 4) -> list
 
 
 def _items(images: list[Image.Image], settings: GenerationSettings = GREEDY) -> list[BatchItem]:
-    return [BatchItem(PreparedInputs(prompt="Caption it.", images=(i,)), settings) for i in images]
+    return [BatchItem(PreparedInputs.text("Caption it.", ImagePart(i)), settings) for i in images]
 
 
 def _singles(backend, items: list[BatchItem]) -> list[tuple[int, ...]]:

@@ -17,7 +17,13 @@ from comfy_llm_backend_cuda import (
     create_backend,
 )
 from comfy_llm_core import ProgressStage
-from comfy_llm_inputs import ExtractedFile, PreparedInputs, VideoFrame, assemble_prompt
+from comfy_llm_inputs import (
+    ExtractedFile,
+    ImagePart,
+    PreparedInputs,
+    VideoFramePart,
+    assemble_prompt,
+)
 from comfy_llm_reasoning import parser_for_profile
 from comfy_llm_residency.backend import Backend, GenerationSettings
 from comfy_llm_staging import MARKER_FILENAME, IncompleteSnapshotError
@@ -43,8 +49,8 @@ def test_qwen_with_an_image_streams_every_token(qwen) -> None:
     backend = qwen.backend
     assert isinstance(backend, Backend)
     record = Recorder()
-    inputs = PreparedInputs(
-        prompt="What colour is this?", system_prompt="Be brief.", images=(image((200, 20, 20)),)
+    inputs = PreparedInputs.text(
+        "What colour is this?", ImagePart(image((200, 20, 20))), system_prompt="Be brief."
     )
     result = backend.generate(inputs, GREEDY, record)
 
@@ -66,16 +72,16 @@ def test_qwen_with_an_image_streams_every_token(qwen) -> None:
 
 
 def test_image_adds_vision_tokens_to_the_prompt(qwen) -> None:
-    text_only = qwen.backend.generate(PreparedInputs(prompt="Hi"), GREEDY, Recorder())
+    text_only = qwen.backend.generate(PreparedInputs.text("Hi"), GREEDY, Recorder())
     with_image = qwen.backend.generate(
-        PreparedInputs(prompt="Hi", images=(image((0, 0, 255)),)), GREEDY, Recorder()
+        PreparedInputs.text("Hi", ImagePart(image((0, 0, 255)))), GREEDY, Recorder()
     )
     assert with_image.timings.prompt_tokens > text_only.timings.prompt_tokens
 
 
 def test_smolvlm_with_video_frames_and_a_file_section(smolvlm) -> None:
     frames = tuple(
-        VideoFrame(image=image((40 * i, 100, 50)), timestamp_seconds=1.5 * i, index=i)
+        VideoFramePart(image=image((40 * i, 100, 50)), timestamp_seconds=1.5 * i, index=i)
         for i in range(3)
     )
     notes = ExtractedFile(
@@ -88,11 +94,9 @@ def test_smolvlm_with_video_frames_and_a_file_section(smolvlm) -> None:
     )
     assert "notes.txt" in prompt and "1.50s" in prompt
     record = Recorder()
-    with_frames = smolvlm.backend.generate(
-        PreparedInputs(prompt=prompt, video_frames=frames), GREEDY, record
-    )
+    with_frames = smolvlm.backend.generate(PreparedInputs.text(prompt, *frames), GREEDY, record)
     one_frame = smolvlm.backend.generate(
-        PreparedInputs(prompt=prompt, video_frames=frames[:1]), GREEDY, Recorder()
+        PreparedInputs.text(prompt, *frames[:1]), GREEDY, Recorder()
     )
     assert [token for token, _ in record.calls] == list(with_frames.token_ids)
     assert len(with_frames.token_ids) >= 1
@@ -104,7 +108,7 @@ def test_scripted_reasoning_enabled_splits_into_reasoning_and_answer(scripted) -
     backend, profile = scripted.backend, scripted.staged.profile
     record = Recorder()
     settings = GenerationSettings(max_new_tokens=16, temperature=0.0, enable_reasoning=True)
-    result = backend.generate(PreparedInputs(prompt="Think, then answer."), settings, record)
+    result = backend.generate(PreparedInputs.text("Think, then answer."), settings, record)
 
     open_id, close_id = think_token_ids(scripted.staged.path)
     assert close_id in result.token_ids  # boundary tokens kept for the parser
@@ -135,7 +139,7 @@ def test_scripted_reasoning_enabled_splits_into_reasoning_and_answer(scripted) -
 def test_scripted_reasoning_disabled_gives_empty_reasoning(scripted) -> None:
     backend, profile = scripted.backend, scripted.staged.profile
     settings = GenerationSettings(max_new_tokens=16, temperature=0.0, enable_reasoning=False)
-    result = backend.generate(PreparedInputs(prompt="Answer directly."), settings, Recorder())
+    result = backend.generate(PreparedInputs.text("Answer directly."), settings, Recorder())
 
     assert result.prompt_opened_reasoning is False  # the template closed <think></think>
     parser = parser_for_profile(
@@ -157,17 +161,17 @@ def test_on_token_raising_stops_generation_and_propagates(scripted) -> None:
     record = Recorder(stop_after=2, error=error)
     settings = GenerationSettings(max_new_tokens=16, temperature=0.0, enable_reasoning=True)
     with pytest.raises(Interrupted) as caught:
-        scripted.backend.generate(PreparedInputs(prompt="Go."), settings, record)
+        scripted.backend.generate(PreparedInputs.text("Go."), settings, record)
     assert caught.value is error
     assert len(record.calls) == 2
     # the model stays usable
-    again = scripted.backend.generate(PreparedInputs(prompt="Go."), settings, Recorder())
+    again = scripted.backend.generate(PreparedInputs.text("Go."), settings, Recorder())
     assert len(again.token_ids) == 5
 
 
 def test_max_new_tokens_caps_and_reports_length(scripted) -> None:
     settings = GenerationSettings(max_new_tokens=3, temperature=0.0, enable_reasoning=True)
-    result = scripted.backend.generate(PreparedInputs(prompt="Go."), settings, Recorder())
+    result = scripted.backend.generate(PreparedInputs.text("Go."), settings, Recorder())
     assert len(result.token_ids) == 3
     assert result.finish_reason == "length"
 
@@ -177,7 +181,7 @@ def test_seed_makes_sampling_reproducible(qwen) -> None:
         settings = GenerationSettings(
             max_new_tokens=8, temperature=1.0, top_p=1.0, seed=seed, enable_reasoning=False
         )
-        return qwen.backend.generate(PreparedInputs(prompt="Tell a story."), settings, Recorder())
+        return qwen.backend.generate(PreparedInputs.text("Tell a story."), settings, Recorder())
 
     first, second, other = sample(7), sample(7), sample(8)
     assert first.token_ids == second.token_ids
@@ -201,7 +205,7 @@ def test_prompt_longer_than_the_context_is_refused(scripted) -> None:
         load_seconds=0.0,
     )
     with pytest.raises(PromptTooLongError, match="context limit is 8") as caught:
-        narrow.generate(PreparedInputs(prompt="A prompt of many words."), GREEDY, Recorder())
+        narrow.generate(PreparedInputs.text("A prompt of many words."), GREEDY, Recorder())
     assert caught.value.context_tokens == 8 and caught.value.prompt_tokens > 8
 
 
@@ -243,4 +247,4 @@ def test_unload_frees_the_model_and_refuses_generation(staged) -> None:
     assert backend.runtime_metadata()["loaded"] is False
     assert backend.vocabulary is not None
     with pytest.raises(BackendUnloadedError):
-        backend.generate(PreparedInputs(prompt="Hi"), GREEDY, Recorder())
+        backend.generate(PreparedInputs.text("Hi"), GREEDY, Recorder())

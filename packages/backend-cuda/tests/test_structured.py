@@ -37,7 +37,7 @@ def _settings(**changes: object) -> GenerationSettings:
 
 def _answer(loaded, settings: GenerationSettings) -> str:
     result = loaded.backend.generate(
-        PreparedInputs(prompt="Describe it as JSON."), settings, RecordingSink()
+        PreparedInputs.text("Describe it as JSON."), settings, RecordingSink()
     )
     assert result.constrained is True
     assert result.finish_reason == "stop"
@@ -48,7 +48,7 @@ def _answer(loaded, settings: GenerationSettings) -> str:
 def test_random_weights_answer_valid_json_greedy(request, name: str) -> None:
     loaded = request.getfixturevalue(name)
     unconstrained = loaded.backend.generate(
-        PreparedInputs(prompt="Describe it as JSON."),
+        PreparedInputs.text("Describe it as JSON."),
         _settings(response_schema=None),
         RecordingSink(),
     )
@@ -68,7 +68,7 @@ def test_reasoning_stays_free_and_only_the_answer_is_constrained(scripted) -> No
 
     settings = _settings(enable_reasoning=True)
     result = scripted.backend.generate(
-        PreparedInputs(prompt="Describe it as JSON."), settings, RecordingSink()
+        PreparedInputs.text("Describe it as JSON."), settings, RecordingSink()
     )
     profile = scripted.staged.profile
     parsed = parser_for_profile(

@@ -66,14 +66,14 @@ def _assert_same_answer(single: str, batched: str) -> None:
 
 
 def test_a_batch_gives_what_single_runs_with_the_same_seeds_give(world: Path) -> None:
-    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_inputs import ImagePart, PreparedInputs
     from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
     profile, path = _resolve(RANDOM)
     manager = _manager()
     items = [
         BatchItem(
-            PreparedInputs(prompt="Caption this image.", images=(image,)),
+            PreparedInputs.text("Caption this image.", ImagePart(image)),
             GenerationSettings(
                 max_new_tokens=12, temperature=0.9, seed=seed, enable_reasoning=False
             ),
@@ -138,9 +138,9 @@ def test_cancel_mid_batch_aborts_every_request_and_the_engine_serves_the_next(
     profile, path = _resolve(SCRIPTED)
     manager = _manager()
     settings = GenerationSettings(max_new_tokens=16, temperature=0.0)
-    manager.run(profile, path, PreparedInputs(prompt="warm"), settings)  # resident first
+    manager.run(profile, path, PreparedInputs.text("warm"), settings)  # resident first
     backend = manager._resident[profile.profile_id].backend
-    items = [BatchItem(PreparedInputs(prompt=f"stop {n}"), settings) for n in range(4)]
+    items = [BatchItem(PreparedInputs.text(f"stop {n}"), settings) for n in range(4)]
     tokens: list[int] = []
 
     def cancel_on_the_second_token(index: int, token_id: int, text: str) -> None:
@@ -156,7 +156,7 @@ def test_cancel_mid_batch_aborts_every_request_and_the_engine_serves_the_next(
     assert set(aborted.values()) == {"abort"}  # the scripted answer needs 6 tokens
     assert backend._engine.output_processor.get_num_unfinished_requests() == 0
     # the same engine serves the next request, and a whole batch after it
-    again = manager.run(profile, path, PreparedInputs(prompt="again"), settings)
+    again = manager.run(profile, path, PreparedInputs.text("again"), settings)
     assert (again.response, again.reasoning) == ("answer", "a b")
     assert again.metadata.to_dict()["cache_status"] == "warm"
     batch = manager.run_batch(profile, path, items[:2])

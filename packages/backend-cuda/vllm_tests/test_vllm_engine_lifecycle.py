@@ -57,7 +57,7 @@ def _run(prompt: str = "hi", model: str = SCRIPTED, **settings: Any) -> Any:
     return _manager().run(
         profile,
         Path(snapshot.path),
-        PreparedInputs(prompt=prompt),
+        PreparedInputs.text(prompt),
         GenerationSettings(**settings),
         **callbacks,
     )

@@ -8,7 +8,7 @@ import json
 import psutil
 import pytest
 from comfy_llm_backend_llamacpp import BackendUnloadedError, LlamaCppBackend, ModelLoadError
-from comfy_llm_inputs import PreparedInputs
+from comfy_llm_inputs import ImagePart, PreparedInputs
 from comfy_llm_reasoning import parser_for_profile
 from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld.checkpoints import SCRIPTED_ANSWER, SCRIPTED_REASONING
@@ -17,9 +17,9 @@ from PIL import Image
 
 pytestmark = pytest.mark.slow
 
-_PROMPT = PreparedInputs(prompt="describe the image please")
-_IMAGE = PreparedInputs(
-    prompt="describe the image please", images=(Image.new("RGB", (48, 40), (200, 30, 30)),)
+_PROMPT = PreparedInputs.text("describe the image please")
+_IMAGE = PreparedInputs.text(
+    "describe the image please", ImagePart(Image.new("RGB", (48, 40), (200, 30, 30)))
 )
 
 

@@ -89,7 +89,7 @@ def test_report_from_two_cold_cycles(model_hub: FakeHub, transport: StrictTransp
         target,
         workload,
         plan_benchmark(2, 1),
-        prepare=lambda profile: PreparedInputs(workload.prompt),
+        prepare=lambda profile: PreparedInputs.text(workload.prompt),
         settings=settings,
         source=source_revision(ROOT),
     )

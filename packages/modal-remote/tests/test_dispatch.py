@@ -22,7 +22,7 @@ def _run(model: str, prepared: list[ModelProfile] | None = None, **changes: Any)
     def prepare(profile: ModelProfile) -> PreparedInputs:
         if prepared is not None:
             prepared.append(profile)
-        return PreparedInputs("hi")
+        return PreparedInputs.text("hi")
 
     values: dict[str, Any] = {
         "model": model,

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from comfy_llm_inputs import PreparedInputs
+from comfy_llm_inputs import ImagePart, PreparedInputs
 from comfy_llm_modal_remote import (
     EngineRequest,
     StageRequest,
@@ -44,7 +44,7 @@ def stage(transport: StrictTransport, reference: str = SCRIPTED) -> StageResult:
 
 
 def engine_request(staged: StageResult, **changes: Any) -> dict[str, Any]:
-    inputs = PreparedInputs("What is this?", images=(Image.new("RGB", (24, 16), "red"),))
+    inputs = PreparedInputs.text("What is this?", ImagePart(Image.new("RGB", (24, 16), "red")))
     request = EngineRequest(
         request_id=changes.pop("request_id", "g1"),
         profile=staged.profile,
@@ -98,7 +98,7 @@ def test_events_in_order_and_the_same_answer_as_the_manager_in_process(
     direct = manager.run(
         ModelProfile.from_dict(staged.profile),
         transport.store / staged.snapshot,
-        PreparedInputs("What is this?", images=(Image.new("RGB", (24, 16), "red"),)),
+        PreparedInputs.text("What is this?", ImagePart(Image.new("RGB", (24, 16), "red"))),
         GenerationSettings(temperature=0.0, max_new_tokens=16),
         reserve_gb=0.0,
         prompt_id="prompt-1",

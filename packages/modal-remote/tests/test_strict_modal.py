@@ -34,7 +34,7 @@ def _request(staged: StageResult, request_id: str, max_new_tokens: int = 16) -> 
         request_id=request_id,
         profile=staged.profile,
         snapshot=staged.snapshot,
-        inputs=PreparedInputs("What is this?").to_wire(),
+        inputs=PreparedInputs.text("What is this?").to_wire(),
         settings=GenerationSettings(
             temperature=0.7, seed=1, max_new_tokens=max_new_tokens
         ).to_dict(),
@@ -54,7 +54,7 @@ def _wait_for(call: Any, stage: str, seconds: float = 180) -> list[dict[str, Any
 def _run(model: str, **changes: Any) -> RemoteRun:
     values: dict[str, Any] = {
         "model": model,
-        "prepare": lambda profile: PreparedInputs("hi"),
+        "prepare": lambda profile: PreparedInputs.text("hi"),
         "settings": GenerationSettings(temperature=0.0, max_new_tokens=8),
         "gpu": "L4",
         "reserve_gb": 0.0,

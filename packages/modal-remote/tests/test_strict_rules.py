@@ -92,7 +92,7 @@ def test_another_gpu_or_the_caption_variant_on_one_key_is_another_container(
             request_id=f"r-{gpu}",
             profile=staged.profile,
             snapshot=staged.snapshot,
-            inputs=PreparedInputs("hi").to_wire(),
+            inputs=PreparedInputs.text("hi").to_wire(),
             settings=GenerationSettings(max_new_tokens=2).to_dict(),
             reserve_gb=0.0,
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ProgressEvent, ProgressStage
-from comfy_llm_inputs import PreparedInputs
+from comfy_llm_inputs import ImagePart, PreparedInputs
 from comfy_llm_modal_remote._wire import unwrap
 from comfy_llm_residency.backend import GenerationSettings
 
@@ -83,7 +83,9 @@ def _run(model: str, **changes: Any) -> Any:
 
     values: dict[str, Any] = {
         "model": model,
-        "prepare": lambda profile: PreparedInputs("What is in the picture?", images=(_image(),)),
+        "prepare": lambda profile: PreparedInputs.text(
+            "What is in the picture?", ImagePart(_image())
+        ),
         "settings": GenerationSettings(temperature=0.0, max_new_tokens=16),
         "gpu": "L4",
         "reserve_gb": 0.0,

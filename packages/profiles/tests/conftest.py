@@ -166,7 +166,7 @@ def build_profile(**overrides: Any) -> Any:
         "dtype": "bfloat16",
         "quantization_method": "none",
         "modalities": ("text", "image", "video", "file"),
-        "limits": ProfileLimits(
+        "limits": ProfileLimits.of(
             context_tokens=8192,
             max_images=4,
             max_video_frames=8,

@@ -142,7 +142,7 @@ def test_only_the_context_limit_is_identity(make_profile: MakeProfile) -> None:
     context = make_profile(limits=dataclasses.replace(base.limits, context_tokens=4096))
     assert context.profile_id != base.profile_id
     assert context.identity["max_context_tokens"] == 4096
-    bounds = make_profile(limits=dataclasses.replace(base.limits, max_images=5))
+    bounds = make_profile(limits=ProfileLimits.of(**{**base.limits.to_dict(), "max_images": 5}))
     assert bounds.profile_id == base.profile_id
 
 

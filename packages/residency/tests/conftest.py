@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comfy_llm_core import ExecutionTarget, ProgressEvent
-from comfy_llm_inputs import PreparedInputs
+from comfy_llm_core import ExecutionTarget, Modality, ProgressEvent
+from comfy_llm_inputs import ImagePart, PreparedInputs
 from comfy_llm_profiles import ModelProfile, ProfileLimits
 from comfy_llm_reasoning import TokenVocabulary
 from comfy_llm_residency import MemorySnapshot, ResidentModelManager, reset_managers
@@ -76,7 +76,7 @@ def make_profile(
         dtype="bfloat16",
         quantization_method="none",
         modalities=("text", "image", "video", "file"),
-        limits=ProfileLimits(
+        limits=ProfileLimits.of(
             context_tokens=4096,
             max_images=4,
             max_video_frames=16,
@@ -118,9 +118,9 @@ def make_snapshot(root: Path, profile: ModelProfile) -> Path:
 
 def make_inputs(*, images: int = 1, files: tuple[str, ...] = ()) -> PreparedInputs:
     """Real prepared inputs: a prompt and ``images`` tiny RGB images."""
-    return PreparedInputs(
-        prompt="Describe the picture.",
-        images=tuple(Image.new("RGB", (4, 4), (255, 0, 0)) for _ in range(images)),
+    return PreparedInputs.text(
+        "Describe the picture.",
+        *(ImagePart(Image.new("RGB", (4, 4), (255, 0, 0))) for _ in range(images)),
         file_names=files,
     )
 
@@ -206,6 +206,8 @@ class FakeBackend:
         self.path = path
         self.unload_calls = 0
         self.generate_calls = 0
+
+    modalities = frozenset(Modality)
 
     @property
     def vocabulary(self) -> TokenVocabulary | None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from comfy_llm_core import ProgressStage
+from comfy_llm_core import Modality, ProgressStage
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_residency.backend import (
     BackendResult,
@@ -41,6 +41,7 @@ class Batching:
         self.singles = 0
         self.prompts: list[str] = []
         self.vocabulary = fake.VOCABULARY
+        self.modalities = frozenset(Modality)
 
     def _ids(self, index: int) -> list[int]:
         return [self.fake.A] * (index + 1) + [self.fake.IM_END]
@@ -80,7 +81,7 @@ class Batching:
 
 
 def _numbered(count: int, settings: GenerationSettings = SETTINGS) -> list[BatchItem]:
-    return [BatchItem(PreparedInputs(prompt=f"item #{i}"), settings) for i in range(count)]
+    return [BatchItem(PreparedInputs.text(f"item #{i}"), settings) for i in range(count)]
 
 
 def _profile(fake: Any) -> Any:

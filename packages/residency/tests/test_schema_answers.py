@@ -7,6 +7,7 @@ import pickle
 from typing import Any
 
 import pytest
+from comfy_llm_core import Modality
 from comfy_llm_residency.backend import BackendResult, BackendTimings, GenerationSettings
 from comfy_llm_structured import InvalidSchemaError
 
@@ -23,6 +24,7 @@ class AnswersInTurn:
         self.texts = texts
         self.prompts: list[str] = []
         self.vocabulary = None
+        self.modalities = frozenset(Modality)
 
     def generate(self, inputs: Any, settings: GenerationSettings, sink: Any) -> BackendResult:
         self.prompts.append(inputs.prompt)

@@ -186,3 +186,29 @@ def test_a_schema_retry_reports_the_timing_of_the_generation_that_answered(
     )
     assert result.metadata.to_dict()["time_to_first_token_seconds"] == 0.25  # the retry's, not 2.0
     assert result.metadata.to_dict()["tokens_per_second"] == 2.0
+
+
+def test_a_kind_of_input_the_engine_does_not_take_is_refused_before_generating(
+    world, fake, monkeypatch
+):
+    from comfy_llm_core import Modality
+    from comfy_llm_residency import UnsupportedInputError
+
+    monkeypatch.setattr(fake.FakeBackend, "modalities", frozenset({Modality.TEXT}))
+    manager = world.manager()
+    profile = fake.make_profile()
+    with pytest.raises(UnsupportedInputError) as refused:
+        manager.run(profile, world.snapshot(profile), fake.make_inputs(images=2), SETTINGS)
+    assert refused.value.modality == "image"
+    assert "does not take image input" in str(refused.value)
+    assert "disconnect the IMAGE input" in str(refused.value)
+    assert world.intervals == []  # nothing was generated
+    assert profile.profile_id in manager.state().resident_profiles  # the model stays
+    # text alone is served, and a batch is refused the same way
+    manager.run(profile, world.snapshot(profile), fake.make_inputs(images=0), SETTINGS)
+    from comfy_llm_residency.backend import BatchItem
+
+    with pytest.raises(UnsupportedInputError, match="image"):
+        manager.run_batch(
+            profile, world.snapshot(profile), [BatchItem(fake.make_inputs(), SETTINGS)]
+        )

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from comfy_llm_core import ExecutionTarget
+from comfy_llm_core import ExecutionTarget, Modality
 from comfy_llm_profiles import EngineSpec, Family, ModelProfile
 from comfy_llm_residency import (
     BackendUnloadedError,
@@ -94,6 +94,7 @@ class FakeEchoBackend:
     """The engine's backend: echoes the prompt, one character per token."""
 
     ENGINE_NAME: ClassVar[str] = ENGINE_NAME
+    modalities: frozenset[Modality] = frozenset({Modality.TEXT, Modality.IMAGE, Modality.FILE})
 
     def __init__(self, profile: ModelProfile, config: dict[str, Any]) -> None:
         self.profile = profile
@@ -116,7 +117,7 @@ class FakeEchoBackend:
         if self._config is None:
             raise BackendUnloadedError(self.profile.profile_id)
         started = time.perf_counter()
-        text = f"echo: {inputs.prompt} ({len(inputs.images)} images)"
+        text = f"echo: {inputs.prompt} ({inputs.counts()['image_count']} images)"
         text = text[: settings.max_new_tokens]
         sink.prompt_opened(False)
         for index in range(len(text)):

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from comfy_llm_core import ProgressCallback
+from comfy_llm_core import Modality, ProgressCallback
 from comfy_llm_profiles import ModelProfile
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs, reasoning_end_id
 from comfy_llm_residency.backend import (
@@ -57,6 +57,10 @@ class TransformersBackend:
     """
 
     ENGINE_NAME: ClassVar[str] = ENGINE_NAME
+    modalities: frozenset[Modality] = frozenset(
+        {Modality.TEXT, Modality.IMAGE, Modality.VIDEO, Modality.FILE}
+    )
+    """What this engine takes: text (files inlined), images, video frames as images."""
 
     def __init__(
         self,

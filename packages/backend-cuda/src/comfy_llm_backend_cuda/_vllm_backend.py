@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from comfy_llm_core import ProgressCallback
+from comfy_llm_core import Modality, ProgressCallback
+from comfy_llm_inputs import chat_messages
 from comfy_llm_profiles import ModelProfile
-from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs
+from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs, prompt_opens_reasoning
 from comfy_llm_residency import admitted_memory
 from comfy_llm_residency.backend import (
     BackendResult,
@@ -38,7 +39,6 @@ from comfy_llm_residency.backend import (
 )
 from comfy_llm_staging import require_completed_snapshot
 
-from ._messages import build_messages, ordered_images, prompt_opens_reasoning
 from ._processor import VLLM_ENGINE_NAME, load_processor, load_reporter
 from ._stream import stream_decoder
 from ._vllm_batch import generate_batch
@@ -82,6 +82,10 @@ class VllmBackend:
     """
 
     ENGINE_NAME: ClassVar[str] = VLLM_ENGINE_NAME
+    modalities: frozenset[Modality] = frozenset(
+        {Modality.TEXT, Modality.IMAGE, Modality.VIDEO, Modality.FILE}
+    )
+    """What this engine takes: text (files inlined), images, video frames as images."""
 
     def __init__(self, profile: ModelProfile, path: Path, vllm: Any) -> None:
         """Prepare an unstarted backend (use :meth:`load`)."""
@@ -235,10 +239,8 @@ class VllmBackend:
         return str(self._tokenizer.decode(list(ids), skip_special_tokens=True))
 
     def _render(self, inputs: PreparedInputs, settings: GenerationSettings) -> tuple[str, list]:
-        images = [i if i.mode == "RGB" else i.convert("RGB") for i in ordered_images(inputs)]
-        messages = build_messages(
-            getattr(inputs, "system_prompt", None), inputs.prompt, len(images)
-        )
+        images = inputs.images_in_order()
+        messages = chat_messages(inputs)
         kwargs = chat_template_kwargs(
             self.profile.reasoning_parser,
             self.profile.architecture,

@@ -20,9 +20,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from comfy_llm_reasoning import prompt_opens_reasoning
 from comfy_llm_residency.backend import BackendResult, BackendTimings, BatchItem, BatchTokenSink
 
-from ._messages import prompt_opens_reasoning
 from ._stream import IncrementalDecoder, NativeStreamDecoder, stream_decoder
 from ._vllm_drain import EngineGone, dead_reason, hand_over, take_drain
 from ._vllm_reasoning import native_reasoning

@@ -130,7 +130,10 @@ def engine_kwargs(
         "dtype": str(options.get("dtype") or "auto"),
         "enforce_eager": eager,
         # sampled video frames arrive as an ordered image sequence
-        "limit_mm_per_prompt": {"image": limits.max_images + limits.max_video_frames, "video": 0},
+        "limit_mm_per_prompt": {
+            "image": limits.media.image.max_images + limits.media.video.max_video_frames,
+            "video": 0,
+        },
         "load_format": "safetensors",
         "safetensors_load_strategy": "prefetch",
         # a caption batch runs this many requests at once (continuous batching)

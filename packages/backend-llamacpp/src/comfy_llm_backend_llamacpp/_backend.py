@@ -16,18 +16,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import psutil
-from comfy_llm_core import ProgressEvent, ProgressStage, ignore_progress
-from comfy_llm_reasoning import chat_template_kwargs, reasoning_end_id
+from comfy_llm_core import Modality, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_inputs import chat_messages
+from comfy_llm_reasoning import chat_template_kwargs, prompt_opens_reasoning, reasoning_end_id
 
 from ._files import CheckedFiles, check_files
 from ._offload import plan_offload
-from ._prompt import (
-    TemplateError,
-    build_messages,
-    ordered_images,
-    prompt_opens_reasoning,
-    render_prompt,
-)
+from ._prompt import TemplateError, render_prompt
 from ._vocab import vocabulary_of
 from .errors import BackendUnloadedError, LlamaCppNotInstalledError, ModelLoadError
 
@@ -216,6 +211,13 @@ class LlamaCppBackend:
         return self._loaded is not None
 
     @property
+    def modalities(self) -> frozenset[Modality]:
+        """Text and files always; images and video frames with a vision projector."""
+        if self._loaded is not None and self._loaded.mtmd is None:
+            return frozenset({Modality.TEXT, Modality.FILE})
+        return frozenset({Modality.TEXT, Modality.IMAGE, Modality.VIDEO, Modality.FILE})
+
+    @property
     def vocabulary(self) -> TokenVocabulary | None:
         """The vocabulary for the reasoning parser (kept after unload)."""
         return self._vocabulary
@@ -236,7 +238,7 @@ class LlamaCppBackend:
             loaded = self._loaded
             if loaded is None:
                 raise BackendUnloadedError(self._label)
-            images = ordered_images(inputs)
+            images = inputs.images_in_order()
             if images and loaded.mtmd is None:
                 raise ModelLoadError(
                     self._label, "this model was loaded without a vision projector (mmproj)"
@@ -249,7 +251,7 @@ class LlamaCppBackend:
             try:
                 prompt = render_prompt(
                     self._files.model.chat_template,
-                    build_messages(inputs.system_prompt, inputs.prompt, len(images), loaded.marker),
+                    chat_messages(inputs, plain_text=True, media_marker=loaded.marker),
                     bos_text=loaded.bos_text,
                     eos_text=loaded.eos_text,
                     strip_bos=loaded.add_bos,

@@ -14,11 +14,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from comfy_llm_core import ExecutionTarget, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_core import ExecutionTarget, Modality, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_inputs import chat_messages
 from comfy_llm_reasoning import reasoning_end_id
 from comfy_llm_staging import require_completed_snapshot
 
-from ._prompt import build_messages, collect_images, template_kwargs
+from ._prompt import template_kwargs
 from ._thinking import thinking_budget_for
 from .errors import (
     ENGINE_NAME,
@@ -93,6 +94,10 @@ class MlxVlmBackend:
     """
 
     ENGINE_NAME: ClassVar[str] = ENGINE_NAME
+    modalities: frozenset[Modality] = frozenset(
+        {Modality.TEXT, Modality.IMAGE, Modality.VIDEO, Modality.FILE}
+    )
+    """What this engine takes: text (files inlined), images, video frames as images."""
 
     def __init__(
         self,
@@ -236,8 +241,8 @@ class MlxVlmBackend:
             cap_thinking = bool(settings.enable_reasoning and kwargs.get("enable_thinking"))
             result: BackendResult = self._engine.generate(
                 loaded,
-                messages=build_messages(inputs.prompt, inputs.system_prompt),
-                images=collect_images(inputs),
+                messages=chat_messages(inputs, plain_text=True),
+                images=inputs.images_in_order(),
                 template_kwargs=kwargs,
                 settings=settings,
                 cap_thinking=cap_thinking,
@@ -285,8 +290,7 @@ class MlxVlmBackend:
                 loaded,
                 [
                     _batch.BatchRow(
-                        build_messages(i.inputs.prompt, i.inputs.system_prompt),
-                        collect_images(i.inputs),
+                        chat_messages(i.inputs, plain_text=True), i.inputs.images_in_order()
                     )
                     for i in items
                 ],

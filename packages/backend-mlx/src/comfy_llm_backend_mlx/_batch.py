@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
+from comfy_llm_reasoning import prompt_opens_reasoning
 from comfy_llm_residency.backend import BackendResult, BatchTokenSink, GenerationSettings
 from mlx_vlm.generate import BatchGenerator
 from mlx_vlm.prompt_utils import apply_chat_template
 from mlx_vlm.utils import prepare_inputs, should_add_special_tokens
 
 from ._engine import LoadedModel, _TextSoFar, _timings
-from ._prompt import prompt_opens_reasoning
 
 __all__ = ["BatchRow", "generate_rows"]
 

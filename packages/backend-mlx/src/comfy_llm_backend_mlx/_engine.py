@@ -19,7 +19,7 @@ from typing import Any
 import mlx.core as mx
 import mlx_vlm
 from comfy_llm_core import SEED_BITS_UINT64, fold_seed
-from comfy_llm_reasoning import TokenVocabulary
+from comfy_llm_reasoning import THINK_CLOSE, THINK_OPEN, TokenVocabulary, prompt_opens_reasoning
 from comfy_llm_residency.backend import (
     BackendResult,
     BackendTimings,
@@ -33,7 +33,6 @@ from mlx_vlm.prompt_utils import apply_chat_template
 from mlx_vlm.tokenizer_utils import make_streaming_detokenizer
 from mlx_vlm.utils import prepare_inputs, should_add_special_tokens
 
-from ._prompt import THINK_CLOSE, THINK_OPEN, prompt_opens_reasoning
 from ._thinking import ThinkingBudget
 from .errors import ENGINE_NAME, ModelLoadError
 

@@ -141,18 +141,6 @@ def forget_resolved_profiles() -> None:
         _RESOLVED.clear()
 
 
-def _input_limits(profile: ModelProfile) -> Any:
-    from comfy_llm_inputs import InputLimits
-
-    names = {f.name for f in dataclasses.fields(InputLimits)}
-    values = {
-        f.name: getattr(profile.limits, f.name)
-        for f in dataclasses.fields(profile.limits)
-        if f.name in names
-    }
-    return InputLimits(**values)
-
-
 def prepare_request_inputs(
     request: LLMRequest, profile: ModelProfile, progress: ProgressCallback
 ) -> Any:
@@ -182,7 +170,7 @@ def prepare_request_inputs(
         video=request.video,
         video_frames=request.video_frames,
         files=request.files,
-        limits=_input_limits(profile),
+        limits=profile.limits.media,
         progress=report,
     )
 

@@ -13,6 +13,9 @@
 * :class:`ExecutionTarget`, :class:`ProgressEvent` (:class:`ProgressStage`,
   :data:`ProgressCallback`, :func:`ignore_progress`): where a request runs and
   how every slow step reports, the vocabulary every package above shares.
+* :class:`Modality` and the bounds of each (:class:`MediaLimits` of
+  :class:`ImageLimits`, :class:`VideoLimits`, :class:`FileLimits`): what a
+  request may carry, declared once for profiles, inputs and backends.
 * :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
 """
 
@@ -33,6 +36,13 @@ from comfy_llm_core._logs import (
     RedactingFilter,
     configure_library_logging,
     library_progress_bars_quiet,
+)
+from comfy_llm_core._modalities import (
+    FileLimits,
+    ImageLimits,
+    MediaLimits,
+    Modality,
+    VideoLimits,
 )
 from comfy_llm_core._paths import hub_path_problem, quote_untrusted
 from comfy_llm_core._progress import (
@@ -60,12 +70,17 @@ __all__ = [
     "REDACTED",
     "SEED_BITS_INT64",
     "SEED_BITS_UINT64",
+    "VideoLimits",
     "TOKEN_ENVS",
     "ComfyLLMError",
     "ErrorAction",
     "ExecutionTarget",
+    "FileLimits",
+    "ImageLimits",
     "InvalidSettingError",
     "InvalidTokenError",
+    "MediaLimits",
+    "Modality",
     "ProgressCallback",
     "ProgressEvent",
     "ProgressStage",

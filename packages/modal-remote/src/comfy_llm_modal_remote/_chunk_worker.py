@@ -35,8 +35,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from comfy_llm_core import ProgressEvent, ProgressStage, env_str, render_error
-from comfy_llm_inputs import InputError, InputLimits, prepare_inputs
+from comfy_llm_core import (
+    ImageLimits,
+    MediaLimits,
+    ProgressEvent,
+    ProgressStage,
+    env_str,
+    render_error,
+)
+from comfy_llm_inputs import InputError, prepare_inputs
 from comfy_llm_profiles import ModelProfile, engine_spec
 from comfy_llm_residency import InsufficientMemoryError
 from comfy_llm_residency.backend import BatchItem, GenerationSettings
@@ -86,7 +93,7 @@ def caption_chunk(
     sender = EventSender(channel, interval=service.event_interval)
     answers: dict[int, ImageCaption] = {}
     ready: list[tuple[int, BatchItem]] = []
-    limits = InputLimits(max_images=1, max_image_side=max(1, *_sides(request)))
+    limits = MediaLimits(image=ImageLimits(max_images=1, max_image_side=max(1, *_sides(request))))
     for image in request.images:
         try:
             prepared = prepare_inputs(

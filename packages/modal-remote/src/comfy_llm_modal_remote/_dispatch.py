@@ -420,7 +420,5 @@ def _request_id() -> str:
 
 
 def _image_bytes(inputs_wire: dict[str, Any]) -> int:
-    frames = inputs_wire.get("video_frames") or []
-    return sum(len(image) for image in inputs_wire.get("images") or []) + sum(
-        len(frame["image"]) for frame in frames
-    )
+    """The bytes of every picture the request ships (images and video frames, as PNG)."""
+    return sum(len(part["image"]) for part in inputs_wire["parts"] if "image" in part)

@@ -153,7 +153,7 @@ def run_from_args(
         check_modal_available()
     # Deployment-scoped: baked into the bench app's image when it deploys.
     env_set(_EXECUTION_MODE_ENV, args.execution_mode)
-    from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_inputs import ImagePart, PreparedInputs
     from comfy_llm_residency.backend import GenerationSettings
     from PIL import Image
 
@@ -197,7 +197,9 @@ def run_from_args(
                 target,
                 workload,
                 steps,
-                prepare=lambda profile: PreparedInputs(workload.prompt, images=images),
+                prepare=lambda profile: PreparedInputs.text(
+                    workload.prompt, *(ImagePart(image) for image in images)
+                ),
                 settings=GenerationSettings(temperature=0.0, max_new_tokens=args.max_new_tokens),
                 source=_source(),
                 progress=progress,

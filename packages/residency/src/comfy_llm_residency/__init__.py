@@ -56,6 +56,7 @@ from .errors import (
     ResidencyError,
     TargetMismatchError,
     UnsupportedBackendError,
+    UnsupportedInputError,
 )
 
 __version__ = "0.1.0"
@@ -90,6 +91,7 @@ __all__ = [
     "StagingFacts",
     "TargetMismatchError",
     "TokenCallback",
+    "UnsupportedInputError",
     "default_reserve_gb",
     "get_manager",
     "max_resident_models",

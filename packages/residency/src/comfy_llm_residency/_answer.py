@@ -17,7 +17,7 @@ from comfy_llm_structured import check_response, retry_instruction
 
 from ._generation import parse_reasoning
 from ._run_metadata import SchemaFacts
-from .backend import BatchItem
+from .backend import BatchItem, refuse_unaccepted
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
@@ -95,10 +95,8 @@ def answer_items(
             break
         again = [
             BatchItem(
-                dataclasses.replace(
-                    items[index].inputs,
-                    prompt=items[index].inputs.prompt
-                    + retry_instruction(answers[index].schema_problem or ""),
+                items[index].inputs.with_text(
+                    retry_instruction(answers[index].schema_problem or "")
                 ),
                 items[index].settings,
             )
@@ -117,6 +115,7 @@ def generate_answer(
     relay: TokenRelay,
 ) -> Answer:
     """One request's answer (validated and retried as the module docstring says)."""
+    refuse_unaccepted(backend, inputs, profile.backend)
 
     def one(items: Sequence[BatchItem], _indices: Sequence[int]) -> list[BackendResult]:
         relay.next_generation()

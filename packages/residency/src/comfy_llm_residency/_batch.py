@@ -23,7 +23,7 @@ from ._generation import STEP_EVENT_SECONDS, BatchTokenCallback, TokenRelay, pre
 from ._metadata import RequestFacts, build_metadata
 from ._result import InferenceResult
 from ._run_metadata import BatchFacts
-from .backend import Backend, BackendResult, BatchBackend, BatchItem
+from .backend import Backend, BackendResult, BatchBackend, BatchItem, refuse_unaccepted
 
 if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile
@@ -176,6 +176,8 @@ def generate_batch_answers(
     profile: ModelProfile, backend: Backend, items: Sequence[BatchItem], relay: BatchRelay
 ) -> list[Answer]:
     """Generate (and validate, and retry) every item; see the module docstring."""
+    for item in items:
+        refuse_unaccepted(backend, item.inputs, profile.backend)
 
     def generate(chunk: Sequence[BatchItem], indices: Sequence[int]) -> list[BackendResult]:
         positions = list(indices)

@@ -60,15 +60,6 @@ def safe_runtime_metadata(runtime: Mapping[str, object]) -> dict[str, Any]:
     return clean
 
 
-def input_counts(inputs: PreparedInputs) -> InputCounts:
-    """The image, video-frame and file counts of prepared inputs."""
-    return InputCounts(
-        image_count=int(inputs.image_count),
-        video_frame_count=int(inputs.video_frame_count),
-        file_count=int(inputs.file_count),
-    )
-
-
 def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -188,6 +179,6 @@ def build_metadata(
             keep_model_loaded=facts.keep_loaded,
             unsafe_for_reuse=facts.unsafe_for_reuse,
         ),
-        inputs=input_counts(inputs),
+        inputs=InputCounts(inputs.counts()),
         prompt_id=facts.prompt_id,
     )

@@ -22,6 +22,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from comfy_llm_inputs import COUNT_KEYS
+
 from .backend import GenerationSettings
 from .errors import GIB
 
@@ -128,11 +130,14 @@ class ResidencyFacts:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class InputCounts:
-    """How many of each input the request carried."""
+    """How many of each kind of input the request carried, by metadata key.
 
-    image_count: int
-    video_frame_count: int
-    file_count: int
+    Attributes:
+        counts: ``image_count``, ``video_frame_count``, ... ``file_count``
+            (``comfy_llm_inputs.COUNT_KEYS``: one per counted part kind).
+    """
+
+    counts: Mapping[str, int]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -280,9 +285,7 @@ MANAGER_KEYS = frozenset(
         "keep_model_loaded",
         "unsafe_for_reuse",
         "prompt_id",
-        "image_count",
-        "video_frame_count",
-        "file_count",
+        *COUNT_KEYS,
     }
 )
 """The keys the manager's sections write (a backend's runtime key of the same name is dropped)."""
@@ -364,7 +367,7 @@ class RunMetadata:
             "keep_model_loaded": residency.keep_model_loaded,
             "unsafe_for_reuse": residency.unsafe_for_reuse,
             "prompt_id": self.prompt_id,
-            **dataclasses.asdict(self.inputs),
+            **self.inputs.counts,
         }
         for key, value in self.engine.details.items():
             flat.setdefault(key, value)
@@ -401,7 +404,7 @@ class RunMetadata:
                 engine=EngineFacts(device=flat.pop("device")),
                 generation=_generation(flat),
                 residency=_residency(flat),
-                inputs=InputCounts(**_take(flat, InputCounts)),
+                inputs=InputCounts({key: flat.pop(key) for key in COUNT_KEYS}),
                 prompt_id=flat.pop("prompt_id"),
             )
         except (KeyError, TypeError) as error:

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from comfy_llm_core import defaults
+from comfy_llm_core import Modality, defaults
 from comfy_llm_structured import ResponseSchema, parse_response_schema
 
-from .errors import GenerationSettingsError
+from .errors import GenerationSettingsError, UnsupportedInputError
 
 __all__ = [
     "Backend",
@@ -32,6 +32,7 @@ __all__ = [
     "BatchTokenSink",
     "GenerationSettings",
     "TokenSink",
+    "refuse_unaccepted",
 ]
 
 if TYPE_CHECKING:
@@ -283,6 +284,11 @@ class Backend(Protocol):
         """
         ...
 
+    @property
+    def modalities(self) -> frozenset[Modality]:
+        """The kinds of input this engine takes; a request with another is refused."""
+        ...
+
     def unload(self) -> None:
         """Free the model's memory and clear the engine's caches."""
         ...
@@ -360,3 +366,15 @@ class BatchBackend(Protocol):
 
 BackendFactory = Callable[["ModelProfile", Path, "ProgressCallback"], Backend]
 """Loads a backend from (profile, completed snapshot path, progress callback)."""
+
+
+def refuse_unaccepted(backend: Backend, inputs: PreparedInputs, engine: str) -> None:
+    """Refuse inputs of a modality ``backend`` does not declare, naming it and the fix.
+
+    Raises:
+        UnsupportedInputError: The first such modality, in the order of ``Modality``.
+    """
+    refused = inputs.modalities - backend.modalities
+    for modality in Modality:
+        if modality in refused:
+            raise UnsupportedInputError(modality.value, engine)
