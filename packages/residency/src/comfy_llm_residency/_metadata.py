@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._memory import MemorySnapshot
 from ._run_metadata import (
     MANAGER_KEYS,
-    EngineFacts,
+    EngineReport,
     GenerationFacts,
     InputCounts,
     ModelFacts,
@@ -145,7 +145,7 @@ def build_metadata(
             revision=profile.revision,
             architecture=json_ready(profile.architecture),
         ),
-        engine=EngineFacts(
+        engine=EngineReport(
             device=clean_runtime.get("device") or facts.memory.device,
             details={k: v for k, v in clean_runtime.items() if k not in MANAGER_KEYS},
         ),

@@ -31,7 +31,7 @@ __all__ = [
     "MANAGER_KEYS",
     "BatchFacts",
     "EmptyAnswer",
-    "EngineFacts",
+    "EngineReport",
     "GenerationFacts",
     "HostFacts",
     "InputCounts",
@@ -83,7 +83,7 @@ class ModelFacts:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class EngineFacts:
+class EngineReport:
     """The engine: the device it ran on and what its ``runtime_metadata()`` reported."""
 
     device: str | None
@@ -306,7 +306,7 @@ class RunMetadata:
     """One request's metadata, section by section (see the module docstring)."""
 
     model: ModelFacts
-    engine: EngineFacts
+    engine: EngineReport
     generation: GenerationFacts
     residency: ResidencyFacts
     inputs: InputCounts
@@ -401,7 +401,7 @@ class RunMetadata:
         try:
             record = cls(
                 model=ModelFacts(**_take(flat, ModelFacts)),
-                engine=EngineFacts(device=flat.pop("device")),
+                engine=EngineReport(device=flat.pop("device")),
                 generation=_generation(flat),
                 residency=_residency(flat),
                 inputs=InputCounts({key: flat.pop(key) for key in COUNT_KEYS}),
@@ -421,7 +421,7 @@ class RunMetadata:
                 empty_answer=EmptyAnswer(**note) if isinstance(note, Mapping) else None,
                 comfy_llm_versions=dict(versions) if isinstance(versions, Mapping) else None,
             )
-        engine = EngineFacts(device=record.engine.device, details=flat)
+        engine = EngineReport(device=record.engine.device, details=flat)
         return dataclasses.replace(record, engine=engine, **sections)
 
 
