@@ -7,9 +7,11 @@ import json
 
 import psutil
 import pytest
-from comfy_llm_backend_llamacpp import BackendUnloadedError, LlamaCppBackend, ModelLoadError
+from comfy_llm_backend_llamacpp import BackendUnloadedError, LlamaCppBackend
+from comfy_llm_core import Modality
 from comfy_llm_inputs import ImagePart, PreparedInputs
 from comfy_llm_reasoning import parser_for_profile
+from comfy_llm_residency import UnsupportedInputError
 from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld.checkpoints import SCRIPTED_ANSWER, SCRIPTED_REASONING
 from comfy_llm_testworld.gguf_checkpoints import GgufPair, write_gguf_pair
@@ -199,7 +201,8 @@ def test_text_only_model_refuses_images(gguf_pair: GgufPair) -> None:
             _PROMPT, GenerationSettings(temperature=0, max_new_tokens=4), Recorder()
         )
         assert len(result.token_ids) == 4
-        with pytest.raises(ModelLoadError, match="without a vision projector"):
+        assert Modality.IMAGE not in backend.modalities  # the manager refuses it first
+        with pytest.raises(UnsupportedInputError, match="does not take image input"):
             backend.generate(_IMAGE, GenerationSettings(), Recorder())
     finally:
         backend.close()

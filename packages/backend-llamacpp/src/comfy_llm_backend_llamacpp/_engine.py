@@ -30,7 +30,7 @@ from comfy_llm_residency.backend import BackendResult, BackendTimings
 from llama_cpp import mtmd_cpp
 
 from ._offload import OffloadPlan
-from .errors import ModelLoadError, PromptTooLongError
+from .errors import ENGINE_NAME, GenerationError, ModelLoadError, PromptTooLongError
 
 if TYPE_CHECKING:
     from comfy_llm_residency.backend import GenerationSettings, TokenSink
@@ -131,9 +131,14 @@ def _token_text(vocab: Any, token: int) -> str:
 
 
 def load(
-    files: CheckedFiles, *, context_tokens: int, plan: OffloadPlan, threads: int | None = None
+    files: CheckedFiles,
+    *,
+    label: str,
+    context_tokens: int,
+    plan: OffloadPlan,
+    threads: int | None = None,
 ) -> LoadedLlama:
-    """Load a checked model (and projector) into llama.cpp.
+    """Load a checked model (and projector) into llama.cpp (``label`` names it in errors).
 
     Raises:
         ModelLoadError: llama.cpp or libmtmd refused the files.
@@ -149,9 +154,9 @@ def load(
             verbose=False,
         )
     except (ValueError, RuntimeError) as error:
-        raise ModelLoadError(model_path, str(error)) from error
+        raise ModelLoadError(ENGINE_NAME, label, model_path, "model", str(error)) from error
     try:
-        mtmd = _load_projector(llama, files, plan) if files.projector is not None else None
+        mtmd = _load_projector(llama, files, plan, label) if files.projector is not None else None
     except BaseException:
         llama.close()
         raise
@@ -173,7 +178,7 @@ def load(
     )
 
 
-def _load_projector(llama: Any, files: CheckedFiles, plan: OffloadPlan) -> Any:
+def _load_projector(llama: Any, files: CheckedFiles, plan: OffloadPlan, label: str) -> Any:
     assert files.projector is not None
     path = str(files.projector.path)
     params = mtmd_cpp.mtmd_context_params_default()
@@ -183,10 +188,10 @@ def _load_projector(llama: Any, files: CheckedFiles, plan: OffloadPlan) -> Any:
     params.warmup = False
     context = mtmd_cpp.mtmd_init_from_file(path.encode(), llama.model, params)
     if not context:
-        raise ModelLoadError(path, "libmtmd could not load the projector")
+        raise ModelLoadError(ENGINE_NAME, label, path, "projector", "libmtmd refused it")
     if not mtmd_cpp.mtmd_support_vision(context):
         mtmd_cpp.mtmd_free(context)
-        raise ModelLoadError(path, "the projector has no vision encoder")
+        raise ModelLoadError(ENGINE_NAME, label, path, "projector", "it has no vision encoder")
     return context
 
 
@@ -216,7 +221,7 @@ def _bitmaps(images: Sequence[Image.Image]) -> list[Any]:
             buffer = (ctypes.c_uint8 * len(pixels)).from_buffer_copy(pixels)
             bitmap = mtmd_cpp.mtmd_bitmap_init(rgb.width, rgb.height, buffer)
             if not bitmap:
-                raise ModelLoadError("image", f"libmtmd refused a {rgb.width}x{rgb.height} image")
+                raise GenerationError("image", f"libmtmd refused a {rgb.width}x{rgb.height} image")
             bitmaps.append(bitmap)
     except BaseException:
         for bitmap in bitmaps:
@@ -259,7 +264,7 @@ def _prefill_mtmd(
             loaded.mtmd, chunks, ctypes.byref(text), array, len(bitmaps)
         )
         if status != 0:
-            raise ModelLoadError("prompt", f"libmtmd could not tokenize it (status {status})")
+            raise GenerationError("prompt", f"libmtmd could not tokenize it (status {status})")
         needed = int(mtmd_cpp.mtmd_helper_get_n_pos(chunks))
         if needed >= loaded.n_ctx:
             raise PromptTooLongError(needed, loaded.n_ctx)
@@ -275,7 +280,7 @@ def _prefill_mtmd(
                 index == count - 1, ctypes.byref(new_past),
             )  # fmt: skip
             if status != 0:
-                raise ModelLoadError("prompt", f"llama.cpp failed on prompt chunk {index}")
+                raise GenerationError("prompt", f"llama.cpp failed on prompt chunk {index}")
             n_past = int(new_past.value)
         llama.n_tokens = n_past
         return n_past
