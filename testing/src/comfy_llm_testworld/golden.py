@@ -121,7 +121,7 @@ def _by_key(value: Any, key: str) -> Any:
     if key.endswith("_version") and isinstance(value, str):
         return "<version>"
     if key == "comfy_llm_versions" and isinstance(value, Mapping):
-        return {str(k): "<version>" for k in value}  # which packages: the keys stay
+        return "<versions>"  # the packages this process served with: its history decides
     if key in _ID_LISTS and isinstance(value, list):
         return ["<profile-id>" if isinstance(v, str) else v for v in value]
     if _VOLATILE_NUMBER.search(key) and not isinstance(value, str):
