@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._json import json_ready
 from ._memory import MemorySnapshot
 from ._run_metadata import (
     MANAGER_KEYS,
@@ -22,7 +23,6 @@ from ._run_metadata import (
     ModelFacts,
     ResidencyFacts,
     RunMetadata,
-    json_ready,
 )
 
 if TYPE_CHECKING:
