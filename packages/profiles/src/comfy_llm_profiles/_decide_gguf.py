@@ -146,12 +146,18 @@ def decide_gguf(
     modalities = tuple(
         m for m in rule.modalities if m != "video" and (m != "image" or projector is not None)
     )
-    limits = dataclasses.replace(
-        _limits(config, registry, rule, None),
-        max_images=registry.policy.max_images if "image" in modalities else 0,
-        max_video_frames=0,
-        allow_mixed_image_video=False,
+    base = _limits(config, registry, rule, None)
+    media = dataclasses.replace(
+        base.media,
+        image=dataclasses.replace(
+            base.media.image,
+            max_images=registry.policy.max_images if "image" in modalities else 0,
+        ),
+        video=dataclasses.replace(
+            base.media.video, max_video_frames=0, allow_mixed_image_video=False
+        ),
     )
+    limits = dataclasses.replace(base, media=media)
     weight_bytes = model.weight_bytes + (projector.weight_bytes if projector else 0)
     quantization = QuantizationInfo(method=method, description=f"GGUF {method}")
     facts = dataclasses.replace(
