@@ -107,7 +107,7 @@ def _transport(workdir: Path, name: str, args: argparse.Namespace) -> Any:
 
 def _job(workers: int, chunk: int, args: argparse.Namespace) -> Any:
     from comfy_llm_modal_remote import FanOutJob
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     return FanOutJob(
         model=REPOSITORY,

@@ -72,7 +72,7 @@ def _images(folder: Path, count: int, side: int) -> list[Any]:
 
 def _job(workers: int, chunk: int) -> Any:
     from comfy_llm_modal_remote import FanOutJob
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     return FanOutJob(
         model=REPOSITORY,

@@ -10,8 +10,8 @@ RSS from ``os.wait4``'s ``ru_maxrss``, wall time from the parent)::
   Pillow opens and converts the whole image to RGB, then the ComfyUI IMAGE
   conversion (``images_from_comfy``) turns it into float arrays;
 * ``after``: ``prepare_inputs(images=[path])``, which checks the header
-  against ``InputLimits.max_image_pixels``, decodes once and downscales to
-  ``InputLimits.max_image_side`` at once.
+  against ``ImageLimits.max_image_pixels``, decodes once and downscales to
+  ``ImageLimits.max_image_side`` at once.
 
 ``--skip-before`` skips the old path (it needs ~7 GB of RAM).
 """
@@ -47,7 +47,7 @@ def worker(case: str, image: str) -> dict[str, Any]:
                 rgb = opened.convert("RGB")
         result = images_from_comfy([rgb])
     else:
-        result = prepare_inputs("describe", images=[image]).images
+        result = prepare_inputs("describe", images=[image]).images_in_order()
     return {"seconds": round(time.monotonic() - started, 3), "size": list(result[0].size)}
 
 

@@ -153,11 +153,12 @@ def worker_build(workdir: str, skip_default_gop: bool) -> dict[str, Any]:
 
 
 def worker_sample(video: str, frames: int) -> dict[str, Any]:
-    from comfy_llm_inputs import FileSamplerStats, InputLimits, sample_video_frames
+    from comfy_llm_core import VideoLimits
+    from comfy_llm_inputs import FileSamplerStats, sample_video_frames
 
     stats = FileSamplerStats()
     started = time.perf_counter()
-    sampled = sample_video_frames(video, frames, limits=InputLimits(), stats=stats)
+    sampled = sample_video_frames(video, frames, limits=VideoLimits(), stats=stats)
     seconds = time.perf_counter() - started
     return {
         "in_process_seconds": seconds,
@@ -211,9 +212,10 @@ def worker_baseline(video: str, frames: int) -> dict[str, Any]:
 
 
 def worker_pdf(pdf: str, pages_limit: int) -> dict[str, Any]:
-    from comfy_llm_inputs import FileInputError, InputLimits, read_input_files
+    from comfy_llm_core import FileLimits
+    from comfy_llm_inputs import FileInputError, read_input_files
 
-    limits = InputLimits(
+    limits = FileLimits(
         max_pdf_pages=pages_limit, max_file_characters=10**7, max_total_characters=10**7
     )
     started = time.perf_counter()

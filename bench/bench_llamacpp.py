@@ -67,8 +67,18 @@ class _Clock:
     def end(self) -> None:
         pass
 
-    def on_token(self, token_id: int, text: str) -> None:
+    # the residency TokenSink the llama.cpp backend reports to
+    def token(self, token_id: int, text: str) -> None:
         self.stamps.append(time.perf_counter())
+
+    def step(self, token_ids: Any, text: str) -> None:
+        self.stamps.extend(time.perf_counter() for _ in token_ids)
+
+    def prompt_opened(self, opened: bool) -> None:
+        pass
+
+    def wait(self) -> None:
+        pass
 
 
 def _transformers(folder: Path, tokens: int, threads: int) -> dict[str, Any]:
@@ -106,8 +116,8 @@ def _transformers(folder: Path, tokens: int, threads: int) -> dict[str, Any]:
 
 def _llamacpp(folder: Path, tokens: int, threads: int, quantization: str) -> dict[str, Any]:
     from comfy_llm_backend_llamacpp import LlamaCppBackend
-    from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_inputs import ImagePart, PreparedInputs
+    from comfy_llm_residency.backend import GenerationSettings
 
     model = next(folder.glob(f"tiny-smolvlm-{quantization}.gguf"))
     projector = next(folder.glob("mmproj-*.gguf"))
@@ -115,13 +125,13 @@ def _llamacpp(folder: Path, tokens: int, threads: int, quantization: str) -> dic
     loaded_at = time.perf_counter()
     runs = {}
     for label, images in (("image", (_image(),)), ("text", ())):
-        inputs = PreparedInputs(prompt=PROMPT, images=images)
+        inputs = PreparedInputs.text(PROMPT, *map(ImagePart, images))
         stamps: list[float] = []
         started = time.perf_counter()
         result = backend.generate(
             inputs,
             GenerationSettings(temperature=0, max_new_tokens=tokens, enable_reasoning=False),
-            _Clock(stamps).on_token,
+            _Clock(stamps),
         )
         runs[label] = _timing(started, stamps, len(result.token_ids))
     backend.close()

@@ -15,8 +15,8 @@ i.e. ``mlx[cpu]`` on Linux). Per backend, in one process:
 2. ``--runs`` warm requests through the same node path, interleaved with
 3. ``--runs`` raw ``backend.generate`` calls on a backend created directly
    from the same snapshot, with the same prepared inputs and settings and a
-   no-op token callback;
-4. medians of decode tokens/s (metadata vs backend timings) and of
+   token sink that only measures;
+4. medians of decode tokens/s (metadata vs that sink) and of
    end-to-end tokens/s (tokens / wall time), their ratios, the warm-hit
    overhead in milliseconds and where the per-token callback time goes.
 
@@ -222,7 +222,7 @@ class NodeHooks:
     @contextmanager
     def installed(self) -> Iterator[NodeHooks]:
         from comfy_llm._comfyui._glue import ComfyGlue
-        from comfy_llm_profiles import ProgressStage
+        from comfy_llm_core import ProgressStage
         from comfy_llm_residency._generation import TokenRelay
 
         generate = ProgressStage.GENERATE
@@ -231,7 +231,7 @@ class NodeHooks:
 
         original_progress = ComfyGlue.progress
         original_on_token = ComfyGlue.on_token
-        original_relay = TokenRelay.__call__
+        original_relay = TokenRelay.token
 
         def progress(glue: Any, event: Any) -> None:
             began = clock()
@@ -267,13 +267,13 @@ class NodeHooks:
 
         ComfyGlue.progress = progress  # type: ignore[method-assign]
         ComfyGlue.on_token = on_token  # type: ignore[method-assign]
-        TokenRelay.__call__ = relay  # type: ignore[method-assign]
+        TokenRelay.token = relay  # type: ignore[method-assign]
         try:
             yield self
         finally:
             ComfyGlue.progress = original_progress  # type: ignore[method-assign]
             ComfyGlue.on_token = original_on_token  # type: ignore[method-assign]
-            TokenRelay.__call__ = original_relay  # type: ignore[method-assign]
+            TokenRelay.token = original_relay  # type: ignore[method-assign]
 
 
 def stage_split(
@@ -436,22 +436,39 @@ def run_node(
     )
 
 
-def _ignore_token(_token_id: int, _text: str) -> None:
-    return None
+class TimingSink:
+    """A token sink that only measures (the same ``DecodeTiming`` the manager's relay keeps)."""
+
+    def __init__(self) -> None:
+        from comfy_llm_residency._generation import DecodeTiming
+
+        self.timing = DecodeTiming(time.monotonic())
+
+    def prompt_opened(self, opened: bool) -> None:
+        del opened
+
+    def token(self, token_id: int, text: str) -> None:
+        self.timing.record(time.monotonic(), 1)
+
+    def step(self, token_ids: Any, text: str) -> None:
+        self.timing.record(time.monotonic(), len(token_ids))
+
+    def wait(self) -> None:
+        return None
 
 
-def run_raw(
-    backend: Any, prepared: Any, settings: Any, on_token: Callable[[int, str], None] | None = None
-) -> RawRun:
+def run_raw(backend: Any, prepared: Any, settings: Any, sink: Any = None) -> RawRun:
+    """One ``backend.generate``; ``sink`` (one with a ``timing``) measures its tokens."""
+    sink = TimingSink() if sink is None else sink
     gc_before = GC.reading()
     started = time.perf_counter()
-    result = backend.generate(prepared, settings, on_token=on_token or _ignore_token)
+    result = backend.generate(prepared, settings, sink)
     wall = time.perf_counter() - started
     return RawRun(
         wall_seconds=wall,
         tokens=len(result.token_ids),
-        tokens_per_second=result.timings.tokens_per_second,
-        time_to_first_token_seconds=result.timings.time_to_first_token_seconds,
+        tokens_per_second=sink.timing.tokens_per_second,
+        time_to_first_token_seconds=sink.timing.time_to_first_token_seconds,
         finish_reason=result.finish_reason,
         gc=GcDelta.since(gc_before),
     )
@@ -460,7 +477,7 @@ def run_raw(
 def run_raw_with_node_callbacks(
     backend: Any, prepared: Any, settings: Any, hooks: NodeHooks
 ) -> RawRun:
-    """The raw call, with the node's per-token chain as its ``on_token``.
+    """The raw call, with the node's per-token chain as its token sink.
 
     The chain is the resident manager's TokenRelay (a GENERATE ProgressEvent
     per token) feeding the node's ComfyGlue (interrupt check, progress bar,
@@ -478,18 +495,9 @@ def run_raw_with_node_callbacks(
     relay = TokenRelay(settings.max_new_tokens, glue.progress, glue.on_token, time.monotonic)
     record = hooks.start()
     relay.start()
-    run = run_raw(backend, prepared, settings, on_token=relay)
+    run = run_raw(backend, prepared, settings, sink=relay)
     run.callback_seconds = record.relay_seconds
     return run
-
-
-def _input_limits(profile: Any) -> Any:
-    from comfy_llm_inputs import InputLimits
-
-    wanted = {field.name for field in dataclasses.fields(InputLimits)}
-    return InputLimits(
-        **{name: getattr(profile.limits, name) for name in wanted if hasattr(profile.limits, name)}
-    )
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -514,7 +522,8 @@ def bench_backend(
     import importlib
 
     from comfy_llm_profiles import resolve_profile
-    from comfy_llm_residency import GenerationSettings, reset_managers
+    from comfy_llm_residency import reset_managers
+    from comfy_llm_residency.backend import GenerationSettings
     from comfy_llm_staging import stage_snapshot
 
     target, module_name = BACKENDS[name]
@@ -552,8 +561,8 @@ def bench_backend(
         snapshot = stage_snapshot(
             profile.repository, profile.revision, storage_root=root, profile_id=profile.profile_id
         )
+    from comfy_llm_core import ignore_progress
     from comfy_llm_inputs import prepare_inputs
-    from comfy_llm_profiles import ignore_progress
 
     module = importlib.import_module(module_name)
     load_started = time.perf_counter()
@@ -566,7 +575,7 @@ def bench_backend(
         seed=0,
         enable_reasoning=not args.no_reasoning,
     )
-    limits = _input_limits(profile)
+    limits = profile.limits.media
 
     def prepared_for(prompt: str) -> Any:
         return prepare_inputs(prompt, images=image, limits=limits)

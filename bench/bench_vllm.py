@@ -135,11 +135,11 @@ def _median(values: list[float | None]) -> float | None:
 # -- raw AsyncLLM ---------------------------------------------------------------------------
 def _raw(profile: Any, path: Path, mode: str, runs: int, tokens: int) -> dict[str, Any]:
     import torch
-    from comfy_llm_backend_cuda._messages import build_messages
     from comfy_llm_backend_cuda._processor import _processor_class
     from comfy_llm_backend_cuda._vllm_cache import apply_compile_cache, current_stack
     from comfy_llm_backend_cuda._vllm_engine import engine_kwargs, engine_variables, vllm_version
     from comfy_llm_backend_cuda._vllm_process import engine_process_scope
+    from comfy_llm_inputs import PreparedInputs, chat_messages
     from transformers import AutoConfig
     from vllm import SamplingParams
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -154,7 +154,7 @@ def _raw(profile: Any, path: Path, mode: str, runs: int, tokens: int) -> dict[st
     model_type = AutoConfig.from_pretrained(str(path)).model_type
     processor = _processor_class(transformers, model_type).from_pretrained(str(path))
     prompt = processor.apply_chat_template(
-        build_messages(None, PROMPT, 0),
+        chat_messages(PreparedInputs.text(PROMPT)),
         tokenize=False,
         add_generation_prompt=True,
         enable_thinking=True,
@@ -224,7 +224,7 @@ def _node(mode: str, runs: int, tokens: int) -> dict[str, Any]:
     """
     from comfy_api.latest import io
     from comfy_llm._comfyui._modal_llm import ModalLLMNode
-    from comfy_llm_backend_cuda._messages import build_messages
+    from comfy_llm_inputs import PreparedInputs, chat_messages
     from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager, reset_managers
 
     os.environ["COMFY_MODAL_LLM_VLLM_EXECUTION_MODE"] = mode
@@ -258,7 +258,7 @@ def _node(mode: str, runs: int, tokens: int) -> dict[str, Any]:
     cold = run()
     backend = backends[-1]
     prompt = backend._processor.apply_chat_template(
-        build_messages(None, PROMPT, 0),
+        chat_messages(PreparedInputs.text(PROMPT)),
         tokenize=False,
         add_generation_prompt=True,
         enable_thinking=True,
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     cores = _reserve_caller_core() if args.device == "cpu" else None
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
-    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+    from comfy_llm_core import ExecutionTarget, ignore_progress
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
     from comfy_llm_testworld.comfyui_standin import installed_standin

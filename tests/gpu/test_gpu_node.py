@@ -34,7 +34,8 @@ REPO = "gpu-owner/qwen3.5-tiny"
 
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
-    from comfy_llm_profiles import ExecutionTarget, resolve_profile
+    from comfy_llm_core import ExecutionTarget
+    from comfy_llm_profiles import resolve_profile
     from comfy_llm_staging import stage_snapshot
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
@@ -91,7 +92,7 @@ def _manager() -> Any:
 def test_node_path_on_cuda_admits_against_mem_get_info_and_eviction_returns_memory(staged):
     import torch
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     profile, path = staged
     manager = _manager()
@@ -99,11 +100,11 @@ def test_node_path_on_cuda_admits_against_mem_get_info_and_eviction_returns_memo
     result = manager.run(
         profile,
         path,
-        PreparedInputs(prompt="hi"),
+        PreparedInputs.text("hi"),
         GenerationSettings(max_new_tokens=16, temperature=0.0),
         reserve_gb=1.0,
     )
-    metadata = result.metadata
+    metadata = result.metadata.to_dict()
     assert metadata["device"].startswith("cuda")
     assert metadata["cache_status"] == "cold" and metadata["output_tokens"] > 0
     assert torch.cuda.memory_allocated() > 0
@@ -119,15 +120,15 @@ def test_batch_identity_on_cuda_within_token_tolerance(staged):
     a late token, so the comparison allows the first divergence after 90 % of the tokens
     (vLLM documents the same: exact only with VLLM_BATCH_INVARIANT=1)."""
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import BatchItem, GenerationSettings
+    from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
     profile, path = staged
     manager = _manager()
     settings = GenerationSettings(max_new_tokens=32, temperature=0.0, enable_reasoning=False)
     prompts = ["one", "two", "three", "four"]
-    singles = [manager.run(profile, path, PreparedInputs(prompt=p), settings) for p in prompts]
+    singles = [manager.run(profile, path, PreparedInputs.text(p), settings) for p in prompts]
     batch = manager.run_batch(
-        profile, path, [BatchItem(PreparedInputs(prompt=p), settings) for p in prompts]
+        profile, path, [BatchItem(PreparedInputs.text(p), settings) for p in prompts]
     )
     for single, batched in zip(singles, batch, strict=True):
         a, b = single.response, batched.response

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProgressEvent, resolve_profile
+from comfy_llm_core import ExecutionTarget, ProgressEvent
+from comfy_llm_profiles import ModelProfile, resolve_profile
 from comfy_llm_staging import stage_snapshot
 from comfy_llm_testworld import FakeHub
 

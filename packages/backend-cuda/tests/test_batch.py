@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from comfy_llm_inputs import PreparedInputs
-from comfy_llm_residency import BatchBackend, BatchItem, GenerationSettings
+from comfy_llm_inputs import ImagePart, PreparedInputs
+from comfy_llm_residency.backend import BatchBackend, BatchItem, GenerationSettings
+from comfy_llm_testworld.sinks import RecordingBatchSink, RecordingSink
 from PIL import Image
 
 pytestmark = pytest.mark.slow
@@ -19,11 +20,11 @@ def _images(count: int, size: tuple[int, int] = (32, 32), seed: int = 4) -> list
 
 
 def _items(images: list[Image.Image], settings: GenerationSettings = GREEDY) -> list[BatchItem]:
-    return [BatchItem(PreparedInputs(prompt="Caption it.", images=(i,)), settings) for i in images]
+    return [BatchItem(PreparedInputs.text("Caption it.", ImagePart(i)), settings) for i in images]
 
 
 def _singles(backend, items: list[BatchItem]) -> list[tuple[int, ...]]:
-    return [backend.generate(i.inputs, i.settings, lambda *_: None).token_ids for i in items]
+    return [backend.generate(i.inputs, i.settings, RecordingSink()).token_ids for i in items]
 
 
 @pytest.mark.parametrize("name", ["qwen", "smolvlm", "scripted"])
@@ -32,15 +33,13 @@ def test_a_greedy_batch_equals_single_runs_token_for_token(name: str, request) -
     assert isinstance(backend, BatchBackend)
     items = _items(_images(4))
     assert backend.can_batch(items)
-    tokens: dict[int, list[int]] = {}
-    results = backend.generate_batch(
-        items, lambda index, token, text: tokens.setdefault(index, []).append(token)
-    )
+    sink = RecordingBatchSink()
+    results = backend.generate_batch(items, sink)
     singles = _singles(backend, items)
     assert [r.token_ids for r in results] == singles
     if name != "scripted":  # random weights: each image its own answer, so order shows
         assert len(set(singles)) > 1
-    assert {index: tuple(ids) for index, ids in tokens.items()} == dict(enumerate(singles))
+    assert [tuple(sink.tokens(index)) for index in range(4)] == singles
     assert [r.batch_size for r in results] == [4, 4, 4, 4]
     assert all(r.timings.prompt_tokens == results[0].timings.prompt_tokens for r in results)
 
@@ -48,7 +47,7 @@ def test_a_greedy_batch_equals_single_runs_token_for_token(name: str, request) -
 def test_images_of_two_sizes_are_generated_as_two_groups(qwen) -> None:
     backend = qwen.backend
     items = _items(_images(2, (32, 32)) + _images(3, (64, 48), seed=9))
-    results = backend.generate_batch(items, lambda *_: None)
+    results = backend.generate_batch(items, RecordingBatchSink())
     assert [r.token_ids for r in results] == _singles(backend, items)
     assert [r.batch_size for r in results] == [2, 2, 3, 3, 3]
 
@@ -70,13 +69,8 @@ class Stop(Exception):
 
 
 def test_on_token_raising_stops_the_batch_and_propagates(scripted) -> None:
-    seen: list[int] = []
-
-    def stop(index: int, token: int, text: str) -> None:
-        seen.append(index)
-        if len(seen) == 3:
-            raise Stop
-
+    stop = RecordingBatchSink(stop_after=3, error=Stop())
     with pytest.raises(Stop):
         scripted.backend.generate_batch(_items(_images(2)), stop)
-    assert seen == [0, 1, 0]  # row by row, step by step; nothing after the raise
+    # row by row, step by step; nothing after the raise
+    assert [index for index, _, _ in stop.calls] == [0, 1, 0]

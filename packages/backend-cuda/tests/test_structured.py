@@ -7,7 +7,8 @@ import json
 import jsonschema
 import pytest
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
+from comfy_llm_testworld.sinks import RecordingSink
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +37,7 @@ def _settings(**changes: object) -> GenerationSettings:
 
 def _answer(loaded, settings: GenerationSettings) -> str:
     result = loaded.backend.generate(
-        PreparedInputs(prompt="Describe it as JSON."), settings, lambda _id, _text: None
+        PreparedInputs.text("Describe it as JSON."), settings, RecordingSink()
     )
     assert result.constrained is True
     assert result.finish_reason == "stop"
@@ -47,9 +48,9 @@ def _answer(loaded, settings: GenerationSettings) -> str:
 def test_random_weights_answer_valid_json_greedy(request, name: str) -> None:
     loaded = request.getfixturevalue(name)
     unconstrained = loaded.backend.generate(
-        PreparedInputs(prompt="Describe it as JSON."),
+        PreparedInputs.text("Describe it as JSON."),
         _settings(response_schema=None),
-        lambda _id, _text: None,
+        RecordingSink(),
     )
     with pytest.raises(json.JSONDecodeError):
         json.loads(unconstrained.text)  # random weights: not JSON on their own
@@ -67,7 +68,7 @@ def test_reasoning_stays_free_and_only_the_answer_is_constrained(scripted) -> No
 
     settings = _settings(enable_reasoning=True)
     result = scripted.backend.generate(
-        PreparedInputs(prompt="Describe it as JSON."), settings, lambda _id, _text: None
+        PreparedInputs.text("Describe it as JSON."), settings, RecordingSink()
     )
     profile = scripted.staged.profile
     parsed = parser_for_profile(

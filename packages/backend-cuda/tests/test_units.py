@@ -19,20 +19,15 @@ from comfy_llm_backend_cuda import (
 )
 from comfy_llm_backend_cuda._engine import import_engine, plan_device
 from comfy_llm_backend_cuda._generate import eos_ids
-from comfy_llm_backend_cuda._messages import (
-    build_messages,
-    ordered_images,
-    prompt_opens_reasoning,
-)
 from comfy_llm_backend_cuda._stream import (
     IncrementalDecoder,
     NativeStreamDecoder,
     TokenStreamer,
     stream_decoder,
 )
-from comfy_llm_core import install_command
-from comfy_llm_inputs import PreparedInputs, VideoFrame
-from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits
+from comfy_llm_core import ExecutionTarget, install_command
+from comfy_llm_inputs import ImagePart, PreparedInputs, VideoFramePart, chat_messages
+from comfy_llm_profiles import ModelProfile, ProfileLimits
 from PIL import Image
 
 
@@ -47,7 +42,7 @@ def make_profile(dtype: str = "bfloat16", **options: object) -> ModelProfile:
         dtype=dtype,
         quantization_method="none",
         modalities=("text", "image"),
-        limits=ProfileLimits(
+        limits=ProfileLimits.of(
             context_tokens=4096,
             max_images=4,
             max_video_frames=8,
@@ -106,11 +101,11 @@ def test_plan_device(dtype, options, cuda, bf16, device, expected) -> None:
 def test_messages_put_images_then_frames_then_text() -> None:
     images = (Image.new("RGB", (8, 8), "red"), Image.new("RGB", (8, 8), "green"))
     frames = tuple(
-        VideoFrame(image=Image.new("RGB", (8, 8), (i, i, i)), timestamp_seconds=i, index=i)
+        VideoFramePart(image=Image.new("RGB", (8, 8), (i, i, i)), timestamp_seconds=i, index=i)
         for i in range(3)
     )
-    inputs = PreparedInputs(prompt="P", images=images, video_frames=frames)
-    ordered = ordered_images(inputs)
+    inputs = PreparedInputs.text("P", *map(ImagePart, images), *frames, system_prompt="Sys")
+    ordered = inputs.images_in_order()
     assert [im.getpixel((0, 0)) for im in ordered] == [
         (255, 0, 0),
         (0, 128, 0),
@@ -118,28 +113,10 @@ def test_messages_put_images_then_frames_then_text() -> None:
         (1, 1, 1),
         (2, 2, 2),
     ]
-    messages = build_messages("Sys", "P", len(ordered))
+    messages = chat_messages(inputs)
     assert messages[0] == {"role": "system", "content": [{"type": "text", "text": "Sys"}]}
     assert messages[1]["role"] == "user"
     assert messages[1]["content"] == [{"type": "image"}] * 5 + [{"type": "text", "text": "P"}]
-
-
-def test_messages_leave_out_an_empty_system_prompt() -> None:
-    assert [m["role"] for m in build_messages("  ", "P", 0)] == ["user"]
-    assert [m["role"] for m in build_messages(None, "P", 0)] == ["user"]
-
-
-@pytest.mark.parametrize(
-    ("rendered", "opened"),
-    [
-        ("<|im_start|>assistant\n<think>\n", True),
-        ("<|im_start|>assistant\n<think>\n\n</think>\n\n", False),
-        ("Assistant:", False),
-        ("<think>x</think> then <think>", True),
-    ],
-)
-def test_prompt_opens_reasoning(rendered: str, opened: bool) -> None:
-    assert prompt_opens_reasoning(rendered) is opened
 
 
 # -- streaming ----------------------------------------------------------------------------
@@ -162,10 +139,7 @@ def test_incremental_decoder_matches_a_full_decode() -> None:
 
 def test_streamer_skips_the_prompt_and_reports_each_token() -> None:
     calls: list[tuple[int, str]] = []
-    ticks = iter([0.0, 1.0, 1.5, 2.0])
-    streamer = TokenStreamer(
-        byte_decode, lambda t, s: calls.append((t, s)), clock=lambda: next(ticks)
-    )
+    streamer = TokenStreamer(byte_decode, lambda t, s: calls.append((t, s)), clock=lambda: 5.0)
     streamer.put([[9, 9, 9]])  # the prompt
     streamer.put([1])
     streamer.put([2])
@@ -173,8 +147,7 @@ def test_streamer_skips_the_prompt_and_reports_each_token() -> None:
     streamer.end()
     assert calls == [(1, "hello"), (2, "hello world"), (3, "hello world")]
     assert streamer.token_ids == [1, 2, 3]
-    assert streamer.time_to_first_token() == 1.0
-    assert streamer.tokens_per_second() == 2.0
+    assert streamer.started == 5.0
 
 
 def test_streamer_lets_the_callback_error_through() -> None:
@@ -188,7 +161,7 @@ def test_streamer_lets_the_callback_error_through() -> None:
     streamer.put([[7]])
     with pytest.raises(Stop):
         streamer.put([1])
-    assert streamer.tokens_per_second() is None
+    assert streamer.token_ids == [1]
 
 
 def test_eos_ids_accepts_int_list_or_none() -> None:

@@ -50,7 +50,7 @@ def _execute(prompt_id: str | None, **kwargs: Any) -> tuple[str, dict[str, Any],
 def _resolve() -> tuple[Any, Any]:
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
-    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+    from comfy_llm_core import ExecutionTarget, ignore_progress
 
     resolved, snapshot = resolve_and_stage(
         SCRIPTED, ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
@@ -115,7 +115,8 @@ class Cancelled(BaseException):
 
 def test_interrupt_aborts_the_engine_request_and_the_next_one_succeeds(world: Path) -> None:
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings, get_manager
+    from comfy_llm_residency import get_manager
+    from comfy_llm_residency.backend import GenerationSettings
 
     backend = _backend()
     manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
@@ -130,7 +131,7 @@ def test_interrupt_aborts_the_engine_request_and_the_next_one_succeeds(world: Pa
         manager.run(
             profile,
             Path(snapshot.path),
-            PreparedInputs(prompt="stop me"),
+            PreparedInputs.text("stop me"),
             GenerationSettings(max_new_tokens=16, temperature=0.0),
             on_token=cancel_after_first,
         )
@@ -151,7 +152,8 @@ def test_a_prompt_longer_than_the_context_is_refused_and_the_engine_serves_on(
 ) -> None:
     from comfy_llm_backend_cuda import PromptTooLongError
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings, get_manager
+    from comfy_llm_residency import get_manager
+    from comfy_llm_residency.backend import GenerationSettings
 
     backend = _backend()
     manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
@@ -161,7 +163,7 @@ def test_a_prompt_longer_than_the_context_is_refused_and_the_engine_serves_on(
         manager.run(
             profile,
             Path(snapshot.path),
-            PreparedInputs(prompt="word " * (limit + 100)),
+            PreparedInputs.text("word " * (limit + 100)),
             GenerationSettings(max_new_tokens=4, temperature=0.0),
         )
     assert caught.value.context_tokens == limit  # vLLM's max_model_len is the profile's limit
@@ -186,7 +188,7 @@ def test_pinned_eager_never_promotes(world: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_auto_promotes_on_the_second_prompt_id_and_rebuilds_once(world: Path) -> None:
-    from comfy_llm_profiles import ProgressStage
+    from comfy_llm_core import ProgressStage
 
     execution_modes().reset()
     eager = _backend()
@@ -197,7 +199,8 @@ def test_auto_promotes_on_the_second_prompt_id_and_rebuilds_once(world: Path) ->
     assert _backend() is eager
 
     events: list[Any] = []
-    from comfy_llm_residency import GenerationSettings, get_manager
+    from comfy_llm_residency import get_manager
+    from comfy_llm_residency.backend import GenerationSettings
 
     manager = get_manager("local_cuda", backend_factory=None)  # type: ignore[arg-type]
     from comfy_llm_inputs import PreparedInputs
@@ -207,13 +210,13 @@ def test_auto_promotes_on_the_second_prompt_id_and_rebuilds_once(world: Path) ->
     result = manager.run(
         profile,
         Path(snapshot.path),
-        PreparedInputs(prompt="hi"),
+        PreparedInputs.text("hi"),
         GenerationSettings(max_new_tokens=16, temperature=0.0),
         progress=events.append,
         prompt_id="workflow-B",
     )
     assert (result.response, result.reasoning) == ("answer", "a b")
-    metadata = result.metadata
+    metadata = result.metadata.to_dict()
     assert metadata["vllm_execution_mode"] == "throughput"
     assert metadata["vllm_auto_promoted"] is True
     assert metadata["vllm_observed_workflow_count"] == 2
@@ -249,10 +252,11 @@ from comfy_llm_backend_cuda import execution_modes
 execution_modes().import_state(json.loads(open({str(state)!r}).read()))
 host_measured_manager()
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_residency import GenerationSettings, get_manager
+from comfy_llm_residency import get_manager
+from comfy_llm_residency.backend import GenerationSettings
 profile, snapshot = _resolve()
 result = get_manager("local_cuda", backend_factory=None).run(
-    profile, snapshot.path, PreparedInputs(prompt="hi"),
+    profile, snapshot.path, PreparedInputs.text("hi"),
     GenerationSettings(max_new_tokens=16, temperature=0.0), prompt_id="workflow-A")
 print("RESULT" + json.dumps(result.to_dict()))
 get_manager("local_cuda", backend_factory=None).unload_all()

@@ -25,7 +25,7 @@ SCRIPTED = "tiny/qwen35-scripted"
 def _resolve(repository: str) -> tuple[Any, Path]:
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
-    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+    from comfy_llm_core import ExecutionTarget, ignore_progress
 
     resolved, snapshot = resolve_and_stage(
         repository, ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
@@ -78,14 +78,14 @@ def _assert_same_answer(single: str, batched: str) -> None:
 
 
 def test_a_batch_gives_what_single_runs_with_the_same_seeds_give(world: Path) -> None:
-    from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import BatchItem, GenerationSettings
+    from comfy_llm_inputs import ImagePart, PreparedInputs
+    from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
     profile, path = _resolve(RANDOM)
     manager = _manager()
     items = [
         BatchItem(
-            PreparedInputs(prompt="Caption this image.", images=(image,)),
+            PreparedInputs.text("Caption this image.", ImagePart(image)),
             GenerationSettings(
                 max_new_tokens=12, temperature=0.9, seed=seed, enable_reasoning=False
             ),
@@ -102,13 +102,13 @@ def test_a_batch_gives_what_single_runs_with_the_same_seeds_give(world: Path) ->
     assert len({r.response for r in singles}) > 1  # the order would show
     assert seen == set(range(5))
     for index, result in enumerate(batch):
-        metadata = result.metadata
+        metadata = result.metadata.to_dict()
         assert (metadata["batched"], metadata["batch_size"], metadata["batch_index"]) == (
             True,
             5,
             index,
         )
-        assert metadata["output_tokens"] == singles[index].metadata["output_tokens"]
+        assert metadata["output_tokens"] == singles[index].metadata.to_dict()["output_tokens"]
         assert metadata["generation_settings"]["seed"] == index
 
 
@@ -149,14 +149,14 @@ def test_cancel_mid_batch_aborts_every_request_and_the_engine_serves_the_next(
     world: Path,
 ) -> None:
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import BatchItem, GenerationSettings
+    from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
     profile, path = _resolve(SCRIPTED)
     manager = _manager()
     settings = GenerationSettings(max_new_tokens=16, temperature=0.0)
-    manager.run(profile, path, PreparedInputs(prompt="warm"), settings)  # resident first
+    manager.run(profile, path, PreparedInputs.text("warm"), settings)  # resident first
     backend = manager._resident[profile.profile_id].backend
-    items = [BatchItem(PreparedInputs(prompt=f"stop {n}"), settings) for n in range(4)]
+    items = [BatchItem(PreparedInputs.text(f"stop {n}"), settings) for n in range(4)]
     tokens: list[int] = []
 
     def cancel_on_the_second_token(index: int, token_id: int, text: str) -> None:
@@ -172,9 +172,9 @@ def test_cancel_mid_batch_aborts_every_request_and_the_engine_serves_the_next(
     assert set(aborted.values()) == {"abort"}  # the scripted answer needs 6 tokens
     assert backend._engine.output_processor.get_num_unfinished_requests() == 0
     # the same engine serves the next request, and a whole batch after it
-    again = manager.run(profile, path, PreparedInputs(prompt="again"), settings)
+    again = manager.run(profile, path, PreparedInputs.text("again"), settings)
     assert (again.response, again.reasoning) == ("answer", "a b")
-    assert again.metadata["cache_status"] == "warm"
+    assert again.metadata.to_dict()["cache_status"] == "warm"
     batch = manager.run_batch(profile, path, items[:2])
     assert [r.response for r in batch] == ["answer", "answer"]
     assert manager._resident[profile.profile_id].backend is backend

@@ -34,7 +34,7 @@ def _manager() -> Any:
 def _resolve(model: str) -> tuple[Any, Any]:
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
-    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+    from comfy_llm_core import ExecutionTarget, ignore_progress
 
     resolved, snapshot = resolve_and_stage(
         model, ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
@@ -49,7 +49,7 @@ def _backend(model: str) -> Any:
 
 def _run(prompt: str = "hi", model: str = SCRIPTED, **settings: Any) -> Any:
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     profile, snapshot = _resolve(model)
     callbacks = {k: settings.pop(k) for k in ("progress", "on_token") if k in settings}
@@ -57,7 +57,7 @@ def _run(prompt: str = "hi", model: str = SCRIPTED, **settings: Any) -> Any:
     return _manager().run(
         profile,
         Path(snapshot.path),
-        PreparedInputs(prompt=prompt),
+        PreparedInputs.text(prompt),
         GenerationSettings(**settings),
         **callbacks,
     )
@@ -68,7 +68,7 @@ def test_the_largest_comfyui_seed_runs_and_shares_its_stream_with_its_int64_fold
         return _run("seeded", RANDOM, temperature=0.9, seed=seed, enable_reasoning=False)
 
     top, folded = run(2**64 - 1), run(2**63 - 1)
-    assert top.metadata["output_tokens"] > 0
+    assert top.metadata.to_dict()["output_tokens"] > 0
     assert top.response == folded.response  # the README's rule: s and s + 2**63 share a stream
     assert _backend(RANDOM).loaded  # the engine core lives on
 
@@ -78,7 +78,7 @@ class Cancelled(BaseException):
 
 
 def test_cancel_50_ms_into_a_long_prefill_ends_before_the_first_token(world: Path):
-    from comfy_llm_profiles import ProgressStage
+    from comfy_llm_core import ProgressStage
 
     _run("load", temperature=0.0)
     backend = _backend(SCRIPTED)
@@ -164,6 +164,6 @@ def test_a_killed_engine_core_is_one_retry_error_and_the_next_request_reloads(wo
     assert dead.loaded is False
     assert _manager().state().resident_profiles == ()  # evicted at once
     result = _run("alive again", RANDOM, temperature=0.0, max_new_tokens=4)
-    assert result.metadata["output_tokens"] == 4
-    assert result.metadata["cache_status"] == "cold"
+    assert result.metadata.to_dict()["output_tokens"] == 4
+    assert result.metadata.to_dict()["cache_status"] == "cold"
     assert _backend(RANDOM) is not dead

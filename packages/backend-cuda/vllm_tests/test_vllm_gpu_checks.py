@@ -128,7 +128,7 @@ class _CpuBacked:
 @pytest.mark.parametrize("seed", [0, 2**63 - 1, 2**63, 2**64 - 1])
 def test_every_comfyui_seed_fits_the_gpu_runner_seed_storage(seed: int, monkeypatch):
     from comfy_llm_backend_cuda._vllm_requests import sampling_params
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
     from vllm.v1.worker.gpu.sample import states
 
     monkeypatch.setattr(states, "UvaBackedTensor", _CpuBacked)

@@ -5,16 +5,18 @@ from __future__ import annotations
 import hashlib
 import pickle
 
+import comfy_llm_residency
 import pytest
 from comfy_llm_backend_llamacpp import (
-    LLAMACPP_EXTRA_HINT,
-    BackendTargetError,
-    LlamaCppNotInstalledError,
+    EngineNotInstalledError,
+    GenerationError,
     UnsafeGgufError,
+    UnsupportedBackendError,
     create_backend,
     plan_offload,
 )
-from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits, ignore_progress
+from comfy_llm_core import ExecutionTarget, ignore_progress
+from comfy_llm_profiles import ModelProfile, ProfileLimits
 
 GIB = 2**30
 
@@ -56,15 +58,17 @@ def _profile(backend: str) -> ModelProfile:
         dtype="bfloat16",
         quantization_method="none",
         modalities=("text", "image"),
-        limits=ProfileLimits(
-            context_tokens=4096,
-            max_images=4,
-            max_video_frames=16,
-            max_file_bytes=1 << 20,
-            max_total_file_bytes=4 << 20,
-            max_file_characters=100_000,
-            max_pdf_pages=10,
-            allow_mixed_image_video=False,
+        limits=ProfileLimits.from_dict(
+            {
+                "context_tokens": 4096,
+                "max_images": 4,
+                "max_video_frames": 16,
+                "max_file_bytes": 1 << 20,
+                "max_total_file_bytes": 4 << 20,
+                "max_file_characters": 100_000,
+                "max_pdf_pages": 10,
+                "allow_mixed_image_video": False,
+            }
         ),
         reasoning_parser="none",
         estimated_memory_bytes=GIB,
@@ -74,16 +78,25 @@ def _profile(backend: str) -> ModelProfile:
 
 
 def test_factory_refuses_a_profile_for_another_engine(tmp_path) -> None:
-    with pytest.raises(BackendTargetError, match="backend=transformers"):
+    with pytest.raises(UnsupportedBackendError, match="backend=transformers"):
         create_backend(_profile("transformers"), tmp_path, ignore_progress)
 
 
 def test_errors_pickle_with_their_attributes() -> None:
     for error in (
         UnsafeGgufError("/m/x.gguf", "tensor 'a' claims offset 0"),
-        LlamaCppNotInstalledError("llama_cpp", "No module named 'llama_cpp'"),
+        EngineNotInstalledError("llama_cpp", "llama_cpp", "No module named 'llama_cpp'"),
+        GenerationError("prompt", "llama.cpp failed on prompt chunk 0"),
     ):
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and str(copy) == str(error)
         assert copy.__dict__ == error.__dict__
-    assert LLAMACPP_EXTRA_HINT in str(LlamaCppNotInstalledError("llama_cpp", "x"))
+
+
+def test_the_package_speaks_the_shared_backend_vocabulary() -> None:
+    # The words every engine package exports (the repository's vocabulary test runs the
+    # same check over the engine table once llama_cpp is registered there).
+    from comfy_llm_testworld.engine_vocabulary import vocabulary_problems
+
+    assert vocabulary_problems("comfy_llm_backend_llamacpp", ("llama_cpp",)) == []
+    assert EngineNotInstalledError is comfy_llm_residency.EngineNotInstalledError

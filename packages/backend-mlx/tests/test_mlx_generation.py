@@ -21,17 +21,14 @@ from comfy_llm_backend_mlx import (
     UnsupportedBackendError,
     create_backend,
 )
+from comfy_llm_core import ExecutionTarget, ProgressEvent, ProgressStage
+from comfy_llm_inputs import ImagePart
 from comfy_llm_inputs import PreparedInputs as Inputs
-from comfy_llm_inputs import VideoFrame as Frame
-from comfy_llm_profiles import (
-    ExecutionTarget,
-    ModelProfile,
-    ProgressEvent,
-    ProgressStage,
-    resolve_profile,
-)
+from comfy_llm_inputs import VideoFramePart as Frame
+from comfy_llm_profiles import ModelProfile, resolve_profile
 from comfy_llm_reasoning import parser_for_profile
-from comfy_llm_residency import Backend, BackendResult, GenerationSettings, ResidentModelManager
+from comfy_llm_residency import ResidentModelManager
+from comfy_llm_residency.backend import Backend, BackendResult, GenerationSettings
 from comfy_llm_staging import IncompleteSnapshotError, stage_snapshot
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.checkpoints import (
@@ -40,6 +37,7 @@ from comfy_llm_testworld.checkpoints import (
     build_checkpoint_files,
     write_checkpoint,
 )
+from comfy_llm_testworld.sinks import RecordingBatchSink, RecordingSink
 from PIL import Image
 
 pytestmark = pytest.mark.slow
@@ -123,9 +121,10 @@ def smolvlm_random(world: World) -> Iterator[Loaded]:
 def _run(
     loaded: Loaded, inputs: Inputs, settings: GenerationSettings
 ) -> tuple[BackendResult, list[tuple[int, str]]]:
-    calls: list[tuple[int, str]] = []
-    result = loaded.backend.generate(inputs, settings, lambda tid, text: calls.append((tid, text)))
-    return result, calls
+    sink = RecordingSink()
+    result = loaded.backend.generate(inputs, settings, sink)
+    assert sink.opened is result.prompt_opened_reasoning  # told before the first token
+    return result, sink.calls
 
 
 def _parse(loaded: Loaded, result: BackendResult, *, enable_reasoning: bool) -> Any:
@@ -202,9 +201,9 @@ def test_only_completed_snapshots_load(qwen_scripted: Loaded, tmp_path: Path) ->
 
 
 def test_qwen_with_an_image_streams_every_token_id(qwen_random: Loaded) -> None:
-    text_only, _ = _run(qwen_random, Inputs("Describe the picture."), GREEDY)
-    inputs = Inputs(
-        "Describe the picture.", system_prompt="Be brief.", images=(_image((200, 0, 0)),)
+    text_only, _ = _run(qwen_random, Inputs.text("Describe the picture."), GREEDY)
+    inputs = Inputs.text(
+        "Describe the picture.", ImagePart(_image((200, 0, 0))), system_prompt="Be brief."
     )
     result, calls = _run(qwen_random, inputs, GREEDY)
     assert [token_id for token_id, _ in calls] == list(result.token_ids)
@@ -216,12 +215,9 @@ def test_qwen_with_an_image_streams_every_token_id(qwen_random: Loaded) -> None:
     assert calls[-1][1] == result.text.replace("\ufffd", "")
     assert result.native_reasoning is None
     timings = result.timings
-    assert timings.time_to_first_token_seconds is not None
-    assert 0 < timings.time_to_first_token_seconds <= timings.generation_seconds
+    assert timings.generation_seconds > 0
     assert timings.prompt_tokens is not None and text_only.timings.prompt_tokens is not None
     assert timings.prompt_tokens > text_only.timings.prompt_tokens  # the image's tokens
-    if len(result.token_ids) >= 2:
-        assert timings.tokens_per_second is not None and timings.tokens_per_second > 0
 
 
 def test_smolvlm_takes_video_frames_as_an_ordered_image_sequence(smolvlm_random: Loaded) -> None:
@@ -230,9 +226,9 @@ def test_smolvlm_takes_video_frames_as_an_ordered_image_sequence(smolvlm_random:
         for i in range(3)
     )
     prompt = "Frames at 0.0s, 1.5s, 3.0s.\nWhat happens in the video?"
-    text_only, _ = _run(smolvlm_random, Inputs(prompt), GREEDY)
-    one, _ = _run(smolvlm_random, Inputs(prompt, video_frames=frames[:1]), GREEDY)
-    result, calls = _run(smolvlm_random, Inputs(prompt, video_frames=frames), GREEDY)
+    text_only, _ = _run(smolvlm_random, Inputs.text(prompt), GREEDY)
+    one, _ = _run(smolvlm_random, Inputs.text(prompt, *frames[:1]), GREEDY)
+    result, calls = _run(smolvlm_random, Inputs.text(prompt, *frames), GREEDY)
     assert [token_id for token_id, _ in calls] == list(result.token_ids)
     assert result.token_ids
     per_frame = one.timings.prompt_tokens - text_only.timings.prompt_tokens  # type: ignore[operator]
@@ -242,7 +238,7 @@ def test_smolvlm_takes_video_frames_as_an_ordered_image_sequence(smolvlm_random:
 
 def test_scripted_reasoning_is_split_by_the_qwen3_parser(qwen_scripted: Loaded) -> None:
     settings = GenerationSettings(max_new_tokens=32, temperature=0.0, enable_reasoning=True)
-    result, calls = _run(qwen_scripted, Inputs("Think, then answer."), settings)
+    result, calls = _run(qwen_scripted, Inputs.text("Think, then answer."), settings)
     assert result.prompt_opened_reasoning
     assert result.finish_reason == "stop"
     assert _token_id(qwen_scripted, "</think>") in result.token_ids
@@ -257,7 +253,7 @@ def test_scripted_reasoning_is_split_by_the_qwen3_parser(qwen_scripted: Loaded) 
 
 def test_reasoning_disabled_leaves_the_reasoning_channel_empty(qwen_scripted: Loaded) -> None:
     settings = GenerationSettings(max_new_tokens=32, temperature=0.0, enable_reasoning=False)
-    result, _ = _run(qwen_scripted, Inputs("Just answer."), settings)
+    result, _ = _run(qwen_scripted, Inputs.text("Just answer."), settings)
     assert not result.prompt_opened_reasoning  # the template closed an empty block
     parsed = _parse(qwen_scripted, result, enable_reasoning=False)
     assert parsed.reasoning == ""
@@ -268,7 +264,7 @@ def test_thinking_budget_closes_reasoning_and_leaves_room_to_answer(qwen_scripte
     a, close, answer = (_token_id(qwen_scripted, t) for t in (" a", "</think>", " answer"))
     # max_new_tokens=3 -> at most 1 reasoning token: " b" is replaced by </think>.
     capped = GenerationSettings(max_new_tokens=3, temperature=0.0, enable_reasoning=True)
-    result, calls = _run(qwen_scripted, Inputs("Think, then answer."), capped)
+    result, calls = _run(qwen_scripted, Inputs.text("Think, then answer."), capped)
     assert result.token_ids == (a, close, answer)
     assert [token_id for token_id, _ in calls] == [a, close, answer]
     assert result.finish_reason == "length"
@@ -277,14 +273,14 @@ def test_thinking_budget_closes_reasoning_and_leaves_room_to_answer(qwen_scripte
     assert qwen_scripted.backend.runtime_metadata()["thinking_budget_tokens"] == 1
     # A budget the scripted reasoning fits in changes nothing.
     roomy = dataclasses.replace(capped, max_new_tokens=4)
-    assert _run(qwen_scripted, Inputs("Think."), roomy)[0].token_ids[:3] == (
+    assert _run(qwen_scripted, Inputs.text("Think."), roomy)[0].token_ids[:3] == (
         a,
         _token_id(qwen_scripted, " b"),
         close,
     )
     # Without reasoning there is no cap: the model's own block runs on.
     plain = dataclasses.replace(capped, enable_reasoning=False)
-    plain_result, _ = _run(qwen_scripted, Inputs("Think."), plain)
+    plain_result, _ = _run(qwen_scripted, Inputs.text("Think."), plain)
     assert close not in plain_result.token_ids
     assert qwen_scripted.backend.runtime_metadata()["thinking_budget_tokens"] is None
 
@@ -293,26 +289,20 @@ def test_an_exception_from_on_token_stops_generation_and_propagates(qwen_scripte
     class Interrupted(Exception):
         pass
 
-    seen: list[int] = []
-
-    def on_token(token_id: int, text: str) -> None:
-        seen.append(token_id)
-        if len(seen) == 2:
-            raise Interrupted
-
+    sink = RecordingSink(stop_after=2, error=Interrupted())
     settings = GenerationSettings(max_new_tokens=32, temperature=0.0)
     with pytest.raises(Interrupted):
-        qwen_scripted.backend.generate(Inputs("Think."), settings, on_token)
-    assert len(seen) == 2
+        qwen_scripted.backend.generate(Inputs.text("Think."), settings, sink)
+    assert len(sink.calls) == 2
     # The model stays loaded and usable.
-    again, _ = _run(qwen_scripted, Inputs("Think."), settings)
+    again, _ = _run(qwen_scripted, Inputs.text("Think."), settings)
     assert len(again.token_ids) == 5
 
 
 def test_a_seed_makes_sampling_reproducible(qwen_random: Loaded) -> None:
     def sample(seed: int) -> tuple[int, ...]:
         settings = GenerationSettings(max_new_tokens=12, temperature=1.0, top_p=1.0, seed=seed)
-        return _run(qwen_random, Inputs("Tell me a story."), settings)[0].token_ids
+        return _run(qwen_random, Inputs.text("Tell me a story."), settings)[0].token_ids
 
     first = sample(7)
     assert sample(7) == first
@@ -324,7 +314,7 @@ def test_generation_runs_on_another_thread(qwen_scripted: Loaded) -> None:
 
     def work() -> None:
         try:
-            results.append(_run(qwen_scripted, Inputs("Think."), GREEDY)[0].token_ids)
+            results.append(_run(qwen_scripted, Inputs.text("Think."), GREEDY)[0].token_ids)
         except Exception as error:  # reported below
             results.append(error)
 
@@ -345,7 +335,7 @@ def test_unload_drops_the_model(world: World) -> None:
     assert backend.runtime_metadata()["model_loaded"] is False
     backend.unload()  # twice is fine
     with pytest.raises(BackendUnloadedError):
-        backend.generate(Inputs("Hello"), GREEDY, lambda tid, text: None)
+        backend.generate(Inputs.text("Hello"), GREEDY, RecordingSink())
 
 
 def test_the_resident_manager_serves_a_request_through_this_backend(world: World) -> None:
@@ -355,15 +345,20 @@ def test_the_resident_manager_serves_a_request_through_this_backend(world: World
     )
     settings = GenerationSettings(max_new_tokens=32, temperature=0.0, enable_reasoning=True)
     try:
-        first = manager.run(profile, path, Inputs("Think, then answer."), settings, reserve_gb=0)
-        second = manager.run(profile, path, Inputs("Again."), settings, reserve_gb=0)
+        first = manager.run(
+            profile, path, Inputs.text("Think, then answer."), settings, reserve_gb=0
+        )
+        second = manager.run(profile, path, Inputs.text("Again."), settings, reserve_gb=0)
     finally:
         manager.unload_all()
     assert (first.response, first.reasoning) == (SCRIPTED_ANSWER, SCRIPTED_REASONING)
-    assert first.metadata["engine"] == "mlx-vlm"
-    assert first.metadata["output_tokens"] == 5
-    assert first.metadata["reasoning_tokens"] == 2
-    assert (first.metadata["cache_status"], second.metadata["cache_status"]) == ("cold", "warm")
+    assert first.metadata.to_dict()["engine"] == "mlx-vlm"
+    assert first.metadata.to_dict()["output_tokens"] == 5
+    assert first.metadata.to_dict()["reasoning_tokens"] == 2
+    assert (
+        first.metadata.to_dict()["cache_status"],
+        second.metadata.to_dict()["cache_status"],
+    ) == ("cold", "warm")
 
 
 def test_live_text_falls_back_to_full_decoding_when_the_detokenizer_fails() -> None:
@@ -434,11 +429,11 @@ def test_random_weights_answer_valid_json(request, fixture: str, changes: dict) 
 
     loaded = request.getfixturevalue(fixture)
     free, _ = _run(
-        loaded, Inputs(prompt="Describe it as JSON."), _schema_settings(response_schema=None)
+        loaded, Inputs.text("Describe it as JSON."), _schema_settings(response_schema=None)
     )
     with pytest.raises(json.JSONDecodeError):
         json.loads(free.text)
-    result, _ = _run(loaded, Inputs(prompt="Describe it as JSON."), _schema_settings(**changes))
+    result, _ = _run(loaded, Inputs.text("Describe it as JSON."), _schema_settings(**changes))
     assert result.constrained is True
     assert result.finish_reason == "stop"
     jsonschema.validate(json.loads(result.text), _SCHEMA)
@@ -450,7 +445,7 @@ def test_constrained_answer_keeps_reasoning_free(qwen_scripted) -> None:
     import jsonschema
 
     settings = _schema_settings(enable_reasoning=True, max_new_tokens=64)
-    result, _ = _run(qwen_scripted, Inputs(prompt="Describe it as JSON."), settings)
+    result, _ = _run(qwen_scripted, Inputs.text("Describe it as JSON."), settings)
     parsed = _parse(qwen_scripted, result, enable_reasoning=True)
     assert parsed.reasoning == SCRIPTED_REASONING
     jsonschema.validate(json.loads(parsed.response), _SCHEMA)
@@ -459,37 +454,33 @@ def test_constrained_answer_keeps_reasoning_free(qwen_scripted) -> None:
 # -- batches -----------------------------------------------------------------------------------
 def _batch_items(count: int, settings: GenerationSettings, size: tuple[int, int] = (32, 32)):
     import numpy as np
-    from comfy_llm_residency import BatchItem
+    from comfy_llm_residency.backend import BatchItem
 
     pixels = np.random.default_rng(4).integers(0, 255, (count, size[1], size[0], 3), np.uint8)
     return [
-        BatchItem(Inputs(prompt="Caption it.", images=(Image.fromarray(frame),)), settings)
+        BatchItem(Inputs.text("Caption it.", ImagePart(Image.fromarray(frame))), settings)
         for frame in pixels
     ]
 
 
 @pytest.mark.parametrize("name", ["qwen_random", "qwen_scripted", "smolvlm_random"])
 def test_a_greedy_batch_equals_single_runs_token_for_token(name: str, request) -> None:
-    from comfy_llm_residency import BatchBackend
+    from comfy_llm_residency.backend import BatchBackend
 
     loaded = request.getfixturevalue(name)
     backend = loaded.backend
     settings = GenerationSettings(max_new_tokens=10, temperature=0.0, enable_reasoning=False)
     items = _batch_items(4, settings)
     assert isinstance(backend, BatchBackend) and backend.can_batch(items)
-    streamed: dict[int, list[int]] = {}
-    results = backend.generate_batch(
-        items, lambda index, token, text: streamed.setdefault(index, []).append(token)
-    )
+    streamed = RecordingBatchSink()
+    results = backend.generate_batch(items, streamed)
     singles = [_run(loaded, item.inputs, settings)[0] for item in items]
     assert [r.token_ids for r in results] == [s.token_ids for s in singles]
     assert [r.finish_reason for r in results] == [s.finish_reason for s in singles]
     assert [r.text for r in results] == [s.text for s in singles]
     if name != "qwen_scripted":  # random weights: each image its own answer, so order shows
         assert len({s.token_ids for s in singles}) > 1
-    assert {i: tuple(ids) for i, ids in streamed.items()} == {
-        i: s.token_ids for i, s in enumerate(singles)
-    }
+    assert [tuple(streamed.tokens(i)) for i in range(4)] == [s.token_ids for s in singles]
     assert [r.batch_size for r in results] == [4, 4, 4, 4]
 
 
@@ -510,7 +501,7 @@ def test_images_of_two_sizes_form_two_mlx_groups_and_cancel_stops_the_batch(
     backend = qwen_random.backend
     settings = GenerationSettings(max_new_tokens=6, temperature=0.0, enable_reasoning=False)
     items = _batch_items(2, settings) + _batch_items(1, settings, (64, 48))
-    results = backend.generate_batch(items, lambda *_: None)
+    results = backend.generate_batch(items, RecordingBatchSink())
     assert [r.batch_size for r in results] == [2, 2, 1]
     assert [r.token_ids for r in results] == [
         _run(qwen_random, item.inputs, settings)[0].token_ids for item in items
@@ -519,14 +510,9 @@ def test_images_of_two_sizes_form_two_mlx_groups_and_cancel_stops_the_batch(
     class Stop(BaseException):
         pass
 
-    seen: list[int] = []
-
-    def stop(index: int, token: int, text: str) -> None:
-        seen.append(index)
-        if len(seen) == 3:
-            raise Stop
-
+    stop = RecordingBatchSink(stop_after=3, error=Stop())
     with pytest.raises(Stop):
         backend.generate_batch(items, stop)
-    assert len(seen) == 3
-    assert backend.generate_batch(items[:1], lambda *_: None)[0].token_ids == results[0].token_ids
+    assert len(stop.calls) == 3
+    again = backend.generate_batch(items[:1], RecordingBatchSink())
+    assert again[0].token_ids == results[0].token_ids

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
@@ -16,12 +15,7 @@ from comfy_llm_backend_mlx import (
     UnsupportedBackendError,
     thinking_budget_for,
 )
-from comfy_llm_backend_mlx._prompt import (
-    build_messages,
-    collect_images,
-    prompt_opens_reasoning,
-    template_kwargs,
-)
+from comfy_llm_backend_mlx._prompt import template_kwargs
 from comfy_llm_backend_mlx._thinking import ThinkingBudget
 from comfy_llm_residency import BackendError
 
@@ -105,39 +99,6 @@ def test_the_budget_covers_the_whole_generation() -> None:
     # Budget 4: one token in the first block, so the second block gets three.
     expected = [A, CLOSE, OPEN, A, A, A, CLOSE, A]
     assert _drive(_budget(8), [A, CLOSE, OPEN, A, A, A, A, A]) == expected
-
-
-@pytest.mark.parametrize(
-    ("prompt", "opened"),
-    [
-        ("<|im_start|>assistant\n<think>\n", True),
-        ("<|im_start|>assistant\n<think>\n\n</think>\n\n", False),
-        ("Assistant: ", False),
-        ("<think>old</think> then <think>", True),
-    ],
-)
-def test_prompt_opens_reasoning(prompt: str, opened: bool) -> None:
-    assert prompt_opens_reasoning(prompt) is opened
-
-
-def test_messages_skip_an_empty_system_prompt() -> None:
-    assert build_messages("hi", None) == [{"role": "user", "content": "hi"}]
-    assert build_messages("hi", "  ") == [{"role": "user", "content": "hi"}]
-    assert build_messages("hi", "sys")[0] == {"role": "system", "content": "sys"}
-
-
-def test_images_come_first_then_frames_in_order() -> None:
-    @dataclass
-    class Frame:
-        image: str
-        timestamp_seconds: float
-        index: int
-
-    inputs = SimpleNamespace(
-        images=("img0", "img1"), video_frames=tuple(Frame(f"f{i}", i * 0.5, i) for i in range(3))
-    )
-    assert collect_images(inputs) == ["img0", "img1", "f0", "f1", "f2"]  # type: ignore[arg-type]
-    assert collect_images(SimpleNamespace(images=(), video_frames=())) == []  # type: ignore[arg-type]
 
 
 def test_enable_thinking_is_explicit_for_qwen3_only() -> None:

@@ -115,7 +115,7 @@ def test_cancel_at_half_then_rerun_captions_every_image_exactly_once(
 ) -> None:
     from comfy_llm._caption import CaptionJob, caption_items
     from comfy_llm._caption_modal import ModalCaptionOptions, run_captions_on_modal
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     class Interrupted(BaseException):
         pass

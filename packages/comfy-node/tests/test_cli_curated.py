@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from comfy_llm._cli import main
 from comfy_llm._cli._args import default_model
-from comfy_llm_profiles import ExecutionTarget, load_curated_registry, load_manifest
+from comfy_llm_core import ExecutionTarget
+from comfy_llm_profiles import load_curated_registry, load_manifest
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.checkpoints import build_checkpoint_files
 
@@ -59,10 +60,11 @@ def test_resolve_smolvlm2_2_2b_instruct_uses_only_served_data_and_reviewed_limit
     assert curated.display_name == "SmolVLM2 2.2B Instruct"
     assert curated.identity["max_context_tokens"] == min(16384, advertised)
     limits = curated.limits
-    assert (limits.max_images, limits.max_video_frames) == (8, 32)
-    assert (limits.max_file_bytes, limits.max_total_file_bytes) == (32 * MIB, 32 * MIB)
-    assert limits.max_file_characters == 200_000
-    assert not limits.allow_mixed_image_video
+    media = limits.media
+    assert (media.image.max_images, media.video.max_video_frames) == (8, 32)
+    assert (media.file.max_file_bytes, media.file.max_total_file_bytes) == (32 * MIB, 32 * MIB)
+    assert media.file.max_file_characters == 200_000
+    assert not media.video.allow_mixed_image_video
 
     # Nothing else is the registry's: resolving the pinned reference itself gives the
     # same profile once the reviewed limits and label are laid over it.

@@ -56,7 +56,7 @@ def test_node_reserves_what_the_manager_reserves(comfyui: Path) -> None:
 def test_generation_defaults_agree_everywhere(comfyui: Path) -> None:
     from comfy_llm._pipeline import LLMRequest
     from comfy_llm_inputs import prepare_inputs
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     node = _node_defaults(comfyui)
     run = _run_defaults()

@@ -81,7 +81,7 @@ def test_text_encoders_and_lm_studio_folders_are_found(
     cpu: None, storage: Path, comfyui: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from comfy_llm._catalogue import list_models, picker_choices
-    from comfy_llm_profiles import ExecutionTarget
+    from comfy_llm_core import ExecutionTarget
 
     write_gguf_pair(_models() / "text_encoders", quantization="Q8_0")
     lmstudio = tmp_path / "lmstudio-models"

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from comfy_llm_profiles import ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressEvent, ProgressStage
 
 
 def _generate(

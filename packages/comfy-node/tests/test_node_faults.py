@@ -43,7 +43,8 @@ def test_seed_widget_and_settings_share_one_bound(comfyui: Path) -> None:
     from comfy_llm._comfyui._caption_node import CaptionImagesNode
     from comfy_llm._comfyui._modal_llm import ModalLLMNode
     from comfy_llm_core.defaults import SEED_MAX
-    from comfy_llm_residency import GenerationSettings, GenerationSettingsError
+    from comfy_llm_residency import GenerationSettingsError
+    from comfy_llm_residency.backend import GenerationSettings
 
     for node in (ModalLLMNode, CaptionImagesNode):
         seed = next(item for item in node.define_schema().inputs if item.id == "seed")
@@ -85,9 +86,14 @@ def test_token_in_library_error_text_never_reaches_comfyui(
 
 def test_metadata_json_scrubs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     from comfy_llm._comfyui._run import metadata_json
+    from comfy_llm_residency import RunMetadata
+    from comfy_llm_residency._run_metadata import MANAGER_KEYS
 
     monkeypatch.setenv("HF_TOKEN", GOOD_TOKEN)
-    text = metadata_json({"note": f"an engine said Bearer {GOOD_TOKEN}", "n": 1})
+    flat = dict.fromkeys(MANAGER_KEYS)  # every key the manager writes, empty
+    flat.update(generation_settings={}, evicted_profiles=[], resident_profiles=[])
+    flat.update(note=f"an engine said Bearer {GOOD_TOKEN}", n=1)  # what an engine reported
+    text = metadata_json(RunMetadata.from_dict(flat))
     assert GOOD_TOKEN not in text and json.loads(text)["n"] == 1
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from comfy_llm_inputs import FileInputError, InputLimits, read_input_files
+from comfy_llm_core import FileLimits
+from comfy_llm_inputs import FileInputError, read_input_files
 
 
 class InputFileContent(pydantic.BaseModel):
@@ -83,7 +84,7 @@ def test_pdf_path(tmp_path: Path, pdf_bytes) -> None:
     assert "Hello" in file.text
 
 
-def _refused(files, pattern: str, limits: InputLimits | None = None) -> FileInputError:
+def _refused(files, pattern: str, limits: FileLimits | None = None) -> FileInputError:
     with pytest.raises(FileInputError, match=pattern) as info:
         read_input_files(files, limits=limits)
     return info.value
@@ -119,7 +120,7 @@ def test_pdf_over_the_page_limit_is_refused_before_extraction(pdf_bytes, monkeyp
     error = _refused(
         [{"filename": "big.pdf", "file_data": uri(data, "application/pdf")}],
         "'big.pdf' has 6 pages; the limit is 5",
-        InputLimits(max_pdf_pages=5),
+        FileLimits(max_pdf_pages=5),
     )
     assert (error.value, error.limit) == (6, 5)
 
@@ -190,20 +191,20 @@ def test_total_bytes_and_characters() -> None:
     error = _refused(
         items,
         "'f1.txt'.*1,200 bytes; the limit is 1,000 bytes in total",
-        InputLimits(max_total_file_bytes=1000),
+        FileLimits(max_total_file_bytes=1000),
     )
     assert (error.value, error.limit) == (1200, 1000)
     error = _refused(
         items[:1],
         r"^File 'f0.txt' has at least 600 characters of text \(reading stopped there\); at most "
         r"500 are allowed per file; ",
-        InputLimits(max_file_characters=500),
+        FileLimits(max_file_characters=500),
     )
     assert "so far" not in str(error)
     error = _refused(
         items,
         "'f1.txt' brings .* more than 1,000 characters",
-        InputLimits(max_total_characters=1000),
+        FileLimits(max_total_characters=1000),
     )
     assert error.filename == "f1.txt"
 
@@ -213,7 +214,7 @@ def test_pdf_character_limit_stops_extraction(pdf_bytes) -> None:
     _refused(
         [{"filename": "long.pdf", "file_data": uri(data, "application/pdf")}],
         r"'long.pdf' has at least \d+ characters of text \(reading stopped there\); at most 300",
-        InputLimits(max_file_characters=300),
+        FileLimits(max_file_characters=300),
     )
 
 
@@ -302,4 +303,4 @@ def test_pdf_pypdf_cannot_open_is_told_the_page_limit_it_broke() -> None:
     error = _refused([item], "'huge.pdf' has 100001 pages; the limit is 200")
     assert (error.value, error.limit) == (100_001, 200)
     # within the page limit, the same refusal is not blamed on the page count
-    _refused([item], "'huge.pdf' is not a readable PDF", InputLimits(max_pdf_pages=200_000))
+    _refused([item], "'huge.pdf' is not a readable PDF", FileLimits(max_pdf_pages=200_000))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from comfy_llm_inputs import ImageInputError, InputLimits, images_from_comfy
+from comfy_llm_core import ImageLimits
+from comfy_llm_inputs import ImageInputError, images_from_comfy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -80,7 +81,7 @@ def test_too_many_images_names_value_limit_and_fix() -> None:
     with pytest.raises(ImageInputError, match=r"9 images; .* at most 8 .* pass fewer") as info:
         images_from_comfy(np.zeros((9, 2, 2, 3), np.float32))
     assert (info.value.value, info.value.limit) == (9, 8)
-    assert len(images_from_comfy(np.zeros((2, 1, 1, 3)), limits=InputLimits(max_images=2))) == 2
+    assert len(images_from_comfy(np.zeros((2, 1, 1, 3)), limits=ImageLimits(max_images=2))) == 2
 
 
 def test_wrong_dtype_and_list_of_tensors() -> None:
@@ -107,7 +108,7 @@ def test_progress_counts_images() -> None:
     )
 )
 def test_conversion_is_clip_then_round(batch: np.ndarray) -> None:
-    images = images_from_comfy(batch, limits=InputLimits(max_images=4))
+    images = images_from_comfy(batch, limits=ImageLimits(max_images=4))
     expected = np.floor(np.clip(batch, 0, 1) * 255 + 0.5).astype(np.uint8)
     for image, pixels in zip(images, expected, strict=True):
         assert np.array_equal(np.asarray(image), pixels)

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ImageLimits, MediaLimits
 from comfy_llm_inputs import (
     FileInputError,
     ImageInputError,
     InputError,
-    InputLimits,
     VideoInputError,
     prepare_inputs,
     read_input_files,
@@ -85,10 +85,10 @@ def test_a_decompression_bomb_gets_our_message_naming_the_input(tmp_path: Path) 
         prepare_inputs("hi", images=[str(bomb)])
     message = str(caught.value)
     assert "Image 'huge.png'" in message and "10,000,000,000 pixels" in message
-    assert f"{InputLimits().max_image_pixels:,} pixels" in message
+    assert f"{ImageLimits().max_image_pixels:,} pixels" in message
     assert "decompression bomb" not in message.lower()
     assert caught.value.value == 10_000_000_000
-    assert caught.value.limit == InputLimits().max_image_pixels
+    assert caught.value.limit == ImageLimits().max_image_pixels
 
 
 def test_over_the_pixel_limit_is_refused_from_the_header_with_the_numbers(
@@ -99,9 +99,9 @@ def test_over_the_pixel_limit_is_refused_from_the_header_with_the_numbers(
     path = tmp_path / "wide.png"
     Image.new("RGB", (40, 30)).save(path)
     with pytest.raises(ImageInputError, match=r"'wide.png' is 40x30 \(1,200 pixels\).*1,000"):
-        image_from_file(path, limits=InputLimits(max_image_pixels=1000))
+        image_from_file(path, limits=ImageLimits(max_image_pixels=1000))
     # Pillow's own warning band (above its MAX_IMAGE_PIXELS) is ours to report too.
-    assert image_from_file(path, limits=InputLimits(max_image_pixels=1200)).size == (40, 30)
+    assert image_from_file(path, limits=ImageLimits(max_image_pixels=1200)).size == (40, 30)
 
 
 def test_image_files_are_downscaled_and_alpha_goes_onto_white(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_image_files_are_downscaled_and_alpha_goes_onto_white(tmp_path: Path) ->
 
     path = tmp_path / "clear.png"
     Image.new("RGBA", (300, 150), (10, 20, 30, 0)).save(path)
-    image = image_from_file(path, limits=InputLimits(max_image_side=100))
+    image = image_from_file(path, limits=ImageLimits(max_image_side=100))
     assert image.mode == "RGB" and image.size == (100, 50)
     assert image.getpixel((50, 25)) == (255, 255, 255)
     palette = tmp_path / "palette.gif"
@@ -120,14 +120,16 @@ def test_image_files_are_downscaled_and_alpha_goes_onto_white(tmp_path: Path) ->
 def test_too_many_image_files_are_refused_before_decoding(tmp_path: Path) -> None:
     with pytest.raises(ImageInputError, match="at most 2"):
         prepare_inputs(
-            "hi", images=[str(tmp_path / "never-read.png")] * 3, limits=InputLimits(max_images=2)
+            "hi",
+            images=[str(tmp_path / "never-read.png")] * 3,
+            limits=MediaLimits(image=ImageLimits(max_images=2)),
         )
 
 
 _PEAK_RSS = """
 import json, resource, sys
 from comfy_llm_inputs import prepare_inputs
-images = prepare_inputs("describe", images=[sys.argv[1]]).images
+images = prepare_inputs("describe", images=[sys.argv[1]]).images_in_order()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
 peak_mib = peak / 1024**2 if sys.platform == "darwin" else peak / 1024
 print(json.dumps({"size": list(images[0].size), "peak_mib": peak_mib}))

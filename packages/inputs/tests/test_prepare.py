@@ -10,14 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from comfy_llm_core import FileLimits, ImageLimits, MediaLimits, Modality, VideoLimits
 from comfy_llm_inputs import (
     FileInputError,
     ImageInputError,
+    ImagePart,
     InputError,
-    InputLimits,
     PreparedInputs,
-    VideoFrame,
+    TextPart,
+    VideoFramePart,
     VideoInputError,
+    chat_messages,
     prepare_inputs,
 )
 from PIL import Image
@@ -34,7 +37,9 @@ def test_prompt_only() -> None:
     prepared = prepare_inputs("Hello", system_prompt="  ")
     assert prepared.prompt == "Hello"
     assert prepared.system_prompt is None
-    assert (prepared.image_count, prepared.video_frame_count, prepared.file_count) == (0, 0, 0)
+    assert prepared.parts == (TextPart("Hello"),)
+    assert prepared.counts() == {"image_count": 0, "video_frame_count": 0, "file_count": 0}
+    assert prepared.modalities == {Modality.TEXT}
 
 
 def test_everything_together(make_video) -> None:
@@ -49,10 +54,17 @@ def test_everything_together(make_video) -> None:
         files=[text_file("notes.txt", "the notes")],
         progress=lambda *event: events.append(event),
     )
-    assert (prepared.image_count, prepared.video_frame_count, prepared.file_count) == (2, 3, 1)
+    assert prepared.counts() == {"image_count": 2, "video_frame_count": 3, "file_count": 1}
     assert prepared.system_prompt == "Be brief."
     assert prepared.file_names == ("notes.txt",)
-    assert prepared.video_timestamps == (0.0, 0.5, pytest.approx(29 / 30))
+    # the media in the order the model sees them, the prompt last
+    assert [type(part) for part in prepared.parts] == [ImagePart] * 2 + [VideoFramePart] * 3 + [
+        TextPart
+    ]
+    frames = [part for part in prepared.parts if isinstance(part, VideoFramePart)]
+    assert [f.timestamp_seconds for f in frames] == [0.0, 0.5, pytest.approx(29 / 30)]
+    assert prepared.modalities == set(Modality)
+    assert len(prepared.images_in_order()) == 5
     lines = prepared.prompt.split("\n")
     assert lines[0] == "What happens?"
     assert lines[2].startswith("Video: 3 frames, in order, at 0.00s, 0.50s, 0.97s")
@@ -72,7 +84,7 @@ def test_empty_request_is_refused(files) -> None:
 
 def test_media_without_prompt_is_fine() -> None:
     prepared = prepare_inputs("", images=np.zeros((1, 2, 2, 3), np.float32))
-    assert prepared.prompt == "" and prepared.image_count == 1
+    assert prepared.prompt == "" and prepared.counts()["image_count"] == 1
 
 
 def test_mixed_image_and_video_only_where_allowed(tmp_path: Path) -> None:
@@ -81,7 +93,7 @@ def test_mixed_image_and_video_only_where_allowed(tmp_path: Path) -> None:
             "q",
             images=np.zeros((1, 2, 2, 3), np.float32),
             video=tmp_path / "never-opened.mp4",
-            limits=InputLimits(allow_mixed_image_video=False),
+            limits=MediaLimits(video=VideoLimits(allow_mixed_image_video=False)),
         )
 
 
@@ -118,19 +130,33 @@ def test_wire_round_trip(make_video) -> None:
     restored = PreparedInputs.from_wire(pickle.loads(pickle.dumps(wire)))
     assert restored.prompt == prepared.prompt and restored.system_prompt == "s"
     assert restored.file_names == ("a.txt",)
-    assert restored.video_timestamps == prepared.video_timestamps
-    for before, after in zip(prepared.images, restored.images, strict=True):
-        assert np.array_equal(np.asarray(before), np.asarray(after))
-    for before, after in zip(prepared.video_frames, restored.video_frames, strict=True):
-        assert np.array_equal(np.asarray(before.image), np.asarray(after.image))
-        assert after.index == before.index
-    assert isinstance(wire["images"][0], bytes) and wire["images"][0][:4] == b"\x89PNG"
+    assert [type(p) for p in restored.parts] == [type(p) for p in prepared.parts]
+    for before, after in zip(prepared.parts, restored.parts, strict=True):
+        if isinstance(before, TextPart):
+            assert after == before
+            continue
+        assert np.array_equal(np.asarray(before.image), np.asarray(after.image))  # type: ignore[attr-defined]
+        if isinstance(before, VideoFramePart):
+            assert (after.index, after.timestamp_seconds) == (
+                before.index,
+                before.timestamp_seconds,
+            )  # type: ignore[attr-defined]
+    assert wire["version"] == 2 and wire["parts"][0]["kind"] == "image"
+    assert (
+        isinstance(wire["parts"][0]["image"], bytes) and wire["parts"][0]["image"][:4] == b"\x89PNG"
+    )
 
 
 @pytest.mark.parametrize(
     ("wire", "pattern"),
     [
         ({"version": 99}, "wire version 99"),
+        ({"version": 2, "parts": [{"kind": "audio"}], "file_names": []}, "kind 'audio' is unknown"),
+        (
+            {"version": 2, "parts": [{"kind": "image", "image": b"GIF89a"}], "file_names": []},
+            "not a PNG",
+        ),
+        ({"version": 2, "parts": [{"kind": "video_frame"}], "file_names": []}, "malformed"),
         ({"version": 1, "prompt": "q"}, "malformed"),
         (
             {
@@ -155,33 +181,70 @@ def test_bad_wire_data(wire: dict, pattern: str) -> None:
 
 def test_prepared_inputs_normalises_its_fields() -> None:
     rgba = Image.new("RGBA", (2, 2))
-    frame = VideoFrame(image=Image.new("RGB", (2, 2)), timestamp_seconds=0.0, index=0)
-    prepared = PreparedInputs(prompt="p", images=[rgba], video_frames=[frame], file_names=["a"])
-    assert prepared.images[0].mode == "RGB"
-    assert isinstance(prepared.video_frames, tuple) and prepared.file_names == ("a",)
+    frame = VideoFramePart(image=Image.new("RGB", (2, 2)), timestamp_seconds=0.0, index=0)
+    prepared = PreparedInputs([ImagePart(rgba), frame, TextPart("p")], file_names=["a"])  # type: ignore[arg-type]
+    assert prepared.images_in_order()[0].mode == "RGB"
+    assert isinstance(prepared.parts, tuple) and prepared.file_names == ("a",)
     with pytest.raises(InputError):
-        PreparedInputs(prompt="p", images=["not an image"])  # type: ignore[list-item]
+        ImagePart("not an image")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        PreparedInputs(("not a part",))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
-    "options",
+    ("record", "options"),
     [
-        {"max_images": -1},
-        {"max_pdf_pages": 1.5},
-        {"max_file_bytes": True},
-        {"allow_mixed_image_video": 1},
+        (ImageLimits, {"max_images": -1}),
+        (FileLimits, {"max_pdf_pages": 1.5}),
+        (FileLimits, {"max_file_bytes": True}),
+        (VideoLimits, {"allow_mixed_image_video": 1}),
     ],
 )
-def test_limits_are_validated(options: dict) -> None:
-    with pytest.raises(InputError, match=r"InputLimits"):
-        InputLimits(**options)
+def test_limits_are_validated(record: type, options: dict) -> None:
+    with pytest.raises(ValueError, match=rf"{record.__name__}\.{next(iter(options))}"):
+        record(**options)
 
 
-def test_limit_defaults() -> None:
-    limits = InputLimits()
-    assert (limits.max_images, limits.max_video_frames, limits.max_pdf_pages) == (8, 32, 200)
-    assert (limits.max_file_bytes, limits.max_total_file_bytes) == (8 << 20, 32 << 20)
-    assert limits.allow_mixed_image_video is True
+def test_limit_defaults_keyed_by_modality() -> None:
+    limits = MediaLimits()
+    assert limits[Modality.IMAGE] is limits.image and limits[Modality.FILE] is limits.file
+    assert (limits.image.max_images, limits.video.max_video_frames) == (8, 32)
+    assert limits.file.max_pdf_pages == 200
+    assert (limits.file.max_file_bytes, limits.file.max_total_file_bytes) == (8 << 20, 32 << 20)
+    assert limits.video.allow_mixed_image_video is True
+    with pytest.raises(KeyError):
+        limits[Modality.TEXT]
+
+
+def test_chat_messages_are_the_one_conversation() -> None:
+    frame = VideoFramePart(image=Image.new("RGB", (2, 2)), timestamp_seconds=1.5, index=0)
+    prepared = PreparedInputs.text(
+        "What is this?", ImagePart(Image.new("RGB", (2, 2))), frame, system_prompt="Be brief."
+    )
+    assert chat_messages(prepared) == [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image"},
+                {"type": "image"},
+                {"type": "text", "text": "What is this?"},
+            ],
+        },
+    ]
+    assert chat_messages(prepared, plain_text=True) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is this?"},
+    ]
+    blank = PreparedInputs.text("hi", system_prompt="  ")
+    assert chat_messages(blank) == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+
+
+def test_with_text_appends_to_the_prompt_part_only() -> None:
+    prepared = PreparedInputs.text("Answer.", ImagePart(Image.new("RGB", (2, 2))))
+    again = prepared.with_text(" As JSON.")
+    assert again.prompt == "Answer. As JSON." and again.media == prepared.media
+    assert prepared.prompt == "Answer."
 
 
 def test_package_never_imports_torch(tmp_path: Path, video_writer, pdf_bytes) -> None:

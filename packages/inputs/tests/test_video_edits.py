@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from comfy_llm_inputs import InputLimits, sample_video_frames
+from comfy_llm_core import VideoLimits
+from comfy_llm_inputs import sample_video_frames
 from comfy_llm_inputs._video_source import FileSamplerStats
 from comfy_llm_inputs.errors import VideoInputError
 from comfy_llm_testworld.comfyui_standin import installed_standin
@@ -86,5 +87,5 @@ def test_an_edited_video_too_big_to_decode_is_refused_before_decoding(
     monkeypatch.setattr(video, "get_components", lambda: decoded.append(1))
     expected = r"30 frames at 4000x4000 need 5\.4 GiB \(limit 4 GiB\)"
     with pytest.raises(VideoInputError, match=expected):
-        sample_video_frames(video, 4, limits=InputLimits())
+        sample_video_frames(video, 4, limits=VideoLimits())
     assert decoded == []

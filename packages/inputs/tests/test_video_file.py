@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from comfy_llm_inputs import FileSamplerStats, InputLimits, VideoInputError, sample_video_frames
+from comfy_llm_core import VideoLimits
+from comfy_llm_inputs import FileSamplerStats, VideoInputError, sample_video_frames
 
 
 def _times(frames) -> list[float]:
@@ -140,7 +141,7 @@ def test_bytes_and_stream_sources(make_video) -> None:
 def test_frame_count_bounds(make_video) -> None:
     path = make_video(frames=10)
     with pytest.raises(VideoInputError, match=r"video_frames=9 exceeds .* limit of 4") as info:
-        sample_video_frames(path, 9, limits=InputLimits(max_video_frames=4))
+        sample_video_frames(path, 9, limits=VideoLimits(max_video_frames=4))
     assert (info.value.value, info.value.limit) == (9, 4)
     with pytest.raises(VideoInputError, match=r"at least one frame"):
         sample_video_frames(path, 0)
@@ -218,7 +219,7 @@ def test_progress_reports_each_frame_and_may_cancel(make_video) -> None:
 
 def test_oracle_agrees_on_gop8(clips, oracle_seconds) -> None:
     expected = oracle_seconds(clips["gop8"])
-    frames = sample_video_frames(clips["gop8"], 40, limits=InputLimits(max_video_frames=40))
+    frames = sample_video_frames(clips["gop8"], 40, limits=VideoLimits(max_video_frames=40))
     assert [frame.timestamp_seconds for frame in frames] == pytest.approx(expected)
 
 

@@ -8,11 +8,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from comfy_llm_inputs import InputLimits, VideoInputError, sample_video_frames
+from comfy_llm_core import VideoLimits
+from comfy_llm_inputs import VideoInputError, sample_video_frames
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-LIMITS = InputLimits(max_video_frames=64)
+LIMITS = VideoLimits(max_video_frames=64)
 CFR_CLIPS = ("h264", "mpeg4", "gop8", "mpegts", "nodur")
 ORACLE: dict[str, list[float]] = {}
 

@@ -16,7 +16,7 @@ from comfy_llm_modal_remote._bench import (
     source_revision,
 )
 from comfy_llm_modal_remote.bench import TransportBenchTarget
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import StrictTransport
 
@@ -89,7 +89,7 @@ def test_report_from_two_cold_cycles(model_hub: FakeHub, transport: StrictTransp
         target,
         workload,
         plan_benchmark(2, 1),
-        prepare=lambda profile: PreparedInputs(workload.prompt),
+        prepare=lambda profile: PreparedInputs.text(workload.prompt),
         settings=settings,
         source=source_revision(ROOT),
     )

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 import pytest
+from comfy_llm_core import ProgressEvent
 from comfy_llm_modal_remote._deploy import DEPLOY_STRATEGY, DeployJob, progress_output
-from comfy_llm_profiles import ProgressEvent
 
 
 def test_recreate_is_a_strategy_modal_accepts_and_deploy_takes() -> None:

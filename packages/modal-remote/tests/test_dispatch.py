@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from comfy_llm_core import ProgressEvent
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_modal_remote import Dispatcher, RemoteRun
-from comfy_llm_profiles import ModelNotFoundError, ModelProfile, ProgressEvent
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_profiles import ModelNotFoundError, ModelProfile
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import GIB, FixedMemoryProbe, StrictTransport
 
@@ -21,7 +22,7 @@ def _run(model: str, prepared: list[ModelProfile] | None = None, **changes: Any)
     def prepare(profile: ModelProfile) -> PreparedInputs:
         if prepared is not None:
             prepared.append(profile)
-        return PreparedInputs("hi")
+        return PreparedInputs.text("hi")
 
     values: dict[str, Any] = {
         "model": model,
@@ -46,7 +47,7 @@ def test_stage_then_generate_with_modal_telemetry(
     assert [p.execution_target.value for p in profiles] == ["modal"]
     stages = [e.stage.value for e in events]
     assert stages.index("download") < stages.index("load") < stages.index("done")
-    metadata = result.metadata
+    metadata = result.metadata.to_dict()
     assert metadata["modal_gpu"] == "H100"
     assert metadata["modal_app_name"] == "comfy-llm-test"
     assert metadata["modal_affinity_key"] == "default"
@@ -63,12 +64,14 @@ def test_stage_then_generate_with_modal_telemetry(
     ]
     dispatcher = Dispatcher(transport)
     again = dispatcher.run(_run(SCRIPTED))
-    assert again.metadata["modal_staging_downloaded"] is False
-    assert again.metadata["modal_stage_reused"] is False  # a new dispatcher asks the stager
-    assert again.metadata["cache_status"] == "warm"
+    assert again.metadata.to_dict()["modal_staging_downloaded"] is False
+    assert (
+        again.metadata.to_dict()["modal_stage_reused"] is False
+    )  # a new dispatcher asks the stager
+    assert again.metadata.to_dict()["cache_status"] == "warm"
     # The same dispatcher reuses its staging answer: one Modal call per warm request.
     third = dispatcher.run(_run(SCRIPTED))
-    assert third.metadata["modal_stage_reused"] is True
+    assert third.metadata.to_dict()["modal_stage_reused"] is True
     assert [kind for kind, _, _ in transport.calls] == [
         "stage",
         "generate",
@@ -113,15 +116,18 @@ def test_unsafe_worker_is_retried_once_on_a_fresh_key_with_its_promotion_state(
     transport.container("default").import_promotion_state(promoted)
 
     result = dispatcher.run(_run(OTHER, reserve_gb=3.0))
-    assert result.metadata["modal_retry_count"] == 1
-    fresh_key = result.metadata["modal_affinity_key"]
+    assert result.metadata.to_dict()["modal_retry_count"] == 1
+    fresh_key = result.metadata.to_dict()["modal_affinity_key"]
     assert fresh_key.startswith("retry-") and fresh_key != "default"
     assert transport.pool("default").stopped
     assert transport.pool(fresh_key).state()["promotion_state"] == promoted
     # Later runs go to the promoted, warm retry container, not back to "default".
     later = dispatcher.run(_run(OTHER, reserve_gb=3.0))
-    assert later.metadata["modal_affinity_key"] == fresh_key
-    assert later.metadata["cache_status"] == "warm" and later.metadata["modal_retry_count"] == 0
+    assert later.metadata.to_dict()["modal_affinity_key"] == fresh_key
+    assert (
+        later.metadata.to_dict()["cache_status"] == "warm"
+        and later.metadata.to_dict()["modal_retry_count"] == 0
+    )
     generate_keys = [
         info["affinity_key"] for kind, info, _ in transport.calls if kind == "generate"
     ]

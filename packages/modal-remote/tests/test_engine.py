@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from comfy_llm_inputs import PreparedInputs
+from comfy_llm_inputs import ImagePart, PreparedInputs
 from comfy_llm_modal_remote import (
     EngineRequest,
     StageRequest,
@@ -19,7 +19,7 @@ from comfy_llm_modal_remote import (
 )
 from comfy_llm_modal_remote._wire import unwrap
 from comfy_llm_profiles import ModelProfile
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import GIB, FixedMemoryProbe, StrictTransport
 from PIL import Image
@@ -44,7 +44,7 @@ def stage(transport: StrictTransport, reference: str = SCRIPTED) -> StageResult:
 
 
 def engine_request(staged: StageResult, **changes: Any) -> dict[str, Any]:
-    inputs = PreparedInputs("What is this?", images=(Image.new("RGB", (24, 16), "red"),))
+    inputs = PreparedInputs.text("What is this?", ImagePart(Image.new("RGB", (24, 16), "red")))
     request = EngineRequest(
         request_id=changes.pop("request_id", "g1"),
         profile=staged.profile,
@@ -89,7 +89,7 @@ def test_events_in_order_and_the_same_answer_as_the_manager_in_process(
     assert metadata["gpu_free_before_gib"] == 80.0
 
     # The same request served by a manager in this process, without the wire.
-    from comfy_llm_profiles import ExecutionTarget
+    from comfy_llm_core import ExecutionTarget
     from comfy_llm_residency import ResidentModelManager, create_backend
 
     manager = ResidentModelManager(
@@ -98,13 +98,13 @@ def test_events_in_order_and_the_same_answer_as_the_manager_in_process(
     direct = manager.run(
         ModelProfile.from_dict(staged.profile),
         transport.store / staged.snapshot,
-        PreparedInputs("What is this?", images=(Image.new("RGB", (24, 16), "red"),)),
+        PreparedInputs.text("What is this?", ImagePart(Image.new("RGB", (24, 16), "red"))),
         GenerationSettings(temperature=0.0, max_new_tokens=16),
         reserve_gb=0.0,
         prompt_id="prompt-1",
     )
     assert (direct.response, direct.reasoning) == (answer["response"], answer["reasoning"])
-    local = {k: v for k, v in direct.metadata.items() if k not in TIMING_KEYS}
+    local = {k: v for k, v in direct.metadata.to_dict().items() if k not in TIMING_KEYS}
     remote = {k: v for k, v in metadata.items() if k in local and k not in TIMING_KEYS}
     assert remote == {k: v for k, v in local.items() if k != "requests_served"}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ProgressEvent
 from comfy_llm_modal_remote import (
     ChunkResult,
     Dispatcher,
@@ -16,8 +17,7 @@ from comfy_llm_modal_remote import (
     caption_fan_out,
     encode_image_file,
 )
-from comfy_llm_profiles import ProgressEvent
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub, gated_gpu
 from comfy_llm_testworld.modal_strict import StrictTransport
 from PIL import Image

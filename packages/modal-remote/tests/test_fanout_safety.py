@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ProgressEvent
 from comfy_llm_modal_remote import (
     DeploymentConflictError,
     Dispatcher,
     RemoteCallCancelledError,
     caption_fan_out,
 )
-from comfy_llm_profiles import ProgressEvent
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub, timed_gpu
 from comfy_llm_testworld.modal_strict import StrictTransport
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from comfy_llm_core import ProgressEvent, ProgressStage
 from comfy_llm_modal_remote import StageLeases, StageRequest, stage_model
-from comfy_llm_profiles import ProgressEvent, ProgressStage
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld._modal_container import StrictVolume
 from comfy_llm_testworld.modal_strict import StrictDict

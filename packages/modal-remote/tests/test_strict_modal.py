@@ -13,7 +13,7 @@ from comfy_llm_inputs import PreparedInputs
 from comfy_llm_modal_remote import Dispatcher, EngineRequest, RemoteRun, StageRequest, StageResult
 from comfy_llm_modal_remote._wire import unwrap
 from comfy_llm_profiles import ModelProfile
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import StrictTransport
 
@@ -34,7 +34,7 @@ def _request(staged: StageResult, request_id: str, max_new_tokens: int = 16) -> 
         request_id=request_id,
         profile=staged.profile,
         snapshot=staged.snapshot,
-        inputs=PreparedInputs("What is this?").to_wire(),
+        inputs=PreparedInputs.text("What is this?").to_wire(),
         settings=GenerationSettings(
             temperature=0.7, seed=1, max_new_tokens=max_new_tokens
         ).to_dict(),
@@ -54,7 +54,7 @@ def _wait_for(call: Any, stage: str, seconds: float = 180) -> list[dict[str, Any
 def _run(model: str, **changes: Any) -> RemoteRun:
     values: dict[str, Any] = {
         "model": model,
-        "prepare": lambda profile: PreparedInputs("hi"),
+        "prepare": lambda profile: PreparedInputs.text("hi"),
         "settings": GenerationSettings(temperature=0.0, max_new_tokens=8),
         "gpu": "L4",
         "reserve_gb": 0.0,
@@ -161,13 +161,13 @@ def test_a_reload_refused_for_open_files_retires_and_the_retry_serves(
     """Volume.reload() fails while files under the mount are open (volume.py:917)."""
     dispatcher = Dispatcher(transport)
     first = dispatcher.run(_run(SCRIPTED))
-    assert first.metadata["modal_affinity_key"] == "default"
+    assert first.metadata.to_dict()["modal_affinity_key"] == "default"
     staged = _stage(transport)
     transport.container("default").hold_open(f"{staged.snapshot}/config.json")
     # A model the warm container has never seen: its view needs a reload.
     result = dispatcher.run(_run(OTHER))
-    assert result.metadata["modal_retry_count"] == 1
-    assert result.metadata["modal_affinity_key"].startswith("retry-")
+    assert result.metadata.to_dict()["modal_retry_count"] == 1
+    assert result.metadata.to_dict()["modal_affinity_key"].startswith("retry-")
     assert transport.pool("default").stopped
 
 
@@ -196,7 +196,7 @@ def test_a_redeploy_while_comfyui_runs_recreates_and_other_code_is_redeployed(
     transport.redeploy(strategy="recreate")
     old.process.wait(30)  # recreate: no old-version container takes another input
     result = dispatcher.run(_run(SCRIPTED))
-    assert result.metadata["cache_status"] == "cold"
+    assert result.metadata.to_dict()["cache_status"] == "cold"
     assert transport.container("default").pid != old.pid
     # Another machine deploys other code under the same app name: the stager
     # echoes that fingerprint, so this dispatcher deploys its own again.

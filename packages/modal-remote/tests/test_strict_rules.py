@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ProgressEvent
 from comfy_llm_modal_remote import (
     Dispatcher,
     ModalUnavailableError,
@@ -21,7 +22,6 @@ from comfy_llm_modal_remote import (
     StageRequest,
     stage_model,
 )
-from comfy_llm_profiles import ProgressEvent
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld._modal_container import StrictVolume
 from comfy_llm_testworld.modal_strict import StrictDict, StrictTransport
@@ -81,7 +81,7 @@ def test_another_gpu_or_the_caption_variant_on_one_key_is_another_container(
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_modal_remote import StageResult
     from comfy_llm_modal_remote._wire import EngineRequest, unwrap
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     staged = StageResult.from_wire(
         unwrap(transport.start_stage(StageRequest("s", SCRIPTED).to_wire()).outcome())
@@ -92,7 +92,7 @@ def test_another_gpu_or_the_caption_variant_on_one_key_is_another_container(
             request_id=f"r-{gpu}",
             profile=staged.profile,
             snapshot=staged.snapshot,
-            inputs=PreparedInputs("hi").to_wire(),
+            inputs=PreparedInputs.text("hi").to_wire(),
             settings=GenerationSettings(max_new_tokens=2).to_dict(),
             reserve_gb=0.0,
         )
@@ -115,7 +115,7 @@ def test_a_progress_put_that_fails_is_counted_and_the_request_goes_on(
     transport.queue.fail_puts(2, "ConnectionError")  # what put_many re-raises after retries
     result = dispatcher.run(_run(SCRIPTED))
     assert result.response.endswith("answer")
-    assert result.metadata["modal_progress_events_dropped"] >= 1
+    assert result.metadata.to_dict()["modal_progress_events_dropped"] >= 1
     assert transport.queue.failed_puts == 2
 
 
@@ -254,7 +254,7 @@ def test_a_gpu_fallback_list_moves_on_when_no_container_of_the_first_type_comes(
     transport = make_transport(unobtainable_gpus=("H100",))
     events: list[ProgressEvent] = []
     result = Dispatcher(transport).run(_run(SCRIPTED, gpu="H100,L40S"), progress=events.append)
-    assert result.response.endswith("answer") and result.metadata["modal_gpu"] == "L40S"
+    assert result.response.endswith("answer") and result.metadata.to_dict()["modal_gpu"] == "L40S"
     assert any("No H100 container on Modal within 10 s: trying L40S" in e.message for e in events)
     first = next(call for kind, info, call in transport.calls if info.get("gpu") == "H100")
     assert first.terminated  # the waiting H100 input was cancelled, not left queued

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ProgressEvent, ProgressStage
 from comfy_llm_modal_remote import RemoteExecutionError, WorkerUnsafeError
 from comfy_llm_modal_remote._wire import (
     LIVE_TEXT_BYTES,
@@ -15,7 +16,7 @@ from comfy_llm_modal_remote._wire import (
     error_envelope,
     unwrap,
 )
-from comfy_llm_profiles import ModelNotFoundError, ProgressEvent, ProgressStage
+from comfy_llm_profiles import ModelNotFoundError
 
 
 def _plain_only(value: Any) -> None:
@@ -99,7 +100,7 @@ def test_paths_and_tuples_become_plain_values() -> None:
         "builtins.ValueError",  # not a comfy-llm package
         "os.system",  # never imported: not allow-listed
         "comfy_llm_profiles.NoSuchError",  # allow-listed package, no such class
-        "comfy_llm_profiles.ProgressEvent",  # exists, not an error
+        "comfy_llm_core.ProgressEvent",  # exists, not an error
         "comfy_llm_backend_mlx.MlxBackendError",  # not on the worker's list
         "comfy_llm_profiles.errors.__class__",
     ],

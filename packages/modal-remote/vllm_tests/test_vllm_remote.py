@@ -16,10 +16,10 @@ import json
 from typing import Any
 
 import pytest
-from comfy_llm_inputs import PreparedInputs
+from comfy_llm_core import ProgressEvent, ProgressStage
+from comfy_llm_inputs import ImagePart, PreparedInputs
 from comfy_llm_modal_remote._wire import unwrap
-from comfy_llm_profiles import ProgressEvent, ProgressStage
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 
 from .conftest import OTHER, SCRIPTED, RemoteWorld
 
@@ -83,7 +83,9 @@ def _run(model: str, **changes: Any) -> Any:
 
     values: dict[str, Any] = {
         "model": model,
-        "prepare": lambda profile: PreparedInputs("What is in the picture?", images=(_image(),)),
+        "prepare": lambda profile: PreparedInputs.text(
+            "What is in the picture?", ImagePart(_image())
+        ),
         "settings": GenerationSettings(temperature=0.0, max_new_tokens=16),
         "gpu": "L4",
         "reserve_gb": 0.0,
@@ -105,7 +107,7 @@ def test_remote_vllm_answers_exactly_like_the_local_path(remote_world: RemoteWor
 
     local_events: list[ProgressEvent] = []
     local = run_request(_request(), progress=local_events.append)
-    assert local.metadata["execution_target"] == "local_cuda"
+    assert local.metadata.to_dict()["execution_target"] == "local_cuda"
     get_manager("local_cuda", backend_factory=None).unload_all()  # type: ignore[arg-type]
 
     remote_events: list[ProgressEvent] = []
@@ -133,7 +135,7 @@ def test_remote_vllm_answers_exactly_like_the_local_path(remote_world: RemoteWor
     # drain), so a 5-token answer may report fewer counts before "done"; never more.
     assert generated == sorted(generated) and 1 <= generated[-1] <= 5, generated
     # The metadata: every field the local path reports, with the same value.
-    local_meta, remote_meta = local.metadata, remote.metadata
+    local_meta, remote_meta = local.metadata.to_dict(), remote.metadata.to_dict()
     assert remote_meta["engine"] == "vllm" and remote_meta["vllm_execution_mode"] == "eager"
     same = set(local_meta) - MEASURED - TARGET_SPECIFIC
     assert {k: remote_meta.get(k) for k in same} == {k: local_meta[k] for k in same}
@@ -179,8 +181,8 @@ def test_cancel_mid_generation_aborts_the_vllm_request(remote_world: RemoteWorld
     assert not container.state()["busy"]
     # The same container and engine serve the next request at once.
     again = dispatcher.run(_run(OTHER, settings=GenerationSettings(max_new_tokens=4)))
-    assert again.metadata["cache_status"] == "warm"
-    assert again.metadata["output_tokens"] == 4
+    assert again.metadata.to_dict()["cache_status"] == "warm"
+    assert again.metadata.to_dict()["output_tokens"] == 4
     assert transport.pool("default") is container
     assert _resident(remote_world, "default", OTHER)["backend_id"] == backend["backend_id"]
 
@@ -193,8 +195,8 @@ def test_promotion_rebuild_without_memory_retires_and_the_retry_starts_compiled(
     transport: Any = remote_world.transport
     dispatcher = Dispatcher(transport)
     first = dispatcher.run(_run(SCRIPTED, prompt_id="workflow-1"))
-    assert first.metadata["vllm_execution_mode"] == "eager"
-    assert first.metadata["vllm_observed_workflow_count"] == 1
+    assert first.metadata.to_dict()["vllm_execution_mode"] == "eager"
+    assert first.metadata.to_dict()["vllm_observed_workflow_count"] == 1
     # From now on the default worker's memory does not come back after an eviction.
     retired = transport.pool("default")
     retired.set_available_bytes(1024**3)
@@ -206,7 +208,7 @@ def test_promotion_rebuild_without_memory_retires_and_the_retry_starts_compiled(
     # evicting the other model did not give it back: retired, retried once.
     # The retired container's process ends after that input: nothing reaches it again.
     assert retired.process.wait(60) == 0 and retired.stopped
-    metadata = result.metadata
+    metadata = result.metadata.to_dict()
     key = metadata["modal_affinity_key"]
     assert key.startswith("retry-") and metadata["modal_retry_count"] == 1
     generate_keys = [i["affinity_key"] for kind, i, _ in transport.calls if kind == "generate"]

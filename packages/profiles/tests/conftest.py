@@ -152,7 +152,8 @@ def make_files() -> Callable[..., dict[str, bytes]]:
 
 def build_profile(**overrides: Any) -> Any:
     """A valid ModelProfile (local_cpu, transformers) with ``overrides`` applied."""
-    from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits
+    from comfy_llm_core import ExecutionTarget
+    from comfy_llm_profiles import ModelProfile, ProfileLimits
 
     fields: dict[str, Any] = {
         "repository": "owner/model",
@@ -165,7 +166,7 @@ def build_profile(**overrides: Any) -> Any:
         "dtype": "bfloat16",
         "quantization_method": "none",
         "modalities": ("text", "image", "video", "file"),
-        "limits": ProfileLimits(
+        "limits": ProfileLimits.of(
             context_tokens=8192,
             max_images=4,
             max_video_frames=8,

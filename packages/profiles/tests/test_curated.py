@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
     FAMILIES,
-    ExecutionTarget,
     load_curated_registry,
     load_manifest,
     parse_curated_registry,
@@ -137,10 +137,11 @@ def test_curated_id_resolves_through_the_pinned_commit_then_offline(
     # ... and the reviewed overrides from the entry (context never above the advertised one).
     assert profile.display_name == entry.display_name
     assert profile.limits.context_tokens == 8192
-    assert (profile.limits.max_images, profile.limits.max_video_frames) == (8, 32)
-    assert profile.limits.max_file_characters == 200_000
-    assert profile.limits.max_total_file_bytes == 32 * MIB
-    assert not profile.limits.allow_mixed_image_video
+    media = profile.limits.media
+    assert (media.image.max_images, media.video.max_video_frames) == (8, 32)
+    assert media.file.max_file_characters == 200_000
+    assert media.file.max_total_file_bytes == 32 * MIB
+    assert not media.video.allow_mixed_image_video
     # One model-info request and config.json, both at the pinned commit.
     api = [r for r in hf_env.requests if r.path.startswith("/api/models/")]
     assert len(api) == 1 and entry.revision in api[0].path

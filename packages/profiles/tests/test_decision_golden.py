@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from comfy_llm_core import install_command
-from comfy_llm_profiles import ExecutionTarget, ProfileError, decide
+from comfy_llm_core import ExecutionTarget, install_command
+from comfy_llm_profiles import ProfileError, decide
 
 from .conftest import build_config  # type: ignore[import-not-found]
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from comfy_llm_core import install_command
+from comfy_llm_core import ExecutionTarget, install_command
 from comfy_llm_profiles import (
     ENGINES,
     FAMILIES,
     REGISTRY_VERSIONS,
     EngineSpec,
-    ExecutionTarget,
     ProfileValidationError,
     engine_spec,
     registry_for,
@@ -121,7 +120,7 @@ def test_a_family_cap_lowers_a_limit_and_a_quantization_review_narrows(
     monkeypatch.setitem(FAMILIES, "smolvlm", capped)
     config = make_config("idefics3")  # type: ignore[operator]
     decision = decide(CPU, config, weight_bytes=1000, backends=set(ENGINES))
-    assert decision.limits.max_images == 1  # the CPU policy says 4
+    assert decision.limits.media.image.max_images == 1  # the CPU policy says 4
     fp8 = make_config(
         "qwen3_5", quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]}
     )  # type: ignore[operator]

@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
     REGISTRY_VERSIONS,
     EngineUnavailableError,
-    ExecutionTarget,
     LocalFolderError,
     UnsafeGgufError,
     UnsupportedArchitectureError,
@@ -48,7 +48,10 @@ def test_a_gguf_folder_resolves_to_a_llama_cpp_profile(llm_folder: Path, tmp_pat
     assert profile.quantization_method == "Q8_0"
     assert profile.dtype == "gguf"
     assert profile.modalities == ("text", "image", "file")  # no video through llama.cpp
-    assert profile.limits.max_video_frames == 0 and profile.limits.max_images > 0
+    assert (
+        profile.limits.media.video.max_video_frames == 0
+        and profile.limits.media.image.max_images > 0
+    )
     assert profile.registry_version == REGISTRY_VERSIONS[CPU]
     options = dict(profile.backend_options)
     assert gguf_file_names(options) == ("tiny-smolvlm-Q8_0.gguf", GGUF_MMPROJ_NAME)

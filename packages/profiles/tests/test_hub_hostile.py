@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comfy_llm_core import ErrorAction, InvalidSettingError
+from comfy_llm_core import ErrorAction, ExecutionTarget, InvalidSettingError
 from comfy_llm_profiles import (
-    ExecutionTarget,
     HubAccessError,
     HubDataError,
     HubTimeoutError,
@@ -113,7 +112,8 @@ def test_config_larger_than_advertised_is_cut_off_with_bounded_memory(
     script = textwrap.dedent(
         f"""
         import json
-        from comfy_llm_profiles import ExecutionTarget, resolve_profile
+        from comfy_llm_core import ExecutionTarget
+        from comfy_llm_profiles import resolve_profile
         from comfy_llm_profiles.errors import InvalidConfigError
 
         def peak_kib():

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ProgressStage
 from comfy_llm_profiles import (
     LocalFolderError,
     OfflineResolutionError,
-    ProgressStage,
     hf_cache_snapshot,
     load_manifest,
     resolve_profile,

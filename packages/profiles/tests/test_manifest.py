@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
-    ExecutionTarget,
     ManifestError,
     ModelProfile,
     load_manifest,

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
-    ExecutionTarget,
     ModelProfile,
     ProfileLimits,
     compute_profile_id,
@@ -142,7 +142,7 @@ def test_only_the_context_limit_is_identity(make_profile: MakeProfile) -> None:
     context = make_profile(limits=dataclasses.replace(base.limits, context_tokens=4096))
     assert context.profile_id != base.profile_id
     assert context.identity["max_context_tokens"] == 4096
-    bounds = make_profile(limits=dataclasses.replace(base.limits, max_images=5))
+    bounds = make_profile(limits=ProfileLimits.of(**{**base.limits.to_dict(), "max_images": 5}))
     assert bounds.profile_id == base.profile_id
 
 

@@ -6,12 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from comfy_llm_core import install_command
+from comfy_llm_core import ExecutionTarget, install_command
 from comfy_llm_profiles import (
     ENGINES,
     FAMILIES,
     REGISTRY_VERSIONS,
-    ExecutionTarget,
     UnsupportedArchitectureError,
     available_backends,
     decide,
@@ -290,7 +289,7 @@ def test_context_is_capped_per_target(
 ) -> None:
     limits = _decide(target, make_config(family)).limits
     assert limits.context_tokens == context
-    assert limits.max_file_characters == min(
+    assert limits.media.file.max_file_characters == min(
         registry_for(target).policy.max_file_characters, 4 * context
     )
 
@@ -301,8 +300,8 @@ def test_context_defaults_when_config_has_none(make_config: ConfigFactory) -> No
 
 
 def test_mixed_image_video_only_for_qwen(make_config: ConfigFactory) -> None:
-    assert _decide(MODAL, make_config()).limits.allow_mixed_image_video
-    assert not _decide(MODAL, make_config("smolvlm")).limits.allow_mixed_image_video
+    assert _decide(MODAL, make_config()).limits.media.video.allow_mixed_image_video
+    assert not _decide(MODAL, make_config("smolvlm")).limits.media.video.allow_mixed_image_video
 
 
 def test_memory_estimate_formula_gpu(make_config: ConfigFactory) -> None:
@@ -520,7 +519,7 @@ def test_modalities_are_reviewed_per_family(
         decision = _decide(target, make_config(config_family))
         assert decision.family == family
         assert ("video" in decision.modalities) is video
-        assert (decision.limits.max_video_frames > 0) is video
+        assert (decision.limits.media.video.max_video_frames > 0) is video
         rule = registry_for(target).rule_for(decision.architecture)
         assert rule is not None
         reason = rule.modality_reason

@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_core import ExecutionTarget, ProgressStage
 from comfy_llm_profiles import (
-    ExecutionTarget,
     HubAccessError,
     HubUnavailableError,
     ModelNotFoundError,
-    ProgressStage,
     UnsupportedArchitectureError,
     load_manifest,
     resolve_profile,

@@ -125,3 +125,20 @@ def test_public_surface():
     for name in comfy_llm_reasoning.__all__:
         assert hasattr(comfy_llm_reasoning, name)
     assert issubclass(ReasoningError, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("rendered", "opened"),
+    [
+        ("<|im_start|>assistant\n<think>\n", True),
+        ("<|im_start|>assistant\n<think>\n\n</think>\n\n", False),
+        ("Assistant: ", False),
+        ("<think>old</think> then <think>", True),
+    ],
+)
+def test_a_rendered_prompt_opens_reasoning_when_its_last_think_is_unclosed(
+    rendered: str, opened: bool
+) -> None:
+    from comfy_llm_reasoning import prompt_opens_reasoning
+
+    assert prompt_opens_reasoning(rendered) is opened

@@ -18,17 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comfy_llm_inputs import PreparedInputs
-from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProfileLimits, ProgressEvent
+from comfy_llm_core import ExecutionTarget, Modality, ProgressEvent
+from comfy_llm_inputs import ImagePart, PreparedInputs
+from comfy_llm_profiles import ModelProfile, ProfileLimits
 from comfy_llm_reasoning import TokenVocabulary
-from comfy_llm_residency import (
-    BackendResult,
-    BackendTimings,
-    GenerationSettings,
-    MemorySnapshot,
-    ResidentModelManager,
-    reset_managers,
-)
+from comfy_llm_residency import MemorySnapshot, ResidentModelManager, reset_managers
+from comfy_llm_residency.backend import BackendResult, BackendTimings, GenerationSettings
 from comfy_llm_staging import MARKER_FILENAME
 from PIL import Image
 
@@ -81,7 +76,7 @@ def make_profile(
         dtype="bfloat16",
         quantization_method="none",
         modalities=("text", "image", "video", "file"),
-        limits=ProfileLimits(
+        limits=ProfileLimits.of(
             context_tokens=4096,
             max_images=4,
             max_video_frames=16,
@@ -123,9 +118,9 @@ def make_snapshot(root: Path, profile: ModelProfile) -> Path:
 
 def make_inputs(*, images: int = 1, files: tuple[str, ...] = ()) -> PreparedInputs:
     """Real prepared inputs: a prompt and ``images`` tiny RGB images."""
-    return PreparedInputs(
-        prompt="Describe the picture.",
-        images=tuple(Image.new("RGB", (4, 4), (255, 0, 0)) for _ in range(images)),
+    return PreparedInputs.text(
+        "Describe the picture.",
+        *(ImagePart(Image.new("RGB", (4, 4), (255, 0, 0))) for _ in range(images)),
         file_names=files,
     )
 
@@ -203,7 +198,7 @@ class Log:
 
 
 class FakeBackend:
-    """Emits a scripted token sequence through the token callback."""
+    """Emits a scripted token sequence to the token sink."""
 
     def __init__(self, world: World, profile: ModelProfile, path: Path) -> None:
         self.world = world
@@ -212,11 +207,13 @@ class FakeBackend:
         self.unload_calls = 0
         self.generate_calls = 0
 
+    modalities = frozenset(Modality)
+
     @property
     def vocabulary(self) -> TokenVocabulary | None:
         return VOCABULARY
 
-    def generate(self, inputs: Any, settings: GenerationSettings, on_token: Any) -> BackendResult:
+    def generate(self, inputs: Any, settings: GenerationSettings, sink: Any) -> BackendResult:
         world = self.world
         self.generate_calls += 1
         entered = time.monotonic()
@@ -227,19 +224,14 @@ class FakeBackend:
             ids.append(token_id)
             if world.token_delay:
                 time.sleep(world.token_delay)
-            on_token(token_id, _decode(ids))
+            sink.token(token_id, _decode(ids))
         world.intervals.append((entered, time.monotonic()))
         finish = "length" if len(world.script) > settings.max_new_tokens else "stop"
         return BackendResult(
             token_ids=tuple(ids),
             text="".join(PIECES[i] for i in ids),
             native_reasoning=None,
-            timings=BackendTimings(
-                time_to_first_token_seconds=None,
-                generation_seconds=0.0,
-                tokens_per_second=None,
-                prompt_tokens=12,
-            ),
+            timings=BackendTimings(generation_seconds=0.0, prompt_tokens=12),
             finish_reason=finish,
         )
 

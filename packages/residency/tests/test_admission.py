@@ -5,8 +5,9 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from comfy_llm_profiles import ProgressStage
-from comfy_llm_residency import GenerationSettings, InsufficientMemoryError, ResidencyError
+from comfy_llm_core import ProgressStage
+from comfy_llm_residency import InsufficientMemoryError, ResidencyError
+from comfy_llm_residency.backend import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=8)
 
@@ -68,7 +69,7 @@ def test_modal_keeps_the_seed_reserve_and_two_residents(world, fake, monkeypatch
     result = run(world, manager, a, fake)
     run(world, manager, b, fake)
 
-    assert result.metadata["reserve_bytes"] == 24 * fake.GIB
+    assert result.metadata.to_dict()["reserve_bytes"] == 24 * fake.GIB
     assert manager.max_resident == 2
     assert manager.state().resident_profiles == (a.profile_id, b.profile_id)
     monkeypatch.setenv("COMFY_MODAL_LLM_RESERVE_FREE_GB", "75")  # 8 + 75 > 80 total
@@ -114,7 +115,7 @@ def test_host_memory_is_freed_before_evicting(world, fake):
         f"free:{required}",
         f"load:{b.repository}",
     ]
-    assert result.metadata["evicted_profiles"] == [a.profile_id]
+    assert result.metadata.to_dict()["evicted_profiles"] == [a.profile_id]
     assert manager.unsafe_for_reuse is False
 
 
@@ -130,7 +131,7 @@ def test_host_release_that_suffices_evicts_nothing(world, fake):
     result = run(world, manager, b, fake, reserve_gb=2)
 
     assert world.freed == [6 * fake.GIB]
-    assert result.metadata["evicted_profiles"] == []
+    assert result.metadata.to_dict()["evicted_profiles"] == []
     assert manager.state().resident_profiles == (a.profile_id, b.profile_id)
 
 
@@ -146,8 +147,8 @@ def test_recovery_polls_until_memory_comes_back(world, fake):
 
     assert world.clock.sleeps and set(world.clock.sleeps) == {0.25}
     assert sum(world.clock.sleeps) == pytest.approx(2.0)
-    assert result.metadata["memory_wait_seconds"] == pytest.approx(2.0)
-    assert result.metadata["evicted_profiles"] == [a.profile_id]
+    assert result.metadata.to_dict()["memory_wait_seconds"] == pytest.approx(2.0)
+    assert result.metadata.to_dict()["evicted_profiles"] == [a.profile_id]
     assert manager.unsafe_for_reuse is False
     waits = [
         e for e in world.events if e.stage == ProgressStage.ADMISSION and "Waiting" in e.message
@@ -231,7 +232,7 @@ def test_cancel_while_waiting_for_memory(world, fake):
 def test_reserve_defaults_from_environment(world, fake, monkeypatch):
     monkeypatch.setenv("COMFY_MODAL_LOCAL_LLM_RESERVE_FREE_GB", "1.5")
     result = run(world, world.manager(), fake.make_profile(), fake)
-    assert result.metadata["reserve_bytes"] == int(1.5 * fake.GIB)
+    assert result.metadata.to_dict()["reserve_bytes"] == int(1.5 * fake.GIB)
 
 
 def test_invalid_reserve_is_refused(world, fake):

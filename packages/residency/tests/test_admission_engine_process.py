@@ -5,12 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from comfy_llm_residency import (
-    GenerationSettings,
-    InsufficientMemoryError,
-    MemorySnapshot,
-    admitted_memory,
-)
+from comfy_llm_residency import InsufficientMemoryError, MemorySnapshot, admitted_memory
+from comfy_llm_residency.backend import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=8)
 

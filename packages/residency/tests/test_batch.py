@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from comfy_llm_core import Modality, ProgressStage
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_profiles import ProgressStage
-from comfy_llm_residency import (
+from comfy_llm_residency.backend import (
     BackendResult,
     BackendTimings,
     BatchBackend,
@@ -41,19 +41,20 @@ class Batching:
         self.singles = 0
         self.prompts: list[str] = []
         self.vocabulary = fake.VOCABULARY
+        self.modalities = frozenset(Modality)
 
     def _ids(self, index: int) -> list[int]:
         return [self.fake.A] * (index + 1) + [self.fake.IM_END]
 
     def _result(self, ids: list[int], together: int = 1) -> BackendResult:
         text = " a" * (len(ids) - 1)
-        timings = BackendTimings(None, 0.0, None, 5)
+        timings = BackendTimings(0.0, 5)
         return BackendResult(tuple(ids), text, None, timings, batch_size=together)
 
     def can_batch(self, items: Sequence[BatchItem]) -> bool:
         return self.accept
 
-    def generate_batch(self, items: Sequence[BatchItem], on_token: Any) -> list[BackendResult]:
+    def generate_batch(self, items: Sequence[BatchItem], sink: Any) -> list[BackendResult]:
         self.batches.append(len(items))
         self.prompts.extend(item.inputs.prompt for item in items)
         scripts = [self._ids(_number(item.inputs.prompt)) for item in items]
@@ -61,15 +62,15 @@ class Batching:
         for step in range(longest):
             for index, ids in enumerate(scripts):
                 if step < len(ids):
-                    on_token(index, ids[step], " a" * step)
+                    sink.token(index, ids[step], " a" * step)
         return [self._result(ids, len(items)) for ids in scripts]
 
-    def generate(self, inputs: Any, settings: Any, on_token: Any) -> BackendResult:
+    def generate(self, inputs: Any, settings: Any, sink: Any) -> BackendResult:
         self.singles += 1
         self.prompts.append(inputs.prompt)
         ids = self._ids(_number(inputs.prompt))
         for step, token in enumerate(ids):
-            on_token(token, " a" * step)
+            sink.token(token, " a" * step)
         return self._result(ids)
 
     def unload(self) -> None:
@@ -80,7 +81,7 @@ class Batching:
 
 
 def _numbered(count: int, settings: GenerationSettings = SETTINGS) -> list[BatchItem]:
-    return [BatchItem(PreparedInputs(prompt=f"item #{i}"), settings) for i in range(count)]
+    return [BatchItem(PreparedInputs.text(f"item #{i}"), settings) for i in range(count)]
 
 
 def _profile(fake: Any) -> Any:
@@ -99,13 +100,13 @@ def test_a_backend_without_batch_methods_is_served_one_item_at_a_time(world, fak
     assert [(r.response, r.reasoning) for r in results] == [("answer", "a b")] * 3
     assert single.response == "answer"
     for index, result in enumerate(results):
-        metadata = result.metadata
+        metadata = result.metadata.to_dict()
         assert (metadata["batched"], metadata["batch_size"]) == (False, 1)
         assert (metadata["batch_index"], metadata["batch_items"]) == (index, 3)
-        assert metadata["output_tokens"] == single.metadata["output_tokens"]
+        assert metadata["output_tokens"] == single.metadata.to_dict()["output_tokens"]
         json.dumps(metadata)
     # the load counts once: on the first item
-    assert [r.metadata["cache_status"] for r in results] == ["cold", "warm", "warm"]
+    assert [r.metadata.to_dict()["cache_status"] for r in results] == ["cold", "warm", "warm"]
     assert manager.state().requests_served == 4
     done = [e for e in world.events if e.stage is ProgressStage.DONE]
     assert len(done) == 1 and done[0].message == "Done: 3 answers, 18 tokens"
@@ -127,8 +128,10 @@ def test_a_batch_backend_gets_every_item_at_once_and_results_stay_in_order(world
     )
     assert engine.batches == [3] and engine.singles == 0
     assert [r.response for r in results] == ["a", "a a", "a a a"]
-    assert [r.metadata["output_tokens"] for r in results] == [2, 3, 4]
-    assert all(r.metadata["batched"] and r.metadata["batch_size"] == 3 for r in results)
+    assert [r.metadata.to_dict()["output_tokens"] for r in results] == [2, 3, 4]
+    assert all(
+        r.metadata.to_dict()["batched"] and r.metadata.to_dict()["batch_size"] == 3 for r in results
+    )
     # the caller's callback sees each item's tokens under that item's index
     assert [token for index, token in seen if index == 2] == engine._ids(2)
     assert seen[:3] == [(0, fake.A), (1, fake.A), (2, fake.A)]
@@ -141,7 +144,7 @@ def test_a_batch_backend_that_declines_is_looped(world, fake) -> None:
     results = manager.run_batch(profile, world.snapshot(profile), _numbered(2))
     assert engine.batches == [] and engine.singles == 2
     assert [r.response for r in results] == ["a", "a a"]
-    assert not results[0].metadata["batched"]
+    assert not results[0].metadata.to_dict()["batched"]
 
 
 def test_items_failing_their_schema_are_retried_together(world, fake) -> None:
@@ -156,8 +159,8 @@ def test_items_failing_their_schema_are_retried_together(world, fake) -> None:
     assert all("JSON Schema" in prompt for prompt in engine.prompts[3:])
     assert not any("JSON Schema" in prompt for prompt in engine.prompts[:3])
     for result in results:
-        assert result.metadata["schema_valid"] is False
-        assert result.metadata["schema_retries"] == 1
+        assert result.metadata.to_dict()["schema_valid"] is False
+        assert result.metadata.to_dict()["schema_retries"] == 1
 
 
 class Cancelled(BaseException):
@@ -179,7 +182,7 @@ def test_cancel_from_the_token_callback_stops_the_batch_and_the_model_stays(worl
     assert manager.state().resident_profiles == (profile.profile_id,)
     assert manager.state().busy is False
     again = manager.run_batch(profile, path, _numbered(2))
-    assert [r.metadata["cache_status"] for r in again] == ["warm", "warm"]
+    assert [r.metadata.to_dict()["cache_status"] for r in again] == ["warm", "warm"]
 
 
 def test_an_empty_batch_is_refused(world, fake) -> None:

@@ -6,8 +6,9 @@ import threading
 import time
 
 import pytest
-from comfy_llm_profiles import ProgressStage
-from comfy_llm_residency import GenerationSettings, ResidentModelManager
+from comfy_llm_core import ProgressStage
+from comfy_llm_residency import ResidentModelManager
+from comfy_llm_residency.backend import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=16)
 
@@ -51,7 +52,7 @@ def test_interruption_from_token_callback_keeps_model_and_frees_lock(world, fake
     assert world.backend_for(profile).unload_calls == 0
 
     result = run_in_thread(lambda: manager.run(profile, path, fake.make_inputs(), SETTINGS))
-    assert result.metadata["cache_status"] == "warm"
+    assert result.metadata.to_dict()["cache_status"] == "warm"
     assert result.response == "answer"
     assert world.log.events == [f"load:{profile.repository}"]
 
@@ -86,7 +87,7 @@ def test_interruption_during_load_progress_keeps_loaded_model(world, fake):
 
     assert manager.state().resident_profiles == (profile.profile_id,)
     result = run_in_thread(lambda: manager.run(profile, path, fake.make_inputs(), SETTINGS))
-    assert result.metadata["cache_status"] == "warm"
+    assert result.metadata.to_dict()["cache_status"] == "warm"
 
 
 def test_interruption_with_keep_loaded_false_unloads(world, fake):

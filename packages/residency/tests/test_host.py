@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from comfy_llm_residency import GenerationSettings, HostListener, ResidentInfo
+from comfy_llm_residency import HostListener, ResidentInfo
+from comfy_llm_residency.backend import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=16)
 
@@ -61,7 +62,7 @@ def test_reported_size_is_the_process_allocation_delta_not_the_estimate(world, f
     result = manager.run(profile, world.snapshot(profile), fake.make_inputs(), SETTINGS)
     # The meter sees half of what the device loses: the meter wins.
     assert listener.loaded[0].resident_bytes == fake.GIB
-    assert result.metadata["measured_allocation_bytes"] == fake.GIB
+    assert result.metadata.to_dict()["measured_allocation_bytes"] == fake.GIB
 
 
 def test_host_eviction_unloads_an_idle_model_and_the_reload_says_so(world, fake):
@@ -70,8 +71,8 @@ def test_host_eviction_unloads_an_idle_model_and_the_reload_says_so(world, fake)
     profile = fake.make_profile()
     path = world.snapshot(profile)
     first = manager.run(profile, path, fake.make_inputs(), SETTINGS)
-    assert first.metadata["evicted_by_host"] is False
-    assert first.metadata["host_eviction_reason"] is None
+    assert first.metadata.to_dict()["evicted_by_host"] is False
+    assert first.metadata.to_dict()["host_eviction_reason"] is None
 
     assert manager.evict_for_host(profile.profile_id, "the host unloaded all models") is True
     state = manager.state()
@@ -83,13 +84,13 @@ def test_host_eviction_unloads_an_idle_model_and_the_reload_says_so(world, fake)
     assert world.probe.clear_cache_calls >= 1
 
     again = manager.run(profile, path, fake.make_inputs(), SETTINGS)
-    assert again.metadata["cache_status"] == "cold"
-    assert again.metadata["evicted_by_host"] is True
-    assert again.metadata["host_eviction_reason"] == "the host unloaded all models"
+    assert again.metadata.to_dict()["cache_status"] == "cold"
+    assert again.metadata.to_dict()["evicted_by_host"] is True
+    assert again.metadata.to_dict()["host_eviction_reason"] == "the host unloaded all models"
     assert manager.state().host_evicted_profiles == ()
     warm = manager.run(profile, path, fake.make_inputs(), SETTINGS)
-    assert warm.metadata["cache_status"] == "warm"
-    assert warm.metadata["evicted_by_host"] is False
+    assert warm.metadata.to_dict()["cache_status"] == "warm"
+    assert warm.metadata.to_dict()["evicted_by_host"] is False
     # Evicting what is not resident is a no-op the host may drop its entry for.
     assert manager.evict_for_host("hf-not-resident", "x") is True
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from comfy_llm_profiles import ProgressStage
+from comfy_llm_core import ProgressStage
 from comfy_llm_residency import (
-    GenerationSettings,
     InferenceResult,
     ReentrantCallError,
     ResidencyError,
     TargetMismatchError,
 )
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_staging import MARKER_FILENAME, IncompleteSnapshotError
 
 SETTINGS = GenerationSettings(max_new_tokens=32, temperature=0.0)
@@ -30,9 +30,9 @@ def test_second_request_is_a_warm_hit_without_reload(world, fake):
     second = run(world, manager, profile, fake)
 
     assert world.log.events == [f"load:{profile.repository}"]
-    assert first.metadata["cache_status"] == "cold"
-    assert second.metadata["cache_status"] == "warm"
-    assert second.metadata["load_seconds"] == 0.0
+    assert first.metadata.to_dict()["cache_status"] == "cold"
+    assert second.metadata.to_dict()["cache_status"] == "warm"
+    assert second.metadata.to_dict()["load_seconds"] == 0.0
     assert world.backend_for(profile).generate_calls == 2
     assert manager.state().resident_profiles == (profile.profile_id,)
     assert manager.state().last_cache_status == "warm"
@@ -48,7 +48,7 @@ def test_result_and_metadata(world, fake):
     assert isinstance(result, InferenceResult)
     assert result.response == "answer"
     assert result.reasoning == "a b"
-    meta = result.metadata
+    meta = result.metadata.to_dict()
     json.dumps(meta, allow_nan=False)
     assert meta["execution_target"] == "local_cpu"
     assert meta["device"] == "fake0"
@@ -83,9 +83,9 @@ def test_result_and_metadata(world, fake):
 def test_metadata_never_carries_secrets(world, fake):
     result = run(world, world.manager(), fake.make_profile(), fake)
 
-    text = json.dumps(result.metadata)
-    assert "hf_token" not in result.metadata
-    assert "api_key" not in result.metadata
+    text = json.dumps(result.metadata.to_dict())
+    assert "hf_token" not in result.metadata.to_dict()
+    assert "api_key" not in result.metadata.to_dict()
     assert "hf_abcdefghijklmnopqrstuvwxyz" not in text
     assert "sk-should-never-appear" not in text
 
@@ -100,8 +100,8 @@ def test_limit_of_one_evicts_the_older_profile(world, fake):
     assert world.backend_for(older).unload_calls == 1
     assert world.backend_for(newer).unload_calls == 0
     assert manager.state().resident_profiles == (newer.profile_id,)
-    assert result.metadata["evicted_profiles"] == [older.profile_id]
-    assert result.metadata["resident_profiles"] == [newer.profile_id]
+    assert result.metadata.to_dict()["evicted_profiles"] == [older.profile_id]
+    assert result.metadata.to_dict()["resident_profiles"] == [newer.profile_id]
     assert world.probe.clear_cache_calls >= 1
     assert world.log.events == [
         f"load:{older.repository}",
@@ -134,10 +134,10 @@ def test_keep_loaded_false_unloads_after_the_request(world, fake):
     assert result.response == "answer"
     assert world.backend_for(profile).unload_calls == 1
     assert manager.state().resident_profiles == ()
-    assert result.metadata["resident_profiles"] == []
-    assert result.metadata["keep_model_loaded"] is False
+    assert result.metadata.to_dict()["resident_profiles"] == []
+    assert result.metadata.to_dict()["keep_model_loaded"] is False
     again = run(world, manager, profile, fake)
-    assert again.metadata["cache_status"] == "cold"
+    assert again.metadata.to_dict()["cache_status"] == "cold"
 
 
 def test_keep_loaded_false_unloads_a_warm_model_too(world, fake):
@@ -147,7 +147,7 @@ def test_keep_loaded_false_unloads_a_warm_model_too(world, fake):
 
     result = run(world, manager, profile, fake, keep_loaded=False)
 
-    assert result.metadata["cache_status"] == "warm"
+    assert result.metadata.to_dict()["cache_status"] == "warm"
     assert world.backend_for(profile).unload_calls == 1
     assert manager.state().resident_profiles == ()
 
@@ -217,7 +217,7 @@ def test_warm_hit_does_not_reread_the_snapshot(world, fake, tmp_path):
 
     result = manager.run(profile, path, fake.make_inputs(), SETTINGS)
 
-    assert result.metadata["cache_status"] == "warm"
+    assert result.metadata.to_dict()["cache_status"] == "warm"
 
 
 def test_reasoning_disabled_gives_empty_reasoning(world, fake):
@@ -230,9 +230,9 @@ def test_reasoning_disabled_gives_empty_reasoning(world, fake):
 
     assert result.response == "answer"
     assert result.reasoning == ""
-    assert result.metadata["reasoning_enabled"] is False
-    assert result.metadata["reasoning_tokens"] == 0
-    assert result.metadata["output_tokens"] == 2
+    assert result.metadata.to_dict()["reasoning_enabled"] is False
+    assert result.metadata.to_dict()["reasoning_tokens"] == 0
+    assert result.metadata.to_dict()["output_tokens"] == 2
 
 
 def test_reasoning_truncated_by_length(world, fake):
@@ -244,9 +244,9 @@ def test_reasoning_truncated_by_length(world, fake):
 
     assert result.response == ""
     assert result.reasoning == "a b"
-    assert result.metadata["reasoning_truncated"] is True
-    assert result.metadata["finish_reason"] == "length"
-    assert result.metadata["output_tokens"] == 3
+    assert result.metadata.to_dict()["reasoning_truncated"] is True
+    assert result.metadata.to_dict()["finish_reason"] == "length"
+    assert result.metadata.to_dict()["output_tokens"] == 3
 
 
 def test_progress_events_in_order(world, fake):
@@ -307,7 +307,7 @@ def test_load_failure_leaves_nothing_resident(world, fake):
     assert manager.state().busy is False
     assert world.probe.clear_cache_calls == 1
     world.load_error = None
-    assert run(world, manager, profile, fake).metadata["cache_status"] == "cold"
+    assert run(world, manager, profile, fake).metadata.to_dict()["cache_status"] == "cold"
 
 
 def test_unload_failure_marks_unsafe_and_forgets_the_model(world, fake):
@@ -319,7 +319,7 @@ def test_unload_failure_marks_unsafe_and_forgets_the_model(world, fake):
     result = run(world, manager, b, fake)
 
     assert manager.unsafe_for_reuse is True
-    assert result.metadata["unsafe_for_reuse"] is True
+    assert result.metadata.to_dict()["unsafe_for_reuse"] is True
     assert manager.state().resident_profiles == (b.profile_id,)
 
 
@@ -371,7 +371,7 @@ def test_same_identity_with_another_display_name_is_warm(world, fake):
     run(world, manager, profile, fake)
     result = run(world, manager, renamed, fake)
 
-    assert result.metadata["cache_status"] == "warm"
+    assert result.metadata.to_dict()["cache_status"] == "warm"
     assert world.log.events == [f"load:{profile.repository}"]
 
 
@@ -387,7 +387,7 @@ def test_failing_probe_after_generation_keeps_the_answer(world, fake):
     result = run(world, manager, profile, fake)
 
     assert result.response == "answer"
-    assert result.metadata["memory_device"] == "unknown"
+    assert result.metadata.to_dict()["memory_device"] == "unknown"
 
 
 def test_input_counts_in_metadata(world, fake):
@@ -397,6 +397,6 @@ def test_input_counts_in_metadata(world, fake):
 
     result = manager.run(profile, world.snapshot(profile), inputs, SETTINGS)
 
-    assert result.metadata["image_count"] == 3
-    assert result.metadata["video_frame_count"] == 0
-    assert result.metadata["file_count"] == 2
+    assert result.metadata.to_dict()["image_count"] == 3
+    assert result.metadata.to_dict()["video_frame_count"] == 0
+    assert result.metadata.to_dict()["file_count"] == 2

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from comfy_llm_profiles import ProgressStage
-from comfy_llm_residency import GenerationSettings, InsufficientMemoryError
+from comfy_llm_core import ProgressStage
+from comfy_llm_residency import InsufficientMemoryError
+from comfy_llm_residency.backend import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=16, temperature=0.0)
 
@@ -30,7 +31,7 @@ def test_a_rebuild_request_unloads_then_loads_through_admission(world, fake):
     profile = fake.make_profile(target="local_cuda")
     path = world.snapshot(profile)
     first = manager.run(profile, path, fake.make_inputs(), SETTINGS, prompt_id="A")
-    assert first.metadata["cache_status"] == "cold"
+    assert first.metadata.to_dict()["cache_status"] == "cold"
     world.log.events.clear()
 
     events = []
@@ -38,7 +39,7 @@ def test_a_rebuild_request_unloads_then_loads_through_admission(world, fake):
         profile, path, fake.make_inputs(), SETTINGS, prompt_id="B", progress=events.append
     )
     assert second.response == "answer"
-    assert second.metadata["cache_status"] == "cold"
+    assert second.metadata.to_dict()["cache_status"] == "cold"
     assert world.log.events[0] == f"unload:{profile.repository}"
     assert f"load:{profile.repository}" in world.log.events
     engine = [e for e in events if e.stage is ProgressStage.ENGINE]
@@ -51,7 +52,7 @@ def test_a_rebuild_request_unloads_then_loads_through_admission(world, fake):
     # the rebuilt backend saw the prompt id as well, and nothing is rebuilt again
     assert asked[-1] == (id(new), "B")
     third = manager.run(profile, path, fake.make_inputs(), SETTINGS, prompt_id="C")
-    assert third.metadata["cache_status"] == "warm"
+    assert third.metadata.to_dict()["cache_status"] == "warm"
     assert len(world.backends) == 2
 
 
@@ -90,9 +91,9 @@ def test_a_rebuild_waits_for_the_old_engines_memory(world, fake):
 
     result = manager.run(profile, path, fake.make_inputs(), SETTINGS, prompt_id="B", reserve_gb=0)
 
-    assert result.metadata["cache_status"] == "cold"
+    assert result.metadata.to_dict()["cache_status"] == "cold"
     assert sum(world.clock.sleeps) == pytest.approx(2.0)
-    assert result.metadata["memory_wait_seconds"] == pytest.approx(2.0)
+    assert result.metadata.to_dict()["memory_wait_seconds"] == pytest.approx(2.0)
     assert manager.unsafe_for_reuse is False
 
 

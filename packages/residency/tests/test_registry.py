@@ -5,12 +5,8 @@ from __future__ import annotations
 import pickle
 
 from comfy_llm_core import InvalidSettingError
-from comfy_llm_residency import (
-    GenerationSettings,
-    TargetMismatchError,
-    get_manager,
-    reset_managers,
-)
+from comfy_llm_residency import TargetMismatchError, get_manager, reset_managers
+from comfy_llm_residency.backend import GenerationSettings
 
 
 def test_one_manager_per_target(world, fake):

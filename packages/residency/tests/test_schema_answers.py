@@ -7,7 +7,8 @@ import pickle
 from typing import Any
 
 import pytest
-from comfy_llm_residency import BackendResult, BackendTimings, GenerationSettings
+from comfy_llm_core import Modality
+from comfy_llm_residency.backend import BackendResult, BackendTimings, GenerationSettings
 from comfy_llm_structured import InvalidSchemaError
 
 SCHEMA = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
@@ -23,16 +24,17 @@ class AnswersInTurn:
         self.texts = texts
         self.prompts: list[str] = []
         self.vocabulary = None
+        self.modalities = frozenset(Modality)
 
-    def generate(self, inputs: Any, settings: GenerationSettings, on_token: Any) -> BackendResult:
+    def generate(self, inputs: Any, settings: GenerationSettings, sink: Any) -> BackendResult:
         self.prompts.append(inputs.prompt)
         text = self.texts[len(self.prompts) - 1]
-        on_token(1, text)
+        sink.token(1, text)
         return BackendResult(
             token_ids=(1,),
             text=text,
             native_reasoning=None,
-            timings=BackendTimings(None, 0.0, None, 3),
+            timings=BackendTimings(0.0, 3),
             constrained=True,
         )
 
@@ -59,7 +61,7 @@ def test_valid_first_answer_is_not_retried(world, fake) -> None:
     result, backend = _run(world, fake, ['{"n": 3}'])
     assert result.response == '{"n": 3}'
     assert len(backend.prompts) == 1
-    meta = result.metadata
+    meta = result.metadata.to_dict()
     assert (meta["schema_valid"], meta["schema_retries"], meta["constrained_decoding"]) == (
         True,
         0,
@@ -73,16 +75,16 @@ def test_invalid_answer_is_retried_once_with_the_validators_message(world, fake)
     assert len(backend.prompts) == 2
     assert "'three' is not of type 'integer' (at n)" in backend.prompts[1]
     assert backend.prompts[1].startswith(backend.prompts[0])
-    assert result.metadata["schema_valid"] is True
-    assert result.metadata["schema_retries"] == 1
+    assert result.metadata.to_dict()["schema_valid"] is True
+    assert result.metadata.to_dict()["schema_retries"] == 1
 
 
 def test_still_invalid_after_the_retry_is_reported_not_hidden(world, fake) -> None:
     result, backend = _run(world, fake, ["not json", "{}"])
     assert len(backend.prompts) == 2
     assert result.response == "{}"
-    assert result.metadata["schema_valid"] is False
-    assert "'n' is a required property" in result.metadata["schema_problem"]
+    assert result.metadata.to_dict()["schema_valid"] is False
+    assert "'n' is a required property" in result.metadata.to_dict()["schema_problem"]
 
 
 def test_without_schema_no_schema_fields(world, fake) -> None:
@@ -93,7 +95,7 @@ def test_without_schema_no_schema_fields(world, fake) -> None:
     )
     settings = GenerationSettings(max_new_tokens=8, temperature=0.0, enable_reasoning=False)
     result = manager.run(profile, world.snapshot(profile), fake.make_inputs(), settings)
-    assert "schema_valid" not in result.metadata
+    assert "schema_valid" not in result.metadata.to_dict()
 
 
 @pytest.mark.parametrize(

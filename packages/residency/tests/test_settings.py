@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from comfy_llm_core import InvalidSettingError
 from comfy_llm_residency import (
-    GenerationSettings,
     GenerationSettingsError,
     ResidentModelManager,
     default_reserve_gb,
     max_resident_models,
     memory_recovery_timeout_seconds,
 )
+from comfy_llm_residency.backend import GenerationSettings
 
 ENV_NAMES = (
     "COMFY_MODAL_LOCAL_LLM_MAX_RESIDENT_MODELS",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from comfy_llm_profiles import ProgressStage
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_core import ProgressStage
+from comfy_llm_residency.backend import GenerationSettings
+from comfy_llm_testworld.sinks import RecordingSink
 
 SETTINGS = GenerationSettings(max_new_tokens=64)
 
@@ -18,11 +19,11 @@ def _generate_events(world):
 
 
 def test_a_drain_is_one_event_at_most_twenty_per_second(world, fake, monkeypatch):
-    def generate(self, inputs, settings, on_token):
+    def generate(self, inputs, settings, sink):
         for _ in range(10):  # ten drains of three tokens, 20 ms apart
-            on_token.step([1, 2, 3], "abc")
+            sink.step([1, 2, 3], "abc")
             world.clock.sleep(0.02)
-        return original(self, inputs, settings, lambda *_: None)
+        return original(self, inputs, settings, RecordingSink())
 
     original = fake.FakeBackend.generate
     monkeypatch.setattr(fake.FakeBackend, "generate", generate)
@@ -46,10 +47,10 @@ def test_a_drain_is_one_event_at_most_twenty_per_second(world, fake, monkeypatch
 def test_waiting_for_the_first_token_lets_the_host_cancel(world, fake, monkeypatch):
     polls: list[int] = []
 
-    def generate(self, inputs, settings, on_token):
+    def generate(self, inputs, settings, sink):
         while True:  # a prefill that never ends unless the host cancels
             polls.append(1)
-            on_token.wait()
+            sink.wait()
             world.clock.sleep(0.1)
 
     monkeypatch.setattr(fake.FakeBackend, "generate", generate)
@@ -78,7 +79,7 @@ def test_a_backend_that_died_is_evicted_and_the_next_run_loads_a_fresh_one(
     profile = fake.make_profile()
     world.generate_error = RuntimeError("engine core died")
 
-    def die(self, inputs, settings, on_token):
+    def die(self, inputs, settings, sink):
         self.loaded = False
         raise world.generate_error
 
@@ -98,11 +99,9 @@ def test_a_backend_that_died_is_evicted_and_the_next_run_loads_a_fresh_one(
 def test_the_backends_report_of_an_opened_think_block_rides_every_generate_event(
     world, fake, monkeypatch, opened
 ):
-    from comfy_llm_residency import report_prompt_opened
-
-    def generate(self, inputs, settings, on_token):
-        report_prompt_opened(on_token, opened)  # as every backend does, before its first token
-        return original(self, inputs, settings, on_token)
+    def generate(self, inputs, settings, sink):
+        sink.prompt_opened(opened)  # as every backend does, before its first token
+        return original(self, inputs, settings, sink)
 
     original = fake.FakeBackend.generate
     monkeypatch.setattr(fake.FakeBackend, "generate", generate)
@@ -113,8 +112,6 @@ def test_the_backends_report_of_an_opened_think_block_rides_every_generate_event
     )
     tokens = [e for e in _generate_events(world) if e.text is not None]
     assert tokens and all(e.prompt_opened_reasoning is opened for e in tokens)
-    # and a plain callback (no reasoning_opened) is left alone
-    report_prompt_opened(lambda token_id, text: None, opened)
 
 
 def test_without_a_report_generate_events_say_unknown(world, fake):
@@ -125,3 +122,93 @@ def test_without_a_report_generate_events_say_unknown(world, fake):
     )
     tokens = [e for e in _generate_events(world) if e.text is not None]
     assert tokens and all(e.prompt_opened_reasoning is None for e in tokens)
+
+
+def _timed(world, fake, monkeypatch, *, first_after: float, gap: float, stepwise: bool):
+    """A backend whose five tokens come ``first_after`` s after the call, ``gap`` s apart."""
+
+    def generate(self, inputs, settings, sink):
+        world.clock.sleep(first_after)
+        for number in range(5):
+            if number:
+                world.clock.sleep(gap)
+            if stepwise:
+                sink.step([number], "a" * number)
+            else:
+                sink.token(number, "a" * number)
+        return original(self, inputs, settings, RecordingSink())
+
+    original = fake.FakeBackend.generate
+    monkeypatch.setattr(fake.FakeBackend, "generate", generate)
+
+
+@pytest.mark.parametrize("stepwise", [False, True])
+def test_time_to_first_token_and_decode_rate_are_measured_in_the_sink(
+    world, fake, monkeypatch, stepwise
+):
+    _timed(world, fake, monkeypatch, first_after=0.5, gap=0.1, stepwise=stepwise)
+    manager = world.manager()
+    profile = fake.make_profile()
+    result = manager.run(profile, world.snapshot(profile), fake.make_inputs(), SETTINGS)
+    assert result.metadata.to_dict()["time_to_first_token_seconds"] == 0.5
+    assert (
+        result.metadata.to_dict()["tokens_per_second"] == 10.0
+    )  # four tokens after the first in 0.4 s
+
+
+def test_a_schema_retry_reports_the_timing_of_the_generation_that_answered(
+    world, fake, monkeypatch
+):
+    from comfy_llm_residency.backend import BackendResult, BackendTimings
+
+    answers = iter(['{"n": "x"}', '{"n": 1}'])
+    delays = iter([2.0, 0.25])
+
+    def generate(self, inputs, settings, sink):
+        world.clock.sleep(next(delays))
+        text = next(answers)
+        sink.token(1, text)
+        world.clock.sleep(0.5)
+        sink.token(2, text)
+        timings = BackendTimings(generation_seconds=0.75, prompt_tokens=3)
+        return BackendResult((1, 2), text, None, timings, constrained=True)
+
+    monkeypatch.setattr(fake.FakeBackend, "generate", generate)
+    monkeypatch.setattr(fake.FakeBackend, "vocabulary", None)  # the answer is the text
+    manager = world.manager()
+    profile = fake.make_profile()
+    schema = '{"type": "object", "properties": {"n": {"type": "integer"}}}'
+    settings = GenerationSettings(max_new_tokens=8, enable_reasoning=False, response_schema=schema)
+    result = manager.run(profile, world.snapshot(profile), fake.make_inputs(), settings)
+    assert (
+        result.metadata.to_dict()["schema_retries"] == 1
+        and result.metadata.to_dict()["schema_valid"] is True
+    )
+    assert result.metadata.to_dict()["time_to_first_token_seconds"] == 0.25  # the retry's, not 2.0
+    assert result.metadata.to_dict()["tokens_per_second"] == 2.0
+
+
+def test_a_kind_of_input_the_engine_does_not_take_is_refused_before_generating(
+    world, fake, monkeypatch
+):
+    from comfy_llm_core import Modality
+    from comfy_llm_residency import UnsupportedInputError
+
+    monkeypatch.setattr(fake.FakeBackend, "modalities", frozenset({Modality.TEXT}))
+    manager = world.manager()
+    profile = fake.make_profile()
+    with pytest.raises(UnsupportedInputError) as refused:
+        manager.run(profile, world.snapshot(profile), fake.make_inputs(images=2), SETTINGS)
+    assert refused.value.modality == "image"
+    assert "does not take image input" in str(refused.value)
+    assert "disconnect the IMAGE input" in str(refused.value)
+    assert world.intervals == []  # nothing was generated
+    assert profile.profile_id in manager.state().resident_profiles  # the model stays
+    # text alone is served, and a batch is refused the same way
+    manager.run(profile, world.snapshot(profile), fake.make_inputs(images=0), SETTINGS)
+    from comfy_llm_residency.backend import BatchItem
+
+    with pytest.raises(UnsupportedInputError, match="image"):
+        manager.run_batch(
+            profile, world.snapshot(profile), [BatchItem(fake.make_inputs(), SETTINGS)]
+        )

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from comfy_llm_profiles import ProgressEvent
+from comfy_llm_core import ProgressEvent
 from comfy_llm_staging import (
     StagingLeaseTimeoutError,
     require_completed_snapshot,

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from comfy_llm_profiles import ProgressEvent
+from comfy_llm_core import ProgressEvent
 from comfy_llm_profiles.errors import HubAccessError, HubUnavailableError, ModelNotFoundError
 from comfy_llm_staging import (
     LEGACY_MARKER_FILENAME,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from comfy_llm_profiles import ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressEvent, ProgressStage
 from comfy_llm_staging._progress import DownloadProgress
 
 

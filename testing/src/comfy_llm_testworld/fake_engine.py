@@ -18,21 +18,21 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from comfy_llm_profiles import EngineSpec, ExecutionTarget, Family, ModelProfile
+from comfy_llm_core import ExecutionTarget, Modality
+from comfy_llm_profiles import EngineSpec, Family, ModelProfile
 from comfy_llm_residency import (
-    BackendResult,
-    BackendTimings,
     BackendUnloadedError,
     EngineNotInstalledError,
     ModelLoadError,
     UnsupportedBackendError,
 )
+from comfy_llm_residency.backend import BackendResult, BackendTimings
 from comfy_llm_staging import require_completed_snapshot
 
 if TYPE_CHECKING:
+    from comfy_llm_core import ProgressCallback
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_profiles import ProgressCallback
-    from comfy_llm_residency import GenerationSettings, TokenCallback
+    from comfy_llm_residency.backend import GenerationSettings, TokenSink
 
 __all__ = [
     "ENGINE_NAMES",
@@ -94,6 +94,7 @@ class FakeEchoBackend:
     """The engine's backend: echoes the prompt, one character per token."""
 
     ENGINE_NAME: ClassVar[str] = ENGINE_NAME
+    modalities: frozenset[Modality] = frozenset({Modality.TEXT, Modality.IMAGE, Modality.FILE})
 
     def __init__(self, profile: ModelProfile, config: dict[str, Any]) -> None:
         self.profile = profile
@@ -110,27 +111,23 @@ class FakeEchoBackend:
         return None
 
     def generate(
-        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+        self, inputs: PreparedInputs, settings: GenerationSettings, sink: TokenSink
     ) -> BackendResult:
-        """Echo the prompt and the image count, calling ``on_token`` per character."""
+        """Echo the prompt and the image count, handing ``sink`` one character per token."""
         if self._config is None:
             raise BackendUnloadedError(self.profile.profile_id)
         started = time.perf_counter()
-        text = f"echo: {inputs.prompt} ({len(inputs.images)} images)"
+        text = f"echo: {inputs.prompt} ({inputs.counts()['image_count']} images)"
         text = text[: settings.max_new_tokens]
+        sink.prompt_opened(False)
         for index in range(len(text)):
-            on_token(ord(text[index]), text[: index + 1])
+            sink.token(ord(text[index]), text[: index + 1])
         seconds = time.perf_counter() - started
         return BackendResult(
             token_ids=tuple(ord(c) for c in text),
             text=text,
             native_reasoning=None,
-            timings=BackendTimings(
-                time_to_first_token_seconds=seconds if text else None,
-                generation_seconds=seconds,
-                tokens_per_second=None,
-                prompt_tokens=len(inputs.prompt),
-            ),
+            timings=BackendTimings(generation_seconds=seconds, prompt_tokens=len(inputs.prompt)),
             finish_reason="stop",
         )
 

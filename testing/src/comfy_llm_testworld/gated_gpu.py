@@ -68,19 +68,19 @@ class GatedGPU:
             while not (self._gate / "open").exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
 
-    def generate(self, inputs: Any, settings: Any, on_token: Any) -> Any:
+    def generate(self, inputs: Any, settings: Any, sink: Any) -> Any:
         """The real answer, after this request's turn."""
         self._wait_turn()
-        return self._inner.generate(inputs, settings, on_token)
+        return self._inner.generate(inputs, settings, sink)
 
     def can_batch(self, items: Any) -> bool:
         """As the real engine says."""
         return bool(self._inner.can_batch(items))
 
-    def generate_batch(self, items: Any, on_token: Any) -> Any:
+    def generate_batch(self, items: Any, sink: Any) -> Any:
         """The real answers, after this batch's turn."""
         self._wait_turn()
-        return self._inner.generate_batch(items, on_token)
+        return self._inner.generate_batch(items, sink)
 
 
 def factory(profile: Any, path: Path, progress: Any) -> GatedGPU:

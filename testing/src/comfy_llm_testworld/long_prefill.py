@@ -39,7 +39,7 @@ class LongPrefill:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def generate(self, inputs: Any, settings: Any, on_token: Any) -> Any:
+    def generate(self, inputs: Any, settings: Any, sink: Any) -> Any:
         """Hold in prefill on the first request, then the real answer."""
         self.prefills += 1
         if self._marker is not None and self.prefills == 1:
@@ -47,7 +47,7 @@ class LongPrefill:
             deadline = time.monotonic() + PREFILL_SECONDS
             while time.monotonic() < deadline:
                 time.sleep(0.05)
-        return self._inner.generate(inputs, settings, on_token)
+        return self._inner.generate(inputs, settings, sink)
 
 
 def factory(profile: Any, path: Path, progress: Any) -> LongPrefill:

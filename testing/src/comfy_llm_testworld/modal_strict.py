@@ -243,7 +243,7 @@ class StrictTransport(OutsideOperations):
         """Deploy on first use and when forgotten, with :attr:`strategy`; counted."""
         if self.deployed:
             return
-        from comfy_llm_profiles import ProgressEvent, ProgressStage
+        from comfy_llm_core import ProgressEvent, ProgressStage
 
         progress(
             ProgressEvent(

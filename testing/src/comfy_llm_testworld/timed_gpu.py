@@ -57,9 +57,9 @@ class TimedGPU:
     def _serve(self, images: int, tokens: int) -> None:
         time.sleep(self._batch + self._image_token * images * max(1, tokens))
 
-    def generate(self, inputs: Any, settings: Any, on_token: Any) -> Any:
+    def generate(self, inputs: Any, settings: Any, sink: Any) -> Any:
         """The real engine's answer, then one image's service time."""
-        result = self._inner.generate(inputs, settings, on_token)
+        result = self._inner.generate(inputs, settings, sink)
         self._serve(1, settings.max_new_tokens)
         return result
 
@@ -67,9 +67,9 @@ class TimedGPU:
         """As the real engine says."""
         return bool(self._inner.can_batch(items))
 
-    def generate_batch(self, items: Any, on_token: Any) -> Any:
+    def generate_batch(self, items: Any, sink: Any) -> Any:
         """The real engine's answers, then the batch's service time."""
-        results = self._inner.generate_batch(items, on_token)
+        results = self._inner.generate_batch(items, sink)
         self._serve(len(items), items[0].settings.max_new_tokens)
         return results
 

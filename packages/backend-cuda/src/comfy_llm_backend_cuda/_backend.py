@@ -9,16 +9,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from comfy_llm_profiles import ModelProfile, ProgressCallback
+from comfy_llm_core import Modality, ProgressCallback
+from comfy_llm_profiles import ModelProfile
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs, reasoning_end_id
-from comfy_llm_residency import (
+from comfy_llm_residency.backend import (
     BackendResult,
     BackendTimings,
     BatchItem,
-    BatchTokenCallback,
+    BatchTokenSink,
     GenerationSettings,
-    TokenCallback,
-    report_prompt_opened,
+    TokenSink,
 )
 from comfy_llm_staging import require_completed_snapshot
 from comfy_llm_structured import JsonConstraint, llg_tokenizer
@@ -57,6 +57,10 @@ class TransformersBackend:
     """
 
     ENGINE_NAME: ClassVar[str] = ENGINE_NAME
+    modalities: frozenset[Modality] = frozenset(
+        {Modality.TEXT, Modality.IMAGE, Modality.VIDEO, Modality.FILE}
+    )
+    """What this engine takes: text (files inlined), images, video frames as images."""
 
     def __init__(
         self,
@@ -177,9 +181,9 @@ class TransformersBackend:
         return JsonConstraint(schema, self._llg_tokenizer, width, gate_id=gate)
 
     def generate(
-        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+        self, inputs: PreparedInputs, settings: GenerationSettings, sink: TokenSink
     ) -> BackendResult:
-        """Generate a response, calling ``on_token`` after every token.
+        """Generate a response, handing every token to ``sink``.
 
         Images go first, then the video frames in order, then the prompt text.
         For qwen3 profiles ``settings.enable_reasoning`` is passed to the chat
@@ -190,7 +194,8 @@ class TransformersBackend:
             inputs: Engine-neutral prompt, images and video frames.
             settings: Sampling settings (temperature 0 is greedy; seed seeds
                 torch before sampling).
-            on_token: Called with (token id, text so far); may raise to stop.
+            sink: Gets the prompt's reasoning state, then each token with the
+                text so far; may raise to stop.
 
         Returns:
             Every generated id (``<think>``/``</think>`` and the end token
@@ -200,13 +205,13 @@ class TransformersBackend:
         Raises:
             BackendUnloadedError: :meth:`unload` was called.
             PromptTooLongError: The prompt fills the profile's context.
-            Exception: Whatever ``on_token`` raised, unchanged.
+            Exception: Whatever ``sink`` raised, unchanged.
         """
         if self._model is None:
             raise BackendUnloadedError(self.profile.profile_id)
         started = time.perf_counter()
         encoded, budget = self._encode(inputs, settings)
-        report_prompt_opened(on_token, encoded.opened_reasoning)  # the live view's split
+        sink.prompt_opened(encoded.opened_reasoning)  # the live view's split
         constraint = self._constraint(settings)
         run = run_generate(
             self._torch,
@@ -215,7 +220,7 @@ class TransformersBackend:
             settings=settings,
             max_new_tokens=budget,
             decode=self._decode,
-            on_token=on_token,
+            on_token=sink.token,
             started=started,
             constraint=constraint,
             tokenizer=self._tokenizer,
@@ -227,18 +232,18 @@ class TransformersBackend:
         return batchable(items)
 
     def generate_batch(
-        self, items: Sequence[BatchItem], on_token: BatchTokenCallback
+        self, items: Sequence[BatchItem], sink: BatchTokenSink
     ) -> list[BackendResult]:
         """Generate items of equal prompt shape in one ``generate`` per group (see ``_batch``).
 
         Raises:
             BackendUnloadedError: :meth:`unload` was called.
             PromptTooLongError: A prompt fills the profile's context.
-            Exception: Whatever ``on_token`` raised, unchanged.
+            Exception: Whatever ``sink`` raised, unchanged.
         """
         if self._model is None:
             raise BackendUnloadedError(self.profile.profile_id)
-        return generate_groups(self, items, on_token)
+        return generate_groups(self, items, sink)
 
     def _encode(self, inputs: PreparedInputs, settings: GenerationSettings) -> tuple[Any, int]:
         """The encoded prompt and the token budget the context leaves after it."""
@@ -261,10 +266,7 @@ class TransformersBackend:
             text=self._decode(run.token_ids),
             native_reasoning=None,
             timings=BackendTimings(
-                time_to_first_token_seconds=run.time_to_first_token_seconds,
-                generation_seconds=run.generation_seconds,
-                tokens_per_second=run.tokens_per_second,
-                prompt_tokens=encoded.prompt_tokens,
+                generation_seconds=run.generation_seconds, prompt_tokens=encoded.prompt_tokens
             ),
             prompt_opened_reasoning=encoded.opened_reasoning,
             finish_reason=run.finish_reason,

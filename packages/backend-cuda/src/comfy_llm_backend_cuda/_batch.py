@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from comfy_llm_residency import BackendResult, BatchItem, BatchTokenCallback, GenerationSettings
+from comfy_llm_residency.backend import BackendResult, BatchItem, BatchTokenSink, GenerationSettings
 
 from ._generate import GenerationRun, build_generation_config, eos_ids
 from ._stream import IncrementalDecoder
@@ -120,7 +120,7 @@ def run_generate_rows(
     settings: GenerationSettings,
     max_new_tokens: int,
     decode: Callable[[Sequence[int]], str],
-    on_token: BatchTokenCallback,
+    on_token: Callable[[int, int, str], None],
     started: float,
 ) -> list[GenerationRun]:
     """Stack same-shape prompts and run one greedy ``generate`` over them.
@@ -147,12 +147,9 @@ def run_generate_rows(
     for row in range(len(rows)):
         ids, times = streamer.ids(row), streamer.times[row]
         stopped = bool(ids) and ids[-1] in ends
-        span = times[-1] - times[0] if len(times) > 1 else 0.0
         runs.append(
             GenerationRun(
                 token_ids=ids,
-                time_to_first_token_seconds=times[0] - started if times else None,
-                tokens_per_second=(len(times) - 1) / span if span > 0 else None,
                 generation_seconds=(times[-1] if times else time.perf_counter()) - started,
                 finish_reason="stop" if stopped or len(ids) < max_new_tokens else "length",
             )
@@ -161,7 +158,7 @@ def run_generate_rows(
 
 
 def generate_groups(
-    backend: GroupedBackend, items: Sequence[BatchItem], on_token: BatchTokenCallback
+    backend: GroupedBackend, items: Sequence[BatchItem], sink: BatchTokenSink
 ) -> list[BackendResult]:
     """Encode every item, group them (:func:`group_key`), one ``generate`` per group."""
     started = time.perf_counter()
@@ -173,7 +170,7 @@ def generate_groups(
     for members in groups.values():
 
         def row_token(row: int, token_id: int, text: str, members: list[int] = members) -> None:
-            on_token(members[row], token_id, text)
+            sink.token(members[row], token_id, text)
 
         runs = run_generate_rows(
             backend._torch,

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from comfy_llm_profiles import ModelProfile, ProgressCallback
+from comfy_llm_core import ProgressCallback
+from comfy_llm_profiles import ModelProfile
 
 from ._backend import TransformersBackend
 from .errors import ENGINE_NAME, VLLM_ENGINE_NAME, UnsupportedBackendError

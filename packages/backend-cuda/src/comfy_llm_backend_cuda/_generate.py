@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from comfy_llm_core import SEED_BITS_UINT64, fold_seed
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_structured import JsonConstraint
 
 from ._constraint import constrained_processors
@@ -29,17 +29,11 @@ class GenerationRun:
 
     Attributes:
         token_ids: Generated ids, boundary and special tokens kept.
-        time_to_first_token_seconds: From the start of the request (prompt
-            rendering, image preprocessing and prefill included) to the first
-            token; None when none came.
-        tokens_per_second: Decode rate (see :meth:`TokenStreamer.tokens_per_second`).
         generation_seconds: Wall time from the start of the request.
         finish_reason: ``"stop"`` (an end token) or ``"length"``.
     """
 
     token_ids: tuple[int, ...]
-    time_to_first_token_seconds: float | None
-    tokens_per_second: float | None
     generation_seconds: float
     finish_reason: str
 
@@ -121,8 +115,8 @@ def run_generate(
         max_new_tokens: Token budget (already capped to the context).
         decode: Turns ids into text, skipping special tokens.
         on_token: Per-token callback; may raise to stop.
-        started: ``time.perf_counter()`` at the start of the request; the time
-            to first token and ``generation_seconds`` count from it (None: now).
+        started: ``time.perf_counter()`` at the start of the request;
+            ``generation_seconds`` counts from it (None: now).
         constraint: The response schema's token mask, or None for free text.
         tokenizer: The tokenizer behind ``decode`` (its native stream decoder
             keeps the per-token text cheap), or None for the window decoder.
@@ -158,8 +152,6 @@ def run_generate(
     finish = "stop" if (ids and ids[-1] in ends) or len(ids) < max_new_tokens else "length"
     return GenerationRun(
         token_ids=ids,
-        time_to_first_token_seconds=streamer.time_to_first_token(),
-        tokens_per_second=streamer.tokens_per_second(),
         generation_seconds=seconds,
         finish_reason=finish,
     )

@@ -1,9 +1,8 @@
 """From engine-neutral inputs to the processor's tensors.
 
-The message layout is shared with the MLX-VLM backend so both engines see the
-same conversation: an optional system turn, then one user turn holding every
-image, then every sampled video frame (as an image, in order), then the prompt
-text, which already carries the frame timestamps and the file sections.
+The conversation is the inputs package's (``chat_messages``: the one every
+engine renders); this module renders it with the processor's chat template
+and encodes the text and the pictures in order.
 """
 
 from __future__ import annotations
@@ -12,20 +11,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from comfy_llm_inputs import chat_messages
+from comfy_llm_reasoning import prompt_opens_reasoning
+
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
-    from PIL import Image
 
-__all__ = [
-    "EncodedPrompt",
-    "build_messages",
-    "encode_prompt",
-    "ordered_images",
-    "prompt_opens_reasoning",
-]
-
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
+__all__ = ["EncodedPrompt", "encode_prompt"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,62 +37,6 @@ class EncodedPrompt:
     opened_reasoning: bool
 
 
-def ordered_images(inputs: PreparedInputs) -> list[Image.Image]:
-    """Return the images the user turn carries: images first, then video frames.
-
-    Args:
-        inputs: The prepared inputs.
-
-    Returns:
-        The images, then each video frame's image in the order given
-        (``PreparedInputs`` keeps them in time order).
-    """
-    images = list(getattr(inputs, "images", ()) or ())
-    images.extend(frame.image for frame in getattr(inputs, "video_frames", ()) or ())
-    return images
-
-
-def build_messages(
-    system_prompt: str | None, prompt: str, image_count: int
-) -> list[dict[str, Any]]:
-    """Build the chat messages for a processor's chat template.
-
-    Content is always a list of typed parts (``{"type": "text", ...}``,
-    ``{"type": "image"}``), the form every Hugging Face multimodal template
-    accepts, the system turn included.
-
-    Args:
-        system_prompt: The system prompt; omitted when empty or None.
-        prompt: The user's prompt text (timestamps and file sections included).
-        image_count: How many image placeholders go before the text.
-
-    Returns:
-        The messages.
-    """
-    messages: list[dict[str, Any]] = []
-    if system_prompt and system_prompt.strip():
-        messages.append({"role": "system", "content": [{"type": "text", "text": system_prompt}]})
-    content: list[dict[str, Any]] = [{"type": "image"} for _ in range(image_count)]
-    content.append({"type": "text", "text": prompt})
-    messages.append({"role": "user", "content": content})
-    return messages
-
-
-def prompt_opens_reasoning(rendered: str) -> bool:
-    """Tell whether a rendered prompt ends inside an opened reasoning block.
-
-    Args:
-        rendered: The chat-template output.
-
-    Returns:
-        True when the last ``<think>`` comes after the last ``</think>``
-        (e.g. Qwen3's generation prompt with thinking enabled ends in ``<think>``
-        and a newline).
-    """
-    opened = rendered.rfind(THINK_OPEN)
-    return opened >= 0 and opened > rendered.rfind(THINK_CLOSE)
-
-
 def encode_prompt(
     processor: Any,
     inputs: PreparedInputs,
@@ -117,8 +53,8 @@ def encode_prompt(
     Returns:
         The encoded prompt (CPU tensors, batch of one).
     """
-    images = [_rgb(image) for image in ordered_images(inputs)]
-    messages = build_messages(getattr(inputs, "system_prompt", None), inputs.prompt, len(images))
+    images = inputs.images_in_order()
+    messages = chat_messages(inputs)
     rendered = processor.apply_chat_template(
         messages, tokenize=False, add_generation_prompt=True, **dict(template_kwargs)
     )
@@ -138,10 +74,6 @@ def encode_prompt(
         prompt_tokens=int(input_ids.shape[-1]),
         opened_reasoning=prompt_opens_reasoning(rendered),
     )
-
-
-def _rgb(image: Image.Image) -> Image.Image:
-    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def _single(rendered: Sequence[str]) -> str:

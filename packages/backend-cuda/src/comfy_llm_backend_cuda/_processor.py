@@ -7,8 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from comfy_llm_core import env_scope, library_progress_bars_quiet
-from comfy_llm_profiles import ModelProfile, ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_core import (
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    env_scope,
+    library_progress_bars_quiet,
+)
+from comfy_llm_profiles import ModelProfile
 
 from .errors import ENGINE_NAME, VLLM_ENGINE_NAME, ModelLoadError
 

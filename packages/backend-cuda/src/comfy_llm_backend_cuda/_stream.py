@@ -122,9 +122,9 @@ class TokenStreamer:
 
     Attributes:
         token_ids: Generated ids, in order (boundary and special tokens kept).
-        token_times: ``time.perf_counter()`` at which each id arrived.
-        started: ``time.perf_counter()`` when the request started (prompt
-            rendering and image preprocessing count towards the first token).
+        started: ``time.perf_counter()`` when the request started (the
+            generation's wall time counts from here; the token sink measures
+            the time to first token and the decode rate).
     """
 
     def __init__(
@@ -143,8 +143,7 @@ class TokenStreamer:
             on_token: Called with (token id, text so far) after every token;
                 may raise to stop generation.
             clock: Monotonic clock in seconds (tests pass a fake one).
-            started: When the request started on ``clock`` (time to first
-                token counts from here); None means now.
+            started: When the request started on ``clock``; None means now.
             tokenizer: The tokenizer behind ``decode``: its native stream
                 decoder is used when it gives the same text (:func:`stream_decoder`).
         """
@@ -152,10 +151,8 @@ class TokenStreamer:
             IncrementalDecoder(decode) if tokenizer is None else stream_decoder(tokenizer, decode)
         )
         self._on_token = on_token
-        self._clock = clock
         self._prompt_seen = False
         self.token_ids: list[int] = []
-        self.token_times: list[float] = []
         self.started = clock() if started is None else started
 
     @property
@@ -176,29 +173,11 @@ class TokenStreamer:
             self._prompt_seen = True
             return
         for token_id in _flatten(value):
-            now = self._clock()
             self.token_ids.append(token_id)
-            self.token_times.append(now)
             self._on_token(token_id, self._decoder.push(token_id))
 
     def end(self) -> None:
         """Called by ``generate`` when it finishes; nothing to flush."""
-
-    def time_to_first_token(self) -> float | None:
-        """Seconds from :attr:`started` to the first generated token, or None."""
-        return self.token_times[0] - self.started if self.token_times else None
-
-    def tokens_per_second(self) -> float | None:
-        """Decode rate: tokens after the first over the time they took.
-
-        Returns:
-            ``(n - 1) / (t_last - t_first)``; None with fewer than two tokens
-            or no measurable time between them.
-        """
-        if len(self.token_times) < 2:
-            return None
-        span = self.token_times[-1] - self.token_times[0]
-        return (len(self.token_times) - 1) / span if span > 0 else None
 
 
 def _flatten(value: Any) -> list[int]:

@@ -9,8 +9,8 @@ Order of one batch: see ``_vllm_batch`` (all items submitted at once).
 Order of one request: images downscaled to the processor's cap (a caption
 batch's to the caption cap) -> chat template (``enable_thinking`` from the
 request) -> ``engine.generate`` with images and video frames as multi-modal data and
-``RequestOutputKind.DELTA`` -> each step's ids reach ``on_token`` one by one
-on the caller's thread -> an exception there cancels the submission (vLLM
+``RequestOutputKind.DELTA`` -> each drain's ids reach the sink's ``step`` at
+once on the caller's thread -> an exception there cancels the submission (vLLM
 aborts it by internal id, even while it still waits for preprocessing) and
 aborts the engine request, then propagates -> vLLM's ``qwen3`` reasoning
 parser fills the native reasoning field.
@@ -27,22 +27,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from comfy_llm_profiles import ModelProfile, ProgressCallback
-from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs
-from comfy_llm_residency import (
+from comfy_llm_core import Modality, ProgressCallback
+from comfy_llm_inputs import chat_messages
+from comfy_llm_profiles import ModelProfile
+from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs, prompt_opens_reasoning
+from comfy_llm_residency import admitted_memory, serving_batch
+from comfy_llm_residency.backend import (
     BackendResult,
     BackendTimings,
     BatchItem,
-    BatchTokenCallback,
+    BatchTokenSink,
     GenerationSettings,
-    TokenCallback,
-    admitted_memory,
-    report_prompt_opened,
-    serving_batch,
+    TokenSink,
 )
 from comfy_llm_staging import require_completed_snapshot
 
-from ._messages import build_messages, ordered_images, prompt_opens_reasoning
 from ._processor import VLLM_ENGINE_NAME, load_processor, load_reporter
 from ._stream import stream_decoder
 from ._vllm_batch import generate_batch
@@ -66,7 +65,6 @@ from ._vllm_process import engine_process_scope
 from ._vllm_reasoning import native_reasoning
 from ._vllm_requests import (
     capped_image,
-    decode_rate,
     next_request_id,
     raise_translated,
     sampling_params,
@@ -95,6 +93,10 @@ class VllmBackend:
     """
 
     ENGINE_NAME: ClassVar[str] = VLLM_ENGINE_NAME
+    modalities: frozenset[Modality] = frozenset(
+        {Modality.TEXT, Modality.IMAGE, Modality.VIDEO, Modality.FILE}
+    )
+    """What this engine takes: text (files inlined), images, video frames as images."""
 
     def __init__(self, profile: ModelProfile, path: Path, vllm: Any) -> None:
         """Prepare an unstarted backend (use :meth:`load`)."""
@@ -275,10 +277,8 @@ class VllmBackend:
     def _render(
         self, inputs: PreparedInputs, settings: GenerationSettings, *, max_pixels: int
     ) -> tuple[str, list]:
-        images = [capped_image(i, max_pixels) for i in ordered_images(inputs)]
-        messages = build_messages(
-            getattr(inputs, "system_prompt", None), inputs.prompt, len(images)
-        )
+        images = [capped_image(i, max_pixels) for i in inputs.images_in_order()]
+        messages = chat_messages(inputs)
         kwargs = chat_template_kwargs(
             self.profile.reasoning_parser,
             self.profile.architecture,
@@ -290,14 +290,14 @@ class VllmBackend:
         return (rendered if isinstance(rendered, str) else str(rendered[0])), images
 
     def generate(
-        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+        self, inputs: PreparedInputs, settings: GenerationSettings, sink: TokenSink
     ) -> BackendResult:
-        """Generate, calling ``on_token`` for every token of every engine step.
+        """Generate, handing ``sink`` every engine step's tokens as one step.
 
         Raises:
             BackendUnloadedError: :meth:`unload` was called.
             PromptTooLongError: vLLM refused the prompt as longer than the context.
-            Exception: Whatever ``on_token`` raised, after the engine request
+            Exception: Whatever ``sink`` raised, after the engine request
                 was aborted (the engine then serves the next request).
         """
         if self._engine is None or self._loop is None:
@@ -309,7 +309,7 @@ class VllmBackend:
             inputs, settings, max_pixels=self.image_pixels(caption=False)
         )
         opened = prompt_opens_reasoning(rendered)
-        report_prompt_opened(on_token, opened)  # the live view's split
+        sink.prompt_opened(opened)  # the live view's split
         prompt: dict[str, Any] = {"prompt": rendered}
         if images:
             prompt["multi_modal_data"] = {"image": images}
@@ -337,13 +337,11 @@ class VllmBackend:
         finish = "stop"
         prompt_tokens: int | None = None
         failure: BaseException | None = None
-        step = getattr(on_token, "step", None)
-        wait = getattr(on_token, "wait", None)
         ended = False
         try:
             while not ended and failure is None:
                 drained: list[int] = []
-                for kind, item in take_drain(steps, engine=engine, wait=wait):
+                for kind, item in take_drain(steps, engine=engine, wait=sink.wait):
                     if kind == "end":
                         ended = True
                     elif kind == "error":
@@ -356,7 +354,7 @@ class VllmBackend:
                         if completion.finish_reason is not None:
                             finish = str(completion.finish_reason)
                 if drained:
-                    hand_over(drained, decoder, times, on_token, step)
+                    hand_over(drained, decoder, times, sink.step)
         except EngineGone as gone:
             raise self._died(gone.reason) from None
         except BaseException:
@@ -387,10 +385,7 @@ class VllmBackend:
             text=text,
             native_reasoning=reasoning,
             timings=BackendTimings(
-                time_to_first_token_seconds=times[0] - started if times else None,
-                generation_seconds=time.perf_counter() - started,
-                tokens_per_second=decode_rate(times),
-                prompt_tokens=prompt_tokens,
+                generation_seconds=time.perf_counter() - started, prompt_tokens=prompt_tokens
             ),
             prompt_opened_reasoning=opened,
             finish_reason=finish,
@@ -402,10 +397,10 @@ class VllmBackend:
         return True
 
     def generate_batch(
-        self, items: Sequence[BatchItem], on_token: BatchTokenCallback
+        self, items: Sequence[BatchItem], sink: BatchTokenSink
     ) -> list[BackendResult]:
         """Submit every item to the engine at once (see ``_vllm_batch``)."""
-        return generate_batch(self, items, on_token)
+        return generate_batch(self, items, sink)
 
     def unload(self) -> None:
         """Shut the engine down, stop its loop thread and free its memory (idempotent)."""

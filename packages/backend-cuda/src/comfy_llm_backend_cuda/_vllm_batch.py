@@ -5,7 +5,7 @@ Order of one batch: each item's images are downscaled to the caption cap
 own ``SamplingParams`` (its seed included) from the backend's helpers -> one
 pump coroutine per item on the backend's loop thread, all feeding one queue
 -> the caller's thread takes the steps in the order the engine produced them
-and hands each token to ``on_token(index, token id, that item's text)`` -> an
+and hands each step to ``sink.step(index, token ids, that item's text)`` -> an
 exception there (Cancel), or an engine error for one item, cancels every
 submission (requests still queued for vLLM's preprocessing thread never
 start) and aborts every registered request, waits for their streams to end,
@@ -23,15 +23,14 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from comfy_llm_residency import BackendResult, BackendTimings, BatchItem, BatchTokenCallback
+from comfy_llm_reasoning import prompt_opens_reasoning
+from comfy_llm_residency.backend import BackendResult, BackendTimings, BatchItem, BatchTokenSink
 
-from ._messages import prompt_opens_reasoning
 from ._stream import IncrementalDecoder, NativeStreamDecoder, stream_decoder
 from ._vllm_drain import EngineGone, dead_reason, hand_over, stop_streams, take_drain
 from ._vllm_reasoning import native_reasoning
 from ._vllm_requests import (
     CAPTION_STREAM_INTERVAL,
-    decode_rate,
     next_request_id,
     raise_translated,
     sampling_params,
@@ -41,7 +40,7 @@ from .errors import BackendUnloadedError, EngineDiedError
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_profiles import ModelProfile
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     from ._vllm_engine import LoopThread
     from ._vllm_stats import EngineLoad
@@ -90,14 +89,14 @@ class _Stream:
 
 
 def generate_batch(
-    backend: BatchEngine, items: Sequence[BatchItem], on_token: BatchTokenCallback
+    backend: BatchEngine, items: Sequence[BatchItem], sink: BatchTokenSink
 ) -> list[BackendResult]:
     """Generate every item together; see the module docstring.
 
     Raises:
         BackendUnloadedError: The backend was unloaded.
         PromptTooLongError: vLLM refused one item's prompt as longer than the context.
-        Exception: Whatever ``on_token`` raised, after every request was aborted.
+        Exception: Whatever ``sink`` raised, after every request was aborted.
     """
     engine, loop = backend._engine, backend._loop
     if engine is None or loop is None:
@@ -105,18 +104,8 @@ def generate_batch(
     if backend.dead_reason is not None:
         raise EngineDiedError(backend.profile.profile_id, backend.dead_reason)
     started = time.perf_counter()
-    number = next_request_id()
     backend.load_stats.reset()
-    cap = backend.image_pixels(caption=True)
-    streams: list[_Stream] = []
-    for index, item in enumerate(items):
-        rendered, images = backend._render(item.inputs, item.settings, max_pixels=cap)
-        prompt: dict[str, Any] = {"prompt": rendered}
-        if images:
-            prompt["multi_modal_data"] = {"image": images}
-        request_id = f"{number}-{index}"
-        decoder = stream_decoder(backend._tokenizer, backend._decode)
-        streams.append(_Stream(request_id, rendered, prompt, decoder))
+    streams = _streams(backend, items)
     steps: queue.SimpleQueue[tuple[int, str, Any]] = queue.SimpleQueue()
     tasks: list[asyncio.Task[Any]] = []
 
@@ -144,12 +133,10 @@ def generate_batch(
     ]
     failure: BaseException | None = None
     remaining = len(streams)
-    step = getattr(on_token, "step", None)
-    wait = getattr(on_token, "wait", None)
     try:
         while remaining and failure is None:
             drained: dict[int, list[int]] = {}
-            for index, kind, output in take_drain(steps, engine=engine, wait=wait):
+            for index, kind, output in take_drain(steps, engine=engine, wait=sink.wait):
                 if kind == "end":
                     remaining -= 1
                 elif kind == "error":
@@ -161,8 +148,7 @@ def generate_batch(
                     ids,
                     streams[index].decoder,
                     streams[index].times,
-                    functools.partial(on_token, index),
-                    functools.partial(step, index) if step is not None else None,
+                    functools.partial(sink.step, index),
                 )
     except EngineGone as gone:
         raise backend._died(gone.reason) from None
@@ -181,6 +167,21 @@ def generate_batch(
         _result(backend, stream, item, started, len(streams))
         for stream, item in zip(streams, items, strict=True)
     ]
+
+
+def _streams(backend: BatchEngine, items: Sequence[BatchItem]) -> list[_Stream]:
+    """Each item rendered (images at the caption cap) under one request number."""
+    number = next_request_id()
+    cap = backend.image_pixels(caption=True)
+    streams: list[_Stream] = []
+    for index, item in enumerate(items):
+        rendered, images = backend._render(item.inputs, item.settings, max_pixels=cap)
+        prompt: dict[str, Any] = {"prompt": rendered}
+        if images:
+            prompt["multi_modal_data"] = {"image": images}
+        decoder = stream_decoder(backend._tokenizer, backend._decode)
+        streams.append(_Stream(f"{number}-{index}", rendered, prompt, decoder))
+    return streams
 
 
 def _take(stream: _Stream, output: Any) -> list[int]:
@@ -242,9 +243,7 @@ def _result(
         text=text,
         native_reasoning=reasoning,
         timings=BackendTimings(
-            time_to_first_token_seconds=times[0] - started if times else None,
             generation_seconds=(times[-1] if times else time.perf_counter()) - started,
-            tokens_per_second=decode_rate(times),
             prompt_tokens=stream.prompt_tokens,
         ),
         prompt_opened_reasoning=prompt_opens_reasoning(stream.rendered),

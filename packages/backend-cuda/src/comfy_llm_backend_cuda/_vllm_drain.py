@@ -95,29 +95,22 @@ def hand_over(
     ids: list[int],
     decoder: Any,
     times: list[float],
-    on_token: Callable[[int, str], None],
-    step: Callable[[list[int], str], None] | None,
+    step: Callable[[list[int], str], None],
 ) -> None:
-    """Hand one drain's ids to the caller: as one step where it takes steps, else per token.
+    """Hand one drain's ids to the token sink as one step, with the text after the last.
 
     Args:
         ids: The drain's token ids, in order.
         decoder: The request's incremental decoder (``push(id) -> text so far``).
         times: The request's token times (one entry per id is appended).
-        on_token: The per-token callback.
-        step: The caller's ``step(ids, text)``, or None.
+        step: The sink's ``step(ids, text)``.
     """
-    if step is not None:
-        text = ""
-        for token_id in ids:
-            text = decoder.push(token_id)
-        now = time.perf_counter()
-        times.extend(now for _ in ids)
-        step(ids, text)
-        return
+    text = ""
     for token_id in ids:
-        times.append(time.perf_counter())
-        on_token(token_id, decoder.push(token_id))
+        text = decoder.push(token_id)
+    now = time.perf_counter()
+    times.extend(now for _ in ids)
+    step(ids, text)
 
 
 def stop_streams(

@@ -150,7 +150,10 @@ def engine_kwargs(
         "dtype": str(options.get("dtype") or "auto"),
         "enforce_eager": eager,
         # sampled video frames arrive as an ordered image sequence
-        "limit_mm_per_prompt": {"image": limits.max_images + limits.max_video_frames, "video": 0},
+        "limit_mm_per_prompt": {
+            "image": limits.media.image.max_images + limits.media.video.max_video_frames,
+            "video": 0,
+        },
         "load_format": "safetensors",
         "safetensors_load_strategy": "prefetch",
         # captions run this many at once (the KV term holds them: profiles/_vllm_memory.py)
@@ -169,7 +172,7 @@ def engine_kwargs(
         # response schemas: llguidance (as the other engines), free while the model reasons
         "structured_outputs_config": _structured_outputs_config(profile),
     }
-    if limits.max_images or limits.max_video_frames:
+    if limits.media.image.max_images or limits.media.video.max_video_frames:
         # the processor's own cap (Qwen3.5: 16 MP, 16,384 tokens an image) sets vLLM's
         # profile image and encoder cache: cap it where the activation term was priced
         processor = _processor_kwargs(profile, path)

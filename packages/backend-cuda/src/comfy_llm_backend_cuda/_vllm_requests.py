@@ -18,13 +18,12 @@ from comfy_llm_core import SEED_BITS_INT64, fold_seed
 from .errors import PromptTooLongError
 
 if TYPE_CHECKING:
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
 __all__ = [
     "CAPTION_STREAM_INTERVAL",
     "capped_image",
     "VLLM_SEED_BITS",
-    "decode_rate",
     "next_request_id",
     "raise_translated",
     "sampling_params",
@@ -79,13 +78,6 @@ def sampling_params(settings: GenerationSettings, *, stream_interval: int | None
         skip_special_tokens=False,
         **extra,
     )
-
-
-def decode_rate(times: list[float]) -> float | None:
-    """Decode tokens/s: ``(n - 1) / (t_last - t_first)``; None under two tokens."""
-    if len(times) < 2 or times[-1] <= times[0]:
-        return None
-    return (len(times) - 1) / (times[-1] - times[0])
 
 
 _LIMIT = re.compile(r"maximum (?:model|context) length (?:of|is) (\d+)")

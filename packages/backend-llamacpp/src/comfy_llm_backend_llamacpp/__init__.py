@@ -3,20 +3,22 @@
 Every GGUF file is checked in Python (format bounds, tensor placement, the
 architecture and projector type this engine loads) before llama.cpp sees it;
 importing this package does not import llama-cpp-python, and a missing
-engine raises :class:`LlamaCppNotInstalledError` naming the extra.
+engine raises :class:`EngineNotInstalledError` naming the extra. The four errors
+every engine shares (missing engine, failed load, a profile for another
+engine, use after unload) are residency's classes, re-exported here.
 
 Example::
 
     from comfy_llm_backend_llamacpp import LlamaCppBackend
 
     backend = LlamaCppBackend.open("model-Q4_K_M.gguf", "mmproj-model-F16.gguf")
-    result = backend.generate(prepared_inputs, settings, on_token)
+    result = backend.generate(prepared_inputs, settings, sink)  # a residency TokenSink
     backend.close()
 """
 
 from __future__ import annotations
 
-from ._backend import BACKEND_NAME, DEFAULT_CONTEXT_TOKENS, LlamaCppBackend
+from ._backend import DEFAULT_CONTEXT_TOKENS, ENGINE_NAMES, LlamaCppBackend
 from ._factory import create_backend, gpu_budget_bytes
 from ._files import CheckedFiles, check_files, find_gguf_files
 from ._gguf_format import GGML_TYPES, GGUF_LIMITS, GgufFile, GgufLimits, GgufTensor
@@ -31,25 +33,24 @@ from ._gguf_rules import (
 )
 from ._offload import OffloadPlan, plan_offload
 from .errors import (
+    ENGINE_NAME,
     LLAMACPP_EXTRA_HINT,
-    BackendTargetError,
     BackendUnloadedError,
+    EngineNotInstalledError,
+    GenerationError,
     GgufFilesError,
     LlamaCppBackendError,
-    LlamaCppNotInstalledError,
     ModelLoadError,
     PromptTooLongError,
     UnsafeGgufError,
+    UnsupportedBackendError,
 )
 
 __version__ = "0.1.0"
 
-ENGINE_NAMES = (BACKEND_NAME,)
-"""The engine-table names this package loads (``comfy_llm_profiles.ENGINES``)."""
-
 __all__ = [
-    "BACKEND_NAME",
     "DEFAULT_CONTEXT_TOKENS",
+    "ENGINE_NAME",
     "ENGINE_NAMES",
     "FILE_TYPES",
     "GGML_TYPES",
@@ -57,9 +58,10 @@ __all__ = [
     "LLAMACPP_EXTRA_HINT",
     "TEXT_ARCHITECTURES",
     "VISION_PROJECTORS",
-    "BackendTargetError",
     "BackendUnloadedError",
     "CheckedFiles",
+    "EngineNotInstalledError",
+    "GenerationError",
     "GgufFile",
     "GgufFilesError",
     "GgufLimits",
@@ -68,11 +70,11 @@ __all__ = [
     "GgufTensor",
     "LlamaCppBackend",
     "LlamaCppBackendError",
-    "LlamaCppNotInstalledError",
     "ModelLoadError",
     "OffloadPlan",
     "PromptTooLongError",
     "UnsafeGgufError",
+    "UnsupportedBackendError",
     "__version__",
     "check_files",
     "check_model_file",

@@ -13,36 +13,32 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import psutil
-from comfy_llm_profiles import ProgressEvent, ProgressStage, ignore_progress
-from comfy_llm_reasoning import chat_template_kwargs, reasoning_end_id
+from comfy_llm_core import Modality, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_inputs import chat_messages
+from comfy_llm_reasoning import chat_template_kwargs, prompt_opens_reasoning, reasoning_end_id
+from comfy_llm_residency.errors import UnsupportedInputError
 
 from ._files import CheckedFiles, check_files
 from ._offload import plan_offload
-from ._prompt import (
-    TemplateError,
-    build_messages,
-    ordered_images,
-    prompt_opens_reasoning,
-    render_prompt,
-)
+from ._prompt import TemplateError, render_prompt
 from ._vocab import vocabulary_of
-from .errors import BackendUnloadedError, LlamaCppNotInstalledError, ModelLoadError
+from .errors import ENGINE_NAME, BackendUnloadedError, EngineNotInstalledError, GenerationError
 
 if TYPE_CHECKING:
+    from comfy_llm_core import ProgressCallback
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_profiles import ProgressCallback
     from comfy_llm_reasoning import TokenVocabulary
-    from comfy_llm_residency import BackendResult, GenerationSettings, TokenCallback
+    from comfy_llm_residency.backend import BackendResult, GenerationSettings, TokenSink
 
     from ._engine import LoadedLlama
 
-__all__ = ["BACKEND_NAME", "DEFAULT_CONTEXT_TOKENS", "LlamaCppBackend"]
+__all__ = ["DEFAULT_CONTEXT_TOKENS", "ENGINE_NAMES", "LlamaCppBackend"]
 
-BACKEND_NAME = "llama_cpp"
-"""The ``ModelProfile.backend`` value this package serves."""
+ENGINE_NAMES: Final = (ENGINE_NAME,)
+"""The engine records (``ModelProfile.backend``) this package serves."""
 
 DEFAULT_CONTEXT_TOKENS = 8192
 """Context the model is loaded with unless the caller says (capped by the model's own)."""
@@ -54,7 +50,7 @@ def _import_engine() -> ModuleType:
     """Import ``_engine`` (llama-cpp-python).
 
     Raises:
-        LlamaCppNotInstalledError: llama-cpp-python cannot be imported.
+        EngineNotInstalledError: llama-cpp-python cannot be imported.
     """
     try:
         from . import _engine
@@ -62,9 +58,9 @@ def _import_engine() -> ModuleType:
         missing = (error.name or "").split(".")[0]
         if missing and missing != "llama_cpp":
             raise
-        raise LlamaCppNotInstalledError("llama_cpp", str(error)) from error
+        raise EngineNotInstalledError(ENGINE_NAME, "llama_cpp", str(error)) from error
     except OSError as error:  # the shared library exists but does not load
-        raise LlamaCppNotInstalledError("llama_cpp", str(error)) from error
+        raise EngineNotInstalledError(ENGINE_NAME, "llama_cpp", str(error)) from error
     return _engine
 
 
@@ -86,7 +82,7 @@ class LlamaCppBackend:
     are serialized by an internal lock as well as by the resident manager.
     """
 
-    ENGINE_NAME = BACKEND_NAME  # the engine table's name (the backend vocabulary)
+    ENGINE_NAME: Final = ENGINE_NAME
 
     def __init__(
         self,
@@ -154,7 +150,7 @@ class LlamaCppBackend:
 
         Raises:
             UnsafeGgufError: A file was refused (llama.cpp never saw it).
-            LlamaCppNotInstalledError: llama-cpp-python is not installed.
+            EngineNotInstalledError: llama-cpp-python is not installed.
             ModelLoadError: llama.cpp or libmtmd could not load a checked file.
         """
         files = check_files(
@@ -180,7 +176,7 @@ class LlamaCppBackend:
             available_bytes=gpu_budget_bytes,
             gpu=use_gpu and engine.gpu_offload_supported(),
         )
-        loaded = engine.load(files, context_tokens=context, plan=plan, threads=threads)
+        loaded = engine.load(files, label=name, context_tokens=context, plan=plan, threads=threads)
         backend = cls(
             name,
             files,
@@ -216,31 +212,36 @@ class LlamaCppBackend:
         return self._loaded is not None
 
     @property
+    def modalities(self) -> frozenset[Modality]:
+        """Text and files always; images and video frames with a vision projector."""
+        if self._loaded is not None and self._loaded.mtmd is None:
+            return frozenset({Modality.TEXT, Modality.FILE})
+        return frozenset({Modality.TEXT, Modality.IMAGE, Modality.VIDEO, Modality.FILE})
+
+    @property
     def vocabulary(self) -> TokenVocabulary | None:
         """The vocabulary for the reasoning parser (kept after unload)."""
         return self._vocabulary
 
     def generate(
-        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+        self, inputs: PreparedInputs, settings: GenerationSettings, sink: TokenSink
     ) -> BackendResult:
-        """Generate a response, calling ``on_token`` after every token.
+        """Generate a response, handing every token to ``sink``.
 
         Raises:
             BackendUnloadedError: :meth:`unload` already ran.
-            ModelLoadError: Images were sent to a model without a projector,
-                or the chat template failed.
+            UnsupportedInputError: Images were sent to a model without a projector.
+            GenerationError: The chat template or llama.cpp failed.
             PromptTooLongError: The prompt does not fit the context.
-            Exception: Whatever ``on_token`` raised, unchanged.
+            Exception: Whatever ``sink`` raised, unchanged.
         """
         with self._lock:
             loaded = self._loaded
             if loaded is None:
                 raise BackendUnloadedError(self._label)
-            images = ordered_images(inputs)
+            images = inputs.images_in_order()
             if images and loaded.mtmd is None:
-                raise ModelLoadError(
-                    self._label, "this model was loaded without a vision projector (mmproj)"
-                )
+                raise UnsupportedInputError("image", f"{ENGINE_NAME} without a projector (mmproj)")
             kwargs = chat_template_kwargs(
                 self._reasoning_parser,
                 self._architecture,
@@ -249,14 +250,14 @@ class LlamaCppBackend:
             try:
                 prompt = render_prompt(
                     self._files.model.chat_template,
-                    build_messages(inputs.system_prompt, inputs.prompt, len(images), loaded.marker),
+                    chat_messages(inputs, plain_text=True, media_marker=loaded.marker),
                     bos_text=loaded.bos_text,
                     eos_text=loaded.eos_text,
                     strip_bos=loaded.add_bos,
                     template_kwargs=kwargs,
                 )
             except TemplateError as error:
-                raise ModelLoadError(self._label, f"chat template: {error}") from error
+                raise GenerationError("chat template", str(error)) from error
             result: BackendResult = self._engine.generate(
                 loaded,
                 prompt=prompt,
@@ -269,7 +270,7 @@ class LlamaCppBackend:
                     enable_reasoning=settings.enable_reasoning,
                     vocabulary=self._vocabulary,
                 ),
-                on_token=on_token,
+                sink=sink,
             )
             self._last = {
                 "prompt_tokens": result.timings.prompt_tokens,

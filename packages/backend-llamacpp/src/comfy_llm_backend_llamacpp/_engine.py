@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import llama_cpp
 import numpy as np
-from comfy_llm_residency import BackendResult, BackendTimings, report_prompt_opened
+from comfy_llm_residency.backend import BackendResult, BackendTimings
 from llama_cpp import mtmd_cpp
 
 from ._offload import OffloadPlan
-from .errors import ModelLoadError, PromptTooLongError
+from .errors import ENGINE_NAME, GenerationError, ModelLoadError, PromptTooLongError
 
 if TYPE_CHECKING:
-    from comfy_llm_residency import GenerationSettings, TokenCallback
+    from comfy_llm_residency.backend import GenerationSettings, TokenSink
     from comfy_llm_structured import ResponseSchema
     from PIL import Image
 
@@ -131,9 +131,14 @@ def _token_text(vocab: Any, token: int) -> str:
 
 
 def load(
-    files: CheckedFiles, *, context_tokens: int, plan: OffloadPlan, threads: int | None = None
+    files: CheckedFiles,
+    *,
+    label: str,
+    context_tokens: int,
+    plan: OffloadPlan,
+    threads: int | None = None,
 ) -> LoadedLlama:
-    """Load a checked model (and projector) into llama.cpp.
+    """Load a checked model (and projector) into llama.cpp (``label`` names it in errors).
 
     Raises:
         ModelLoadError: llama.cpp or libmtmd refused the files.
@@ -149,9 +154,9 @@ def load(
             verbose=False,
         )
     except (ValueError, RuntimeError) as error:
-        raise ModelLoadError(model_path, str(error)) from error
+        raise ModelLoadError(ENGINE_NAME, label, model_path, "model", str(error)) from error
     try:
-        mtmd = _load_projector(llama, files, plan) if files.projector is not None else None
+        mtmd = _load_projector(llama, files, plan, label) if files.projector is not None else None
     except BaseException:
         llama.close()
         raise
@@ -173,7 +178,7 @@ def load(
     )
 
 
-def _load_projector(llama: Any, files: CheckedFiles, plan: OffloadPlan) -> Any:
+def _load_projector(llama: Any, files: CheckedFiles, plan: OffloadPlan, label: str) -> Any:
     assert files.projector is not None
     path = str(files.projector.path)
     params = mtmd_cpp.mtmd_context_params_default()
@@ -183,10 +188,10 @@ def _load_projector(llama: Any, files: CheckedFiles, plan: OffloadPlan) -> Any:
     params.warmup = False
     context = mtmd_cpp.mtmd_init_from_file(path.encode(), llama.model, params)
     if not context:
-        raise ModelLoadError(path, "libmtmd could not load the projector")
+        raise ModelLoadError(ENGINE_NAME, label, path, "projector", "libmtmd refused it")
     if not mtmd_cpp.mtmd_support_vision(context):
         mtmd_cpp.mtmd_free(context)
-        raise ModelLoadError(path, "the projector has no vision encoder")
+        raise ModelLoadError(ENGINE_NAME, label, path, "projector", "it has no vision encoder")
     return context
 
 
@@ -216,7 +221,7 @@ def _bitmaps(images: Sequence[Image.Image]) -> list[Any]:
             buffer = (ctypes.c_uint8 * len(pixels)).from_buffer_copy(pixels)
             bitmap = mtmd_cpp.mtmd_bitmap_init(rgb.width, rgb.height, buffer)
             if not bitmap:
-                raise ModelLoadError("image", f"libmtmd refused a {rgb.width}x{rgb.height} image")
+                raise GenerationError("image", f"libmtmd refused a {rgb.width}x{rgb.height} image")
             bitmaps.append(bitmap)
     except BaseException:
         for bitmap in bitmaps:
@@ -225,14 +230,9 @@ def _bitmaps(images: Sequence[Image.Image]) -> list[Any]:
     return bitmaps
 
 
-def _wait(on_token: Any) -> None:
-    """Give the caller a cancel point during prefill (the manager's ``wait()``)."""
-    wait = getattr(on_token, "wait", None)
-    if callable(wait):
-        wait()
-
-
-def _prefill(loaded: LoadedLlama, prompt: str, images: Sequence[Image.Image], on_token: Any) -> int:
+def _prefill(
+    loaded: LoadedLlama, prompt: str, images: Sequence[Image.Image], sink: TokenSink
+) -> int:
     """Evaluate the prompt (text and images) and return the positions it took."""
     llama = loaded.llama
     llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llama.ctx), True)
@@ -242,14 +242,14 @@ def _prefill(loaded: LoadedLlama, prompt: str, images: Sequence[Image.Image], on
         if len(tokens) >= loaded.n_ctx:
             raise PromptTooLongError(len(tokens), loaded.n_ctx)
         for start in range(0, len(tokens), llama.n_batch):
-            _wait(on_token)
+            sink.wait()  # a cancel point during prefill
             llama.eval(tokens[start : start + llama.n_batch])
         return int(llama.n_tokens)
-    return _prefill_mtmd(loaded, prompt, images, on_token)
+    return _prefill_mtmd(loaded, prompt, images, sink)
 
 
 def _prefill_mtmd(
-    loaded: LoadedLlama, prompt: str, images: Sequence[Image.Image], on_token: Any
+    loaded: LoadedLlama, prompt: str, images: Sequence[Image.Image], sink: TokenSink
 ) -> int:
     llama = loaded.llama
     bitmaps = _bitmaps(images)
@@ -264,14 +264,14 @@ def _prefill_mtmd(
             loaded.mtmd, chunks, ctypes.byref(text), array, len(bitmaps)
         )
         if status != 0:
-            raise ModelLoadError("prompt", f"libmtmd could not tokenize it (status {status})")
+            raise GenerationError("prompt", f"libmtmd could not tokenize it (status {status})")
         needed = int(mtmd_cpp.mtmd_helper_get_n_pos(chunks))
         if needed >= loaded.n_ctx:
             raise PromptTooLongError(needed, loaded.n_ctx)
         count = int(mtmd_cpp.mtmd_input_chunks_size(chunks))
         n_past = 0
         for index in range(count):
-            _wait(on_token)
+            sink.wait()  # a cancel point during prefill
             chunk = mtmd_cpp.mtmd_input_chunks_get(chunks, index)
             # in/out: text chunks add to it, image chunks set it (mtmd-helper.cpp:240)
             new_past = llama_cpp.llama_pos(n_past)
@@ -280,7 +280,7 @@ def _prefill_mtmd(
                 index == count - 1, ctypes.byref(new_past),
             )  # fmt: skip
             if status != 0:
-                raise ModelLoadError("prompt", f"llama.cpp failed on prompt chunk {index}")
+                raise GenerationError("prompt", f"llama.cpp failed on prompt chunk {index}")
             n_past = int(new_past.value)
         llama.n_tokens = n_past
         return n_past
@@ -330,39 +330,38 @@ def generate(
     opened: bool,
     settings: GenerationSettings,
     gate_id: int | None,
-    on_token: TokenCallback,
+    sink: TokenSink,
 ) -> BackendResult:
     """Prefill the prompt, then sample one token at a time until a stop or the limit.
 
-    ``on_token`` runs after every token and before the next is evaluated, so
-    an exception there (Cancel) stops generation between two tokens.
+    The sink's ``token`` runs after every token and before the next is
+    evaluated, so an exception there (Cancel) stops generation between two
+    tokens; its ``wait`` runs between prefill batches.
 
     Raises:
         PromptTooLongError: The prompt does not fit the context.
-        Exception: Whatever ``on_token`` raised, unchanged.
+        Exception: Whatever ``sink`` raised, unchanged.
     """
     started = time.perf_counter()
-    report_prompt_opened(on_token, opened)
-    prompt_positions = _prefill(loaded, prompt, images, on_token)
+    sink.prompt_opened(opened)
+    prompt_positions = _prefill(loaded, prompt, images, sink)
     limit = min(settings.max_new_tokens, loaded.n_ctx - prompt_positions)
     constraint = _constraint(loaded, settings.schema, gate_id)
     chain = _sampler(settings)
     llama, eog = loaded.llama, frozenset(loaded.eog_ids)
     ids: list[int] = []
     text, utf8 = "", codecs.getincrementaldecoder("utf-8")(errors="replace")
-    first_at: float | None = None
     finish = "length"
     try:
         while len(ids) < limit:
             if constraint is not None:
                 _mask(llama, loaded.n_vocab, constraint.allowed(ids))
             token = int(llama_cpp.llama_sampler_sample(chain, llama.ctx, -1))
-            first_at = time.perf_counter() if first_at is None else first_at
             ids.append(token)
             stop = token in eog
             final = stop or len(ids) >= limit
             text += utf8.decode(_piece(loaded.vocab, token, special=False), final=final)
-            on_token(token, text)
+            sink.token(token, text)
             if stop:
                 finish = "stop"
                 break
@@ -370,17 +369,12 @@ def generate(
                 llama.eval([token])
     finally:
         llama_cpp.llama_sampler_free(chain)
-    last_at = time.perf_counter()
-    span = last_at - first_at if first_at is not None else 0.0
     return BackendResult(
         token_ids=tuple(ids),
         text=decode(loaded, ids),
         native_reasoning=None,
         timings=BackendTimings(
-            time_to_first_token_seconds=None if first_at is None else first_at - started,
-            generation_seconds=last_at - started,
-            tokens_per_second=(len(ids) - 1) / span if len(ids) >= 2 and span > 0 else None,
-            prompt_tokens=prompt_positions,
+            generation_seconds=time.perf_counter() - started, prompt_tokens=prompt_positions
         ),
         prompt_opened_reasoning=opened,
         finish_reason=finish,

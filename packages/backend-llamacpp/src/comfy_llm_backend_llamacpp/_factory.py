@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 
 from comfy_llm_residency import admitted_memory, default_reserve_gb
 
-from ._backend import BACKEND_NAME, DEFAULT_CONTEXT_TOKENS, LlamaCppBackend
+from ._backend import DEFAULT_CONTEXT_TOKENS, LlamaCppBackend
 from ._files import find_gguf_files
-from .errors import BackendTargetError
+from .errors import ENGINE_NAME, UnsupportedBackendError
 
 if TYPE_CHECKING:
-    from comfy_llm_profiles import ModelProfile, ProgressCallback
+    from comfy_llm_core import ProgressCallback
+    from comfy_llm_profiles import ModelProfile
 
 __all__ = ["create_backend", "gpu_budget_bytes"]
 
@@ -50,14 +51,14 @@ def create_backend(
     """Load a llama.cpp backend for a ``llama_cpp`` profile (a residency ``BackendFactory``).
 
     Raises:
-        BackendTargetError: The profile is for another engine.
+        UnsupportedBackendError: The profile is for another engine.
         GgufFilesError: The folder does not hold one model (and one projector).
         UnsafeGgufError: A file was refused before llama.cpp saw it.
-        LlamaCppNotInstalledError: llama-cpp-python is not installed.
+        EngineNotInstalledError: llama-cpp-python is not installed.
         ModelLoadError: llama.cpp could not load a checked file.
     """
-    if profile.backend != BACKEND_NAME:
-        raise BackendTargetError(profile.profile_id, "backend", profile.backend, BACKEND_NAME)
+    if profile.backend != ENGINE_NAME:
+        raise UnsupportedBackendError(profile.profile_id, "backend", profile.backend, ENGINE_NAME)
     model, projector = _files(profile, Path(snapshot_path))
     return LlamaCppBackend.open(
         model,

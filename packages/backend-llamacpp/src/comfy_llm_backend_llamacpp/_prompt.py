@@ -1,12 +1,13 @@
 """The conversation, rendered with the GGUF's own chat template.
 
-The layout is the other engines' (an optional system turn, then one user turn:
-every image, then every sampled video frame, then the prompt text, which
-already carries the frame timestamps and file sections). Images become
-libmtmd's media marker inside the user text, so every template renders them
-where they belong and libmtmd adds the model's own image tokens around the
-embeddings (as llama-server does); typed image parts would make templates
-write their image tokens as plain text.
+The conversation is every engine's (``comfy_llm_inputs.chat_messages``): an
+optional system turn, then one user turn (every image, then every sampled
+video frame, then the prompt text, which already carries the frame
+timestamps and file sections). Here the contents are plain text and each
+picture is libmtmd's media marker before the text, so every template renders
+them where they belong and libmtmd adds the model's own image tokens around
+the embeddings (as llama-server does); typed image parts would make
+templates write their image tokens as plain text.
 
 Rendering uses Jinja's immutable sandbox (the template comes from a
 downloaded file) with Hugging Face's conventions: ``trim_blocks``,
@@ -22,44 +23,13 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from comfy_llm_inputs import PreparedInputs
     from jinja2 import Template
-    from PIL import Image
 
-__all__ = [
-    "THINK_CLOSE",
-    "THINK_OPEN",
-    "TemplateError",
-    "build_messages",
-    "ordered_images",
-    "prompt_opens_reasoning",
-    "render_prompt",
-]
-
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
+__all__ = ["TemplateError", "render_prompt"]
 
 
 class TemplateError(ValueError):
     """The model's chat template is missing or failed to render."""
-
-
-def ordered_images(inputs: PreparedInputs) -> list[Image.Image]:
-    """The images of the user turn: ``inputs.images``, then each video frame, in order."""
-    images = list(inputs.images)
-    images.extend(frame.image for frame in inputs.video_frames)
-    return images
-
-
-def build_messages(
-    system_prompt: str | None, prompt: str, image_count: int, marker: str
-) -> list[dict[str, Any]]:
-    """``[system?, user]`` with string contents; each image is one ``marker``, before the text."""
-    messages: list[dict[str, Any]] = []
-    if system_prompt and system_prompt.strip():
-        messages.append({"role": "system", "content": system_prompt})
-    messages.append({"role": "user", "content": marker * image_count + prompt})
-    return messages
 
 
 def _raise(message: str) -> None:
@@ -130,9 +100,3 @@ def render_prompt(
     if strip_bos and bos_text and text.startswith(bos_text):
         text = text[len(bos_text) :]
     return text
-
-
-def prompt_opens_reasoning(rendered: str) -> bool:
-    """Whether the prompt ends inside an opened ``<think>`` block."""
-    opened = rendered.rfind(THINK_OPEN)
-    return opened >= 0 and opened > rendered.rfind(THINK_CLOSE)

@@ -1,31 +1,44 @@
 """Errors raised by the llama.cpp backend.
 
-Every error derives from :class:`LlamaCppBackendError` and, where a builtin
-category fits, from that builtin too (``ValueError`` for a refused file or a
-profile meant for another engine, ``ImportError`` for a missing engine,
-``RuntimeError`` for a failed load or a backend used after close), so callers
-that only know the builtins still catch them. Each message names the input,
-what was wrong and the fix. Errors pickle with their attributes.
+A missing engine, a failed load, a profile for another engine and a backend
+used after unload are the four things a caller handles whichever engine
+runs: their classes are defined once in ``comfy_llm_residency.errors`` (their
+words come from the engine table's ``llama_cpp`` record) and re-exported here.
+The classes below are this engine's own: a refused GGUF folder, a prompt
+over the context, a llama.cpp call that failed mid-request. Each derives from
+:class:`LlamaCppBackendError` and, where a builtin category fits, from that
+builtin too. Each message names the input, what was wrong and the fix.
 """
 
 from __future__ import annotations
 
+from typing import Final
+
 from comfy_llm_core import ComfyLLMError, ErrorAction, install_command
-from comfy_llm_profiles.errors import (
-    UnsafeGgufError,
-)  # a weight-format rule: checked where a GGUF enters
+from comfy_llm_profiles.errors import UnsafeGgufError  # a weight-format rule: checked at entry
+from comfy_llm_residency.errors import (
+    BackendUnloadedError,
+    EngineNotInstalledError,
+    ModelLoadError,
+    UnsupportedBackendError,
+)
 
 __all__ = [
+    "ENGINE_NAME",
     "LLAMACPP_EXTRA_HINT",
-    "BackendTargetError",
     "BackendUnloadedError",
+    "EngineNotInstalledError",
+    "GenerationError",
     "GgufFilesError",
     "LlamaCppBackendError",
-    "LlamaCppNotInstalledError",
     "ModelLoadError",
     "PromptTooLongError",
     "UnsafeGgufError",
+    "UnsupportedBackendError",
 ]
+
+ENGINE_NAME: Final = "llama_cpp"
+"""The engine record (``ModelProfile.backend``) this package serves; its errors name it."""
 
 LLAMACPP_EXTRA_HINT = (
     f"{install_command('llamacpp')} (compiles llama.cpp; for CUDA set "
@@ -59,68 +72,6 @@ class GgufFilesError(LlamaCppBackendError, ValueError):
         )
 
 
-class BackendTargetError(LlamaCppBackendError, ValueError):
-    """The profile was resolved for another engine.
-
-    Attributes:
-        profile_id: The profile that was refused.
-        field: The profile field.
-        value: What the profile says.
-        expected: What this backend needs.
-    """
-
-    action = ErrorAction.FIX_INPUT
-
-    def __init__(self, profile_id: str, field: str, value: object, expected: str) -> None:
-        self.profile_id = profile_id
-        self.field = field
-        self.value = value
-        self.expected = expected
-        super().__init__(
-            f"Profile {profile_id} has {field}={value!s}, but the llama.cpp backend only loads "
-            f"profiles with {field}={expected}. Resolve the model again for this engine."
-        )
-
-
-class LlamaCppNotInstalledError(LlamaCppBackendError, ImportError):
-    """llama-cpp-python cannot be imported on this machine.
-
-    Attributes:
-        missing: The module that failed to import.
-    """
-
-    # Installing the engine is a step outside this process.
-    action = ErrorAction.FATAL
-
-    def __init__(self, missing: str, reason: str) -> None:
-        self.missing = missing
-        super().__init__(
-            f"The llama.cpp backend needs {missing!r}, which cannot be imported here ({reason}). "
-            f"Install it into ComfyUI's Python: {LLAMACPP_EXTRA_HINT}."
-        )
-
-
-class ModelLoadError(LlamaCppBackendError, RuntimeError):
-    """llama.cpp could not load a checked GGUF file.
-
-    Attributes:
-        path: The file.
-        reason: What llama.cpp reported.
-    """
-
-    # This engine build cannot load the file.
-    action = ErrorAction.FATAL
-
-    def __init__(self, path: str, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(
-            f"llama.cpp could not load {path}: {reason}. The file passed the GGUF checks; "
-            "check that this llama-cpp-python build supports its architecture and projector, "
-            "and that the projector belongs to this model."
-        )
-
-
 class PromptTooLongError(LlamaCppBackendError, ValueError):
     """The prompt (text plus image tokens) does not fit the context.
 
@@ -141,19 +92,19 @@ class PromptTooLongError(LlamaCppBackendError, ValueError):
         )
 
 
-class BackendUnloadedError(LlamaCppBackendError, RuntimeError):
-    """``generate`` was called after ``unload``.
+class GenerationError(LlamaCppBackendError, RuntimeError):
+    """llama.cpp or libmtmd failed on a request after the model loaded.
 
     Attributes:
-        profile_id: The model whose backend was closed.
+        what: What it was working on (``image``, ``prompt``).
+        reason: What it reported.
     """
 
-    # The manager loads a fresh backend on the next request.
-    action = ErrorAction.RETRY
-
-    def __init__(self, profile_id: str) -> None:
-        self.profile_id = profile_id
+    def __init__(self, what: str, reason: str) -> None:
+        self.what = what
+        self.reason = reason
         super().__init__(
-            f"The llama.cpp backend for {profile_id} was closed; create a new backend "
-            "(the resident model manager reloads it on the next request)."
+            f"llama.cpp failed on the {what}: {reason}. The model stays loaded; try a smaller "
+            "or different input, and check that this llama-cpp-python build supports the "
+            "model and its projector."
         )

@@ -14,11 +14,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from comfy_llm_profiles import ExecutionTarget, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_core import ExecutionTarget, Modality, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_inputs import chat_messages
 from comfy_llm_reasoning import reasoning_end_id
 from comfy_llm_staging import require_completed_snapshot
 
-from ._prompt import build_messages, collect_images, template_kwargs
+from ._prompt import template_kwargs
 from ._thinking import thinking_budget_for
 from .errors import (
     ENGINE_NAME,
@@ -28,15 +29,16 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from comfy_llm_core import ProgressCallback
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_profiles import ModelProfile, ProgressCallback
+    from comfy_llm_profiles import ModelProfile
     from comfy_llm_reasoning import TokenVocabulary
-    from comfy_llm_residency import (
+    from comfy_llm_residency.backend import (
         BackendResult,
         BatchItem,
-        BatchTokenCallback,
+        BatchTokenSink,
         GenerationSettings,
-        TokenCallback,
+        TokenSink,
     )
 
     from ._engine import LoadedModel
@@ -92,6 +94,10 @@ class MlxVlmBackend:
     """
 
     ENGINE_NAME: ClassVar[str] = ENGINE_NAME
+    modalities: frozenset[Modality] = frozenset(
+        {Modality.TEXT, Modality.IMAGE, Modality.VIDEO, Modality.FILE}
+    )
+    """What this engine takes: text (files inlined), images, video frames as images."""
 
     def __init__(
         self,
@@ -201,9 +207,9 @@ class MlxVlmBackend:
         return self._vocabulary
 
     def generate(
-        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+        self, inputs: PreparedInputs, settings: GenerationSettings, sink: TokenSink
     ) -> BackendResult:
-        """Generate a response, calling ``on_token`` after every token.
+        """Generate a response, handing every token to ``sink``.
 
         Images go in first, then the sampled video frames, in order. For
         ``qwen3`` profiles ``enable_reasoning`` is passed as the template's
@@ -214,7 +220,8 @@ class MlxVlmBackend:
             inputs: Engine-neutral prompt, system prompt, images and frames.
             settings: Sampling settings (temperature 0 is greedy; a seed makes
                 sampling reproducible).
-            on_token: Called with (token id, text so far); may raise to cancel.
+            sink: Gets the prompt's reasoning state, then each token with the
+                text so far; may raise to cancel.
 
         Returns:
             Every generated id (``<think>``/``</think>`` and the stop token
@@ -224,7 +231,7 @@ class MlxVlmBackend:
             BackendUnloadedError: :meth:`unload` already ran.
             comfy_llm_reasoning.ReasoningError: The profile names an unknown
                 reasoning parser.
-            Exception: Whatever ``on_token`` raised, unchanged.
+            Exception: Whatever ``sink`` raised, unchanged.
         """
         _refuse_min_tokens(settings)
         with self._lock:
@@ -235,12 +242,12 @@ class MlxVlmBackend:
             cap_thinking = bool(settings.enable_reasoning and kwargs.get("enable_thinking"))
             result: BackendResult = self._engine.generate(
                 loaded,
-                messages=build_messages(inputs.prompt, inputs.system_prompt),
-                images=collect_images(inputs),
+                messages=chat_messages(inputs, plain_text=True),
+                images=inputs.images_in_order(),
                 template_kwargs=kwargs,
                 settings=settings,
                 cap_thinking=cap_thinking,
-                on_token=on_token,
+                sink=sink,
                 schema_mask=self._schema_mask(loaded, settings),
             )
             self._last = {
@@ -265,13 +272,13 @@ class MlxVlmBackend:
         )
 
     def generate_batch(
-        self, items: Sequence[BatchItem], on_token: BatchTokenCallback
+        self, items: Sequence[BatchItem], sink: BatchTokenSink
     ) -> list[BackendResult]:
         """Generate items of one prompt shape together with MLX-VLM's ``BatchGenerator``.
 
         Raises:
             BackendUnloadedError: :meth:`unload` already ran.
-            Exception: Whatever ``on_token`` raised, unchanged.
+            Exception: Whatever ``sink`` raised, unchanged.
         """
         for item in items:
             _refuse_min_tokens(item.settings)
@@ -286,8 +293,7 @@ class MlxVlmBackend:
                 loaded,
                 [
                     _batch.BatchRow(
-                        build_messages(i.inputs.prompt, i.inputs.system_prompt),
-                        collect_images(i.inputs),
+                        chat_messages(i.inputs, plain_text=True), i.inputs.images_in_order()
                     )
                     for i in items
                 ],
@@ -295,7 +301,7 @@ class MlxVlmBackend:
                     self._profile, enable_reasoning=settings.enable_reasoning
                 ),
                 settings=[item.settings for item in items],
-                on_token=on_token,
+                sink=sink,
             )
             self._last = {
                 "thinking_budget_tokens": None,

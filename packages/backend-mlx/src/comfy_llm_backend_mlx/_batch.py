@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
-from comfy_llm_residency import BackendResult, BatchTokenCallback, GenerationSettings
+from comfy_llm_reasoning import prompt_opens_reasoning
+from comfy_llm_residency.backend import BackendResult, BatchTokenSink, GenerationSettings
 from mlx_vlm.generate import BatchGenerator
 from mlx_vlm.prompt_utils import apply_chat_template
 from mlx_vlm.utils import prepare_inputs, should_add_special_tokens
 
 from ._engine import LoadedModel, _TextSoFar, _timings
-from ._prompt import prompt_opens_reasoning
 
 __all__ = ["BatchRow", "generate_rows"]
 
@@ -87,12 +87,12 @@ def generate_rows(
     *,
     template_kwargs: dict[str, object],
     settings: Sequence[GenerationSettings],
-    on_token: BatchTokenCallback,
+    sink: BatchTokenSink,
 ) -> list[BackendResult]:
     """Generate every row, grouped by shape; see the module docstring.
 
     Raises:
-        Exception: Whatever ``on_token`` raised, unchanged (the generator is closed).
+        Exception: Whatever ``sink`` raised, unchanged (the generator is closed).
     """
     started = time.perf_counter()
     prepared = [
@@ -105,15 +105,15 @@ def generate_rows(
     results: dict[int, BackendResult] = {}
     for members in groups.values():
         budget = settings[members[0]].max_new_tokens
-        tokens = _step(loaded, [prepared[i] for i in members], budget, members, on_token)
-        for index, (ids, first_at, last_at) in zip(members, tokens, strict=True):
+        tokens = _step(loaded, [prepared[i] for i in members], budget, members, sink)
+        for index, ids in zip(members, tokens, strict=True):
             item = prepared[index]
             stopped = bool(ids) and ids[-1] in loaded.stop_ids
             results[index] = BackendResult(
                 token_ids=tuple(ids),
                 text=loaded.tokenizer.decode(ids, skip_special_tokens=True) if ids else "",
                 native_reasoning=None,
-                timings=_timings(started, first_at, last_at, len(ids), len(item.ids)),
+                timings=_timings(started, len(item.ids)),
                 prompt_opened_reasoning=item.opened,
                 finish_reason="stop" if stopped else "length",
                 batch_size=len(members),
@@ -126,9 +126,9 @@ def _step(
     group: list[_Prepared],
     budget: int,
     members: list[int],
-    on_token: Callable[[int, int, str], None],
-) -> list[tuple[list[int], float | None, float]]:
-    """Insert one group into a generator and step it; each row's ids and token times."""
+    sink: BatchTokenSink,
+) -> list[list[int]]:
+    """Insert one group into a generator and step it; each row's ids."""
     generator = BatchGenerator(
         loaded.model.language_model,
         loaded.processor,
@@ -139,8 +139,6 @@ def _step(
     )
     texts = [_TextSoFar(loaded) for _ in group]
     ids: list[list[int]] = [[] for _ in group]
-    first: list[float | None] = [None] * len(group)
-    last = [time.perf_counter()] * len(group)
     try:
         uids = generator.insert(
             [item.ids for item in group], budget, prompt_kwargs=[item.kwargs for item in group]
@@ -150,12 +148,9 @@ def _step(
             _, responses = generator.next()
             for response in responses:
                 row, token_id = row_of[response.uid], int(response.token)
-                now = time.perf_counter()
-                first[row] = now if first[row] is None else first[row]
-                last[row] = now
                 ids[row].append(token_id)
                 final = response.finish_reason is not None
-                on_token(members[row], token_id, texts[row].add(token_id, final=final))
+                sink.token(members[row], token_id, texts[row].add(token_id, final=final))
     finally:
         generator.close()
-    return [(ids[row], first[row], last[row]) for row in range(len(group))]
+    return ids

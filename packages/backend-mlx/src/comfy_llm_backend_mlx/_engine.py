@@ -19,13 +19,12 @@ from typing import Any
 import mlx.core as mx
 import mlx_vlm
 from comfy_llm_core import SEED_BITS_UINT64, fold_seed
-from comfy_llm_reasoning import TokenVocabulary
-from comfy_llm_residency import (
+from comfy_llm_reasoning import THINK_CLOSE, THINK_OPEN, TokenVocabulary, prompt_opens_reasoning
+from comfy_llm_residency.backend import (
     BackendResult,
     BackendTimings,
     GenerationSettings,
-    TokenCallback,
-    report_prompt_opened,
+    TokenSink,
 )
 from mlx.utils import tree_flatten
 from mlx_vlm import load as _mlx_vlm_load
@@ -34,7 +33,6 @@ from mlx_vlm.prompt_utils import apply_chat_template
 from mlx_vlm.tokenizer_utils import make_streaming_detokenizer
 from mlx_vlm.utils import prepare_inputs, should_add_special_tokens
 
-from ._prompt import THINK_CLOSE, THINK_OPEN, prompt_opens_reasoning
 from ._thinking import ThinkingBudget
 from .errors import ENGINE_NAME, ModelLoadError
 
@@ -203,7 +201,7 @@ def generate(
     template_kwargs: dict[str, object],
     settings: GenerationSettings,
     cap_thinking: bool,
-    on_token: TokenCallback,
+    sink: TokenSink,
     schema_mask: Callable[[Any, Any], Any] | None = None,
 ) -> BackendResult:
     """Render the prompt, run the decode loop and return the generated ids.
@@ -215,8 +213,8 @@ def generate(
         template_kwargs: Extra chat-template arguments (``enable_thinking``).
         settings: Sampling settings.
         cap_thinking: Cap reasoning at half of ``max_new_tokens``.
-        on_token: Called with (token id, text so far) after every token; its
-            exceptions propagate unchanged and stop generation.
+        sink: Gets the prompt's reasoning state, then each token with the
+            text so far; its exceptions propagate unchanged and stop generation.
         schema_mask: The response schema's logits processor, or None.
 
     Returns:
@@ -224,7 +222,7 @@ def generate(
         timings and whether the prompt opened the reasoning block.
 
     Raises:
-        Exception: Whatever ``on_token`` raised.
+        Exception: Whatever ``sink`` raised.
     """
     started = time.perf_counter()
     model, processor = loaded.model, loaded.processor
@@ -233,7 +231,7 @@ def generate(
         processor, model.config, messages, num_images=len(images), **chat_kwargs
     )
     opened = prompt_opens_reasoning(prompt_text)
-    report_prompt_opened(on_token, opened)  # the live view's split
+    sink.prompt_opened(opened)  # the live view's split
     prepared = prepare_inputs(
         processor,
         images=list(images) or None,
@@ -259,8 +257,6 @@ def generate(
         reset_peak()
 
     ids: list[int] = []
-    first_at: float | None = None
-    last_at = started
     finish_reason = "length"
     streams: list[Any] = [generation_stream]
     with wired_limit(model, streams):
@@ -279,8 +275,6 @@ def generate(
         )
         try:
             for token, _logprobs in steps:
-                last_at = time.perf_counter()
-                first_at = last_at if first_at is None else first_at
                 token_id = int(token)
                 ids.append(token_id)
                 if budget is not None:
@@ -288,7 +282,7 @@ def generate(
                     forced.next_id = budget.forced()
                 stop = token_id in loaded.stop_ids
                 final = stop or len(ids) >= settings.max_new_tokens
-                on_token(token_id, text_so_far.add(token_id, final=final))
+                sink.token(token_id, text_so_far.add(token_id, final=final))
                 if stop:
                     finish_reason = "stop"
                     break
@@ -299,7 +293,7 @@ def generate(
         token_ids=tuple(ids),
         text=text,
         native_reasoning=None,
-        timings=_timings(started, first_at, last_at, len(ids), int(input_ids.size)),
+        timings=_timings(started, int(input_ids.size)),
         prompt_opened_reasoning=opened,
         finish_reason=finish_reason,
         constrained=schema_mask is not None,
@@ -327,16 +321,10 @@ def _budget(
     )
 
 
-def _timings(
-    started: float, first_at: float | None, last_at: float, count: int, prompt_tokens: int
-) -> BackendTimings:
-    """Compute TTFT, decode rate (after the first token) and wall time."""
-    span = last_at - first_at if first_at is not None else 0.0
+def _timings(started: float, prompt_tokens: int) -> BackendTimings:
+    """Wall time since ``started`` (the sink measures the token times)."""
     return BackendTimings(
-        time_to_first_token_seconds=None if first_at is None else first_at - started,
-        generation_seconds=time.perf_counter() - started,
-        tokens_per_second=(count - 1) / span if count >= 2 and span > 0 else None,
-        prompt_tokens=prompt_tokens,
+        generation_seconds=time.perf_counter() - started, prompt_tokens=prompt_tokens
     )
 
 

@@ -30,20 +30,22 @@ from typing import Any
 
 from comfy_llm_core import (
     InvalidSettingError,
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
     defaults,
+    ignore_progress,
     item_seed,
     render_error,
 )
 from comfy_llm_inputs import InputError
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_residency import (
-    BatchItem,
-    GenerationSettings,
     HostListener,
     TokenCallback,
     create_backend,
     get_manager,
 )
+from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
 from comfy_llm._caption_conventions import (
     CaptionConventions,
@@ -357,7 +359,7 @@ def run_captions(
             )
             for entry, result in zip(ready.pending, results, strict=True):
                 captions[entry.index] = _finish(job, entry, result, records[entry.index], number)
-                last_request = dict(result.metadata)
+                last_request = result.metadata.to_dict()
                 counted(entry.index)
     finally:
         stop.set()  # a chunk still being prepared stops at its next image
@@ -436,7 +438,7 @@ def _finish(
     An answer that still fails ``response_schema`` after its retry is a failed
     image (no caption, no file), with the validator's reason.
     """
-    metadata = result.metadata
+    metadata = result.metadata.to_dict()  # the flat keys metadata_json shows
     if metadata.get("schema_valid") is False:
         cut = " (cut off at max_new_tokens)" if metadata.get("finish_reason") == "length" else ""
         record.update(

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from comfy_llm_core import defaults
 
 from comfy_llm.errors import CaptionFolderError
+
+if TYPE_CHECKING:
+    from comfy_llm_profiles import ModelProfile
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -100,7 +103,7 @@ def item_name(path: Path, folder: str | Path) -> str:
     return _below(path, Path(folder).expanduser())
 
 
-def media_input(pixels: Any, path: Path | None, profile: Any) -> dict[str, Any]:
+def media_input(pixels: Any, path: Path | None, profile: ModelProfile) -> dict[str, Any]:
     """The ``LLMRequest`` fields for one item: its image, or its video's frames.
 
     A clip gets the describe node's default frame count, lowered to what
@@ -110,7 +113,7 @@ def media_input(pixels: Any, path: Path | None, profile: Any) -> dict[str, Any]:
     if pixels is not None:
         return {"images": pixels}
     if is_video(path):
-        limit = getattr(getattr(profile, "limits", None), "max_video_frames", None)
+        limit = profile.limits.media.video.max_video_frames
         frames = min(defaults.VIDEO_FRAMES, limit) if limit else defaults.VIDEO_FRAMES
         return {"video": str(path), "video_frames": frames}
     from comfy_llm_inputs import images_from_files

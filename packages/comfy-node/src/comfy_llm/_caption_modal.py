@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from comfy_llm_residency import InferenceResult
+from comfy_llm_residency import InferenceResult, RunMetadata
 
 from comfy_llm._caption import (
     CaptionBatch,
@@ -177,7 +177,8 @@ class _Writer:
                 record.update(status="failed", error=answer.error, chunk=result.chunk_id)
                 continue
             entry = _Pending(answer.index, self._items[answer.index], None, self._started)
-            inference = InferenceResult(answer.response, answer.reasoning, dict(answer.metadata))
+            metadata = RunMetadata.from_dict(answer.metadata)
+            inference = InferenceResult(answer.response, answer.reasoning, metadata)
             self._captions[answer.index] = _finish(
                 self._job, entry, inference, record, result.chunk_id
             )

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
     CuratedEntry,
-    ExecutionTarget,
     ProfileError,
     available_backends,
     check_gguf_pair,

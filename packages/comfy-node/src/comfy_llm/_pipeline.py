@@ -15,25 +15,25 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from comfy_llm_core import defaults
-from comfy_llm_profiles import (
+from comfy_llm_core import (
     ExecutionTarget,
-    ModelProfile,
     ProgressCallback,
     ProgressEvent,
     ProgressStage,
-    gguf_file_names,
+    defaults,
     ignore_progress,
-    resolve_profile,
 )
+from comfy_llm_profiles import ModelProfile, gguf_file_names, resolve_profile
 from comfy_llm_residency import (
-    GenerationSettings,
+    HostFacts,
     HostListener,
     InferenceResult,
+    StagingFacts,
     TokenCallback,
     create_backend,
     get_manager,
 )
+from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_staging import stage_local_folder, stage_snapshot
 
 from comfy_llm._notes import empty_answer
@@ -141,18 +141,6 @@ def forget_resolved_profiles() -> None:
         _RESOLVED.clear()
 
 
-def _input_limits(profile: ModelProfile) -> Any:
-    from comfy_llm_inputs import InputLimits
-
-    names = {f.name for f in dataclasses.fields(InputLimits)}
-    values = {
-        f.name: getattr(profile.limits, f.name)
-        for f in dataclasses.fields(profile.limits)
-        if f.name in names
-    }
-    return InputLimits(**values)
-
-
 def prepare_request_inputs(
     request: LLMRequest, profile: ModelProfile, progress: ProgressCallback
 ) -> Any:
@@ -182,7 +170,7 @@ def prepare_request_inputs(
         video=request.video,
         video_frames=request.video_frames,
         files=request.files,
-        limits=_input_limits(profile),
+        limits=profile.limits.media,
         progress=report,
     )
 
@@ -308,15 +296,15 @@ def run_request(
         prompt_id=prompt_id,
     )
     note_engine(profile.backend)
-    metadata = dict(result.metadata)
-    metadata.update(
+    staging = StagingFacts(
         snapshot_downloaded=snapshot.downloaded,
         manifest_created=resolved.created,
         model_source=profile.source,
         snapshot_path=str(snapshot.path),
         resolved_offline=resolved.resolved_offline,
     )
-    return _with_host_facts(dataclasses.replace(result, metadata=metadata), comfy_models, prompt_id)
+    result = dataclasses.replace(result, metadata=result.metadata.replace(staging=staging))
+    return _with_host_facts(result, comfy_models, prompt_id)
 
 
 def refuse_local_folder_on_modal(model: str) -> None:
@@ -341,14 +329,14 @@ def _with_host_facts(
     prompt_id: str | None,
 ) -> InferenceResult:
     _refuse_invalid_answer(result)
-    metadata = dict(result.metadata)
-    metadata["comfyui_managed_models"] = list(comfy_models()) if comfy_models else []
-    note = empty_answer(result.response, metadata)
-    if note is not None:
-        metadata["empty_answer"] = note
+    host = HostFacts(
+        comfyui_managed_models=tuple(comfy_models()) if comfy_models else (),
+        empty_answer=empty_answer(result.response, result.metadata),
+        comfy_llm_versions=loaded_versions(),
+    )
+    metadata = result.metadata.replace(host=host)
     if prompt_id:
-        metadata["prompt_id"] = prompt_id
-    metadata["comfy_llm_versions"] = loaded_versions()
+        metadata = metadata.replace(prompt_id=prompt_id)
     return dataclasses.replace(result, metadata=metadata)
 
 
@@ -359,7 +347,7 @@ def _refuse_invalid_answer(result: InferenceResult) -> None:
         AnswerSchemaError: With the validator's reason, whether the token budget
             cut the answer, and the answer's start.
     """
-    metadata: dict[str, Any] = dict(result.metadata)
+    metadata = result.metadata.to_dict()
     if metadata.get("schema_valid") is not False:
         return
     from comfy_llm_structured import AnswerSchemaError

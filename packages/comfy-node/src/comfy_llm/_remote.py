@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from comfy_llm_core import install_command
-from comfy_llm_profiles import ExecutionTarget, ModelProfile, ProgressCallback
+from comfy_llm_core import ExecutionTarget, ProgressCallback, install_command
+from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import InferenceResult
 
 from comfy_llm._storage import installation_dir, storage_root

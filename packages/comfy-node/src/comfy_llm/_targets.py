@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-from comfy_llm_profiles import ExecutionTarget
+from comfy_llm_core import ExecutionTarget
 
 from comfy_llm._settings import TARGET_ENV, forced_target
 

@@ -12,6 +12,12 @@
   :func:`item_seed`: one batch item's own seed.
 * :func:`configure_library_logging`: library chatter off stderr unless debugging;
   :func:`library_progress_bars_quiet` tells engines to hide their bars too.
+* :class:`ExecutionTarget`, :class:`ProgressEvent` (:class:`ProgressStage`,
+  :data:`ProgressCallback`, :func:`ignore_progress`): where a request runs and
+  how every slow step reports, the vocabulary every package above shares.
+* :class:`Modality` and the bounds of each (:class:`MediaLimits` of
+  :class:`ImageLimits`, :class:`VideoLimits`, :class:`FileLimits`): what a
+  request may carry, declared once for profiles, inputs and backends.
 * :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
 """
 
@@ -33,7 +39,20 @@ from comfy_llm_core._logs import (
     configure_library_logging,
     library_progress_bars_quiet,
 )
+from comfy_llm_core._modalities import (
+    FileLimits,
+    ImageLimits,
+    MediaLimits,
+    Modality,
+    VideoLimits,
+)
 from comfy_llm_core._paths import hub_path_problem, quote_untrusted
+from comfy_llm_core._progress import (
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    ignore_progress,
+)
 from comfy_llm_core._secrets import (
     REDACTED,
     TOKEN_ENVS,
@@ -43,6 +62,7 @@ from comfy_llm_core._secrets import (
     render_error,
 )
 from comfy_llm_core._seeds import SEED_BITS_INT64, SEED_BITS_UINT64, fold_seed, item_seed
+from comfy_llm_core._targets import ExecutionTarget
 
 __version__ = "0.1.0"
 
@@ -52,11 +72,20 @@ __all__ = [
     "REDACTED",
     "SEED_BITS_INT64",
     "SEED_BITS_UINT64",
+    "VideoLimits",
     "TOKEN_ENVS",
     "ComfyLLMError",
     "ErrorAction",
+    "ExecutionTarget",
+    "FileLimits",
+    "ImageLimits",
     "InvalidSettingError",
     "InvalidTokenError",
+    "MediaLimits",
+    "Modality",
+    "ProgressCallback",
+    "ProgressEvent",
+    "ProgressStage",
     "RedactingFilter",
     "check_token",
     "configure_library_logging",
@@ -72,6 +101,7 @@ __all__ = [
     "library_progress_bars_quiet",
     "make_folder",
     "hub_path_problem",
+    "ignore_progress",
     "install_command",
     "platform_extra",
     "quote_untrusted",

@@ -16,7 +16,9 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._limits import InputLimits, ProgressCallback, report
+from comfy_llm_core import FileLimits
+
+from ._limits import ProgressCallback, report
 from ._paths import open_regular_file
 from ._pdf import extract_pdf_text
 from .errors import FileInputError
@@ -97,7 +99,7 @@ class ExtractedFile:
 class _Budget:
     """Running totals against the request's limits."""
 
-    def __init__(self, limits: InputLimits) -> None:
+    def __init__(self, limits: FileLimits) -> None:
         self.limits = limits
         self.bytes = 0
         self.characters = 0
@@ -245,7 +247,7 @@ def _as_items(files: Any) -> list[Any]:
 def read_input_files(
     files: Any,
     *,
-    limits: InputLimits | None = None,
+    limits: FileLimits | None = None,
     progress: ProgressCallback | None = None,
 ) -> tuple[ExtractedFile, ...]:
     """Read file inputs into bounded UTF-8 text.
@@ -271,7 +273,7 @@ def read_input_files(
             that is encrypted, unreadable, over the page limit or has no
             text. The message names the file.
     """
-    limits = limits or InputLimits()
+    limits = limits or FileLimits()
     items = _as_items(files)
     budget = _Budget(limits)
     extracted: list[ExtractedFile] = []

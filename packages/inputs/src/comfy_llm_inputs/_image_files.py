@@ -17,9 +17,10 @@ import warnings
 from collections.abc import Sequence
 from typing import BinaryIO
 
+from comfy_llm_core import ImageLimits
 from PIL import Image, UnidentifiedImageError
 
-from ._limits import InputLimits, ProgressCallback, report
+from ._limits import ProgressCallback, report
 from ._paths import open_regular_file
 from .errors import ImageInputError
 
@@ -39,7 +40,7 @@ def _too_large(name: str, index: int, pixels: int, limit: int, size: str) -> Ima
     )
 
 
-def _open(path: str, name: str, index: int, limits: InputLimits) -> tuple[Image.Image, BinaryIO]:
+def _open(path: str, name: str, index: int, limits: ImageLimits) -> tuple[Image.Image, BinaryIO]:
     def fail(problem: str) -> ImageInputError:
         return ImageInputError(f"Image {name!r} {problem}", index=index)
 
@@ -81,7 +82,7 @@ def to_rgb(image: Image.Image) -> Image.Image:
 
 
 def image_from_file(
-    path: str | os.PathLike[str], *, index: int = 0, limits: InputLimits | None = None
+    path: str | os.PathLike[str], *, index: int = 0, limits: ImageLimits | None = None
 ) -> Image.Image:
     """Read one image file as an RGB image at most ``limits.max_image_side`` wide and high.
 
@@ -98,7 +99,7 @@ def image_from_file(
             standard input, a device), not an image, corrupt, or more pixels
             than ``limits.max_image_pixels``. The message names the file.
     """
-    limits = limits or InputLimits()
+    limits = limits or ImageLimits()
     text = os.fspath(path)
     name = os.path.basename(text.rstrip("/" + os.sep)) or text
     side = max(1, limits.max_image_side)
@@ -122,7 +123,7 @@ def image_from_file(
 def images_from_files(
     paths: Sequence[str | os.PathLike[str]],
     *,
-    limits: InputLimits | None = None,
+    limits: ImageLimits | None = None,
     progress: ProgressCallback | None = None,
 ) -> tuple[Image.Image, ...]:
     """Read image files as RGB images (see :func:`image_from_file`).
@@ -131,7 +132,7 @@ def images_from_files(
         ImageInputError: More files than ``limits.max_images``, or one file
             was refused (the message names it).
     """
-    limits = limits or InputLimits()
+    limits = limits or ImageLimits()
     if len(paths) > limits.max_images:
         raise ImageInputError(
             f"{len(paths)} images were given; this model accepts at most {limits.max_images} "

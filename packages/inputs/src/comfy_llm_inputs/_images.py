@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from comfy_llm_core import ImageLimits
 from PIL import Image
 
-from ._limits import InputLimits, ProgressCallback, report
+from ._limits import ProgressCallback, report
 from .errors import ImageInputError
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def check_pixels(pixels: np.ndarray, *, what: str, index: int) -> None:
 
 def _from_pil(
     images: list[Image.Image] | tuple[Image.Image, ...],
-    limits: InputLimits,
+    limits: ImageLimits,
     progress: ProgressCallback | None,
 ) -> tuple[Image.Image, ...]:
     """Already-decoded PIL images (image files): RGB as they are, no float round trip."""
@@ -142,7 +143,7 @@ def _from_pil(
 def images_from_comfy(
     images: Any,
     *,
-    limits: InputLimits | None = None,
+    limits: ImageLimits | None = None,
     progress: ProgressCallback | None = None,
 ) -> tuple[Image.Image, ...]:
     """Convert a ComfyUI IMAGE batch to RGB PIL images.
@@ -170,7 +171,7 @@ def images_from_comfy(
     """
     if images is None:
         return ()
-    limits = limits or InputLimits()
+    limits = limits or ImageLimits()
     if (
         isinstance(images, (list, tuple))
         and images

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from comfy_llm_core import defaults
+from comfy_llm_core import MediaLimits, defaults
 
 from ._files import read_input_files
 from ._image_files import images_from_files
 from ._images import images_from_comfy
-from ._limits import InputLimits, ProgressCallback
+from ._limits import ProgressCallback
+from ._parts import ImagePart
 from ._prepared import PreparedInputs
 from ._prompt import assemble_prompt
 from ._video import check_frame_count, sample_video_frames
@@ -47,7 +48,7 @@ def prepare_inputs(
     video: Any = None,
     video_frames: int = defaults.VIDEO_FRAMES,
     files: Any = None,
-    limits: InputLimits | None = None,
+    limits: MediaLimits | None = None,
     progress: ProgressCallback | None = None,
 ) -> PreparedInputs:
     """Validate and convert every input of one request.
@@ -64,7 +65,7 @@ def prepare_inputs(
         video: ComfyUI VIDEO, a components object, a path, bytes or stream.
         video_frames: Frames to sample from ``video``.
         files: ``OPENAI_INPUT_FILES`` value, mappings or paths.
-        limits: Bounds, normally built from the model profile.
+        limits: Bounds per modality, normally the model profile's.
         progress: Optional ``progress(message, done, total)`` callback.
 
     Returns:
@@ -72,13 +73,13 @@ def prepare_inputs(
 
     Raises:
         InputError: The request is empty, or mixes images and video where
-            ``limits.allow_mixed_image_video`` is false, or the prompt is not
+            ``limits.video.allow_mixed_image_video`` is false, or the prompt is not
             a string.
         ImageInputError: The IMAGE input was refused.
         VideoInputError: The VIDEO input was refused or unreadable.
         FileInputError: A file was refused; the message names it.
     """
-    limits = limits or InputLimits()
+    limits = limits or MediaLimits()
     if not isinstance(prompt, str):
         raise InputError(f"prompt must be text, not {type(prompt).__name__}")
     if system_prompt is not None and not isinstance(system_prompt, str):
@@ -88,22 +89,22 @@ def prepare_inputs(
             "The request is empty: the prompt is blank and no image, video or file is "
             "connected; type a prompt or connect an input"
         )
-    if images is not None and video is not None and not limits.allow_mixed_image_video:
+    if images is not None and video is not None and not limits.video.allow_mixed_image_video:
         raise InputError(
             "This model takes images or a video in one request, not both; disconnect the "
             "IMAGE or the VIDEO input (or run them as separate requests)"
         )
     if video is not None:
-        check_frame_count(video_frames, limits)
+        check_frame_count(video_frames, limits.video)
     paths = _image_paths(images)
     prepared_images = (
-        images_from_files(paths, limits=limits, progress=progress)
+        images_from_files(paths, limits=limits.image, progress=progress)
         if paths is not None
-        else images_from_comfy(images, limits=limits, progress=progress)
+        else images_from_comfy(images, limits=limits.image, progress=progress)
     )
-    extracted = read_input_files(files, limits=limits, progress=progress)
+    extracted = read_input_files(files, limits=limits.file, progress=progress)
     frames = (
-        sample_video_frames(video, video_frames, limits=limits, progress=progress)
+        sample_video_frames(video, video_frames, limits=limits.video, progress=progress)
         if video is not None
         else ()
     )
@@ -112,10 +113,10 @@ def prepare_inputs(
         video_timestamps=[frame.timestamp_seconds for frame in frames],
         files=extracted,
     )
-    return PreparedInputs(
-        prompt=text,
+    return PreparedInputs.text(
+        text,
+        *(ImagePart(image) for image in prepared_images),
+        *frames,
         system_prompt=system_prompt if system_prompt and system_prompt.strip() else None,
-        images=prepared_images,
-        video_frames=frames,
         file_names=tuple(file.name for file in extracted),
     )

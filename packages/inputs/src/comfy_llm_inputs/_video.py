@@ -22,38 +22,22 @@ ComfyUI's VIDEO objects are duck-typed (``comfy_api`` is never imported):
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
 from fractions import Fraction
 from typing import Any
 
-from PIL import Image
+from comfy_llm_core import VideoLimits
 
 from ._images import check_pixels, pixels_to_image, shape_of, to_numpy
-from ._limits import InputLimits, ProgressCallback, report
+from ._limits import ProgressCallback, report
+from ._parts import VideoFramePart
 from ._video_file import sample_file_frames
 from ._video_source import FileSamplerStats, uniform_indices
 from .errors import ImageInputError, VideoInputError
 
 
-@dataclasses.dataclass(frozen=True)
-class VideoFrame:
-    """One sampled frame.
-
-    Attributes:
-        image: The frame, RGB, rotated upright when the video says so.
-        timestamp_seconds: When the frame is shown, in seconds from the
-            start of the video (the first frame is at 0.0).
-        index: The frame's position in the sample (0, 1, 2, ...).
-    """
-
-    image: Image.Image
-    timestamp_seconds: float
-    index: int
-
-
-def check_frame_count(count: int, limits: InputLimits) -> None:
+def check_frame_count(count: int, limits: VideoLimits) -> None:
     """Refuse a requested frame count outside ``1..limits.max_video_frames``.
 
     Args:
@@ -186,7 +170,7 @@ def _trim_window(video: Any) -> tuple[float, float] | None:
 
 def _frames_from_components(
     components: Any, count: int, progress: ProgressCallback | None
-) -> tuple[VideoFrame, ...]:
+) -> tuple[VideoFramePart, ...]:
     images = components.images
     shape = shape_of(images)
     if len(shape) != 4 or shape[3] not in (1, 3, 4) or 0 in shape[1:3]:
@@ -221,7 +205,7 @@ def _frames_from_components(
         except ImageInputError as error:
             raise VideoInputError(str(error), source="frames tensor") from error
         frames.append(
-            VideoFrame(
+            VideoFramePart(
                 image=pixels_to_image(pixels),
                 timestamp_seconds=float(frame_index / rate),
                 index=position,
@@ -235,10 +219,10 @@ def sample_video_frames(
     video: Any,
     count: int = 8,
     *,
-    limits: InputLimits | None = None,
+    limits: VideoLimits | None = None,
     progress: ProgressCallback | None = None,
     stats: FileSamplerStats | None = None,
-) -> tuple[VideoFrame, ...]:
+) -> tuple[VideoFramePart, ...]:
     """Sample ``count`` frames uniformly over the whole video (or its trim window).
 
     The first and the last frame are included (for ``count >= 2``); the
@@ -266,7 +250,7 @@ def sample_video_frames(
             corrupt file, no video stream, zero frames, invalid frames
             tensor or frame rate.
     """
-    limits = limits or InputLimits()
+    limits = limits or VideoLimits()
     check_frame_count(count, limits)
     kind, payload = _classify(video)
     if kind == "components":
@@ -280,6 +264,6 @@ def sample_video_frames(
         window=_trim_window(video),
     )
     return tuple(
-        VideoFrame(image=image, timestamp_seconds=seconds, index=position)
+        VideoFramePart(image=image, timestamp_seconds=seconds, index=position)
         for position, (seconds, image) in enumerate(sampled)
     )

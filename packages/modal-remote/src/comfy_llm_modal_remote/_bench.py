@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from comfy_llm_profiles import ProgressCallback, ignore_progress
+from comfy_llm_core import ProgressCallback, ignore_progress
 
 from ._dispatch import Dispatcher, RemoteRun
 
@@ -228,7 +228,7 @@ def run_benchmark(
             ),
             progress=progress,
         )
-        metadata = dict(result.metadata)
+        metadata = result.metadata.to_dict()
         record = {"cycle": step.cycle, "cold": step.cold, "state": classify(step, metadata)}
         record["wall_seconds"] = round(clock() - started, 3)
         record.update({name: metadata.get(name) for name in _STEP_FIELDS})

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from comfy_llm_profiles import ProgressCallback, ignore_progress
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_core import ProgressCallback, ignore_progress
+from comfy_llm_residency.backend import GenerationSettings
 
 from ._chunk_wire import ChunkImage, ChunkResult, encode_image_file
 from ._dispatch import Dispatcher

@@ -265,14 +265,15 @@ def encode_image_file(
         ImageInputError: Not a regular file, not an image, corrupt, or over
             the pixel limit (the inputs package's checks and messages).
     """
-    from comfy_llm_inputs import ImageInputError, InputLimits, image_from_file, path_problem
+    from comfy_llm_core import ImageLimits
+    from comfy_llm_inputs import ImageInputError, image_from_file, path_problem
     from PIL import Image
 
     file = Path(path)
     problem = path_problem(str(file))
     if problem is not None:
         raise ImageInputError(f"Image {file.name!r} {problem}", index=index)
-    limits = InputLimits()
+    limits = ImageLimits()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -333,6 +334,6 @@ def decode_wire_image(image: ChunkImage) -> Any:
 
 
 def _side_limits(max_side: int) -> Any:
-    from comfy_llm_inputs import InputLimits
+    from comfy_llm_core import ImageLimits
 
-    return InputLimits(max_image_side=max_side)
+    return ImageLimits(max_image_side=max_side)

@@ -37,10 +37,19 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from comfy_llm_core import env_str, item_seed, render_error
-from comfy_llm_inputs import InputError, InputLimits, prepare_inputs
-from comfy_llm_profiles import ModelProfile, ProgressEvent, ProgressStage, engine_spec
-from comfy_llm_residency import BatchItem, GenerationSettings, InsufficientMemoryError
+from comfy_llm_core import (
+    ImageLimits,
+    MediaLimits,
+    ProgressEvent,
+    ProgressStage,
+    env_str,
+    item_seed,
+    render_error,
+)
+from comfy_llm_inputs import InputError, prepare_inputs
+from comfy_llm_profiles import ModelProfile, engine_spec
+from comfy_llm_residency import InsufficientMemoryError
+from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
 from ._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
 from ._container import ProgressChannel
@@ -87,7 +96,7 @@ def caption_chunk(
     sender = EventSender(channel, interval=service.event_interval)
     answers: dict[int, ImageCaption] = {}
     ready: list[tuple[int, BatchItem]] = []
-    limits = InputLimits(max_images=1, max_image_side=max(1, *_sides(request)))
+    limits = MediaLimits(image=ImageLimits(max_images=1, max_image_side=max(1, *_sides(request))))
     for image in request.images:
         try:
             prepared = prepare_inputs(
@@ -122,11 +131,11 @@ def caption_chunk(
             )
             for (index, _), result in zip(batch, results, strict=True):
                 answers[index] = ImageCaption(
-                    index, result.response, result.reasoning, dict(result.metadata)
+                    index, result.response, result.reasoning, result.metadata.to_dict()
                 )
             done += len(batch)
             sender(_images_event(request, done, time.monotonic() - started))
-            _commit_after_cold_load(service, results[0].metadata)
+            _commit_after_cold_load(service, results[0].metadata.to_dict())
     except InsufficientMemoryError as error:
         if error.recovery_timed_out or service.manager.unsafe_for_reuse:
             raise service.retire(str(error)) from error

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from comfy_llm_profiles import ProgressCallback
+from comfy_llm_core import ProgressCallback
 
 from .errors import (
     ModalAppMissingError,

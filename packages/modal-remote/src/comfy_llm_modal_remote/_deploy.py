@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
 from .errors import ModalDeployError
 

@@ -33,15 +33,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_profiles import (
-    ModelProfile,
-    ProgressCallback,
-    ProgressEvent,
-    ProgressStage,
-    ignore_progress,
-)
-from comfy_llm_residency import GenerationSettings, InferenceResult
+from comfy_llm_profiles import ModelProfile
+from comfy_llm_residency import InferenceResult, ModalFacts, StagingFacts
+from comfy_llm_residency.backend import GenerationSettings
 
 from ._client_errors import call_outcome, ensure_ready, spawn_checked
 from ._gpu import gpu_choices, gpu_wait_seconds
@@ -229,14 +225,7 @@ class Dispatcher:
             result = result_from_wire(answer)
             result = self._with_telemetry(result, run, staged, key, attempt, started, inputs_wire)
             if reused:
-                result.metadata.update(
-                    modal_stage_reused=True,
-                    modal_staging_downloaded=False,
-                    modal_manifest_created=False,
-                    modal_stage_seconds=0.0,
-                    snapshot_downloaded=False,
-                    manifest_created=False,
-                )
+                result = _stage_reused(result)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -327,33 +316,36 @@ class Dispatcher:
         inputs_wire: dict[str, Any],
     ) -> InferenceResult:
         remote_seconds = time.monotonic() - started
-        reported = result.metadata.get("modal_worker_seconds")
-        worker_seconds = float(reported) if isinstance(reported, int | float) else 0.0
-        metadata = dict(result.metadata)
-        metadata.update(
-            modal_gpu=run.gpu,
-            modal_app_name=self.transport.app_name,
-            modal_affinity_key=key,
-            modal_retry_count=retries,
-            modal_staging_downloaded=staged.downloaded,
-            modal_manifest_created=staged.manifest_created,
-            modal_stage_seconds=staged.seconds,
-            modal_stage_reused=False,
-            modal_remote_seconds=round(remote_seconds, 3),
-            modal_transfer_seconds=round(max(0.0, remote_seconds - worker_seconds), 3),
-            modal_request_image_bytes=_image_bytes(inputs_wire),
-            **reservation(),
-            snapshot_downloaded=staged.downloaded,
-            manifest_created=staged.manifest_created,
+        worker = result.metadata.modal_worker
+        worker_seconds = worker.modal_worker_seconds if worker is not None else 0.0
+        metadata = result.metadata.replace(
+            modal=ModalFacts(
+                modal_gpu=run.gpu,
+                modal_app_name=self.transport.app_name,
+                modal_affinity_key=key,
+                modal_retry_count=retries,
+                modal_staging_downloaded=staged.downloaded,
+                modal_manifest_created=staged.manifest_created,
+                modal_stage_seconds=staged.seconds,
+                modal_stage_reused=False,
+                modal_remote_seconds=round(remote_seconds, 3),
+                modal_transfer_seconds=round(max(0.0, remote_seconds - worker_seconds), 3),
+                modal_request_image_bytes=_image_bytes(inputs_wire),
+                **reservation(),
+            ),
             # what the local path reports too: a local folder never reaches Modal, and
             # the stager resolves against the Hub; the path is the worker's, relative
             # to its storage root
-            model_source=str(staged.profile.get("source", "hub")),
-            snapshot_path=staged.snapshot,
-            resolved_offline=False,
+            staging=StagingFacts(
+                snapshot_downloaded=staged.downloaded,
+                manifest_created=staged.manifest_created,
+                model_source=str(staged.profile.get("source", "hub")),
+                snapshot_path=staged.snapshot,
+                resolved_offline=False,
+            ),
         )
         if run.prompt_id:
-            metadata["prompt_id"] = run.prompt_id
+            metadata = metadata.replace(prompt_id=run.prompt_id)
         return dataclasses.replace(result, metadata=metadata)
 
 
@@ -394,6 +386,24 @@ def waiting_event(gpu: str) -> ProgressEvent:
     )
 
 
+def _stage_reused(result: InferenceResult) -> InferenceResult:
+    """A stage answer reused from earlier: nothing was staged or downloaded for this run."""
+    metadata = result.metadata
+    modal, staging = metadata.modal, metadata.staging
+    assert modal is not None and staging is not None  # _with_telemetry wrote both
+    metadata = metadata.replace(
+        modal=dataclasses.replace(
+            modal,
+            modal_stage_reused=True,
+            modal_staging_downloaded=False,
+            modal_manifest_created=False,
+            modal_stage_seconds=0.0,
+        ),
+        staging=dataclasses.replace(staging, snapshot_downloaded=False, manifest_created=False),
+    )
+    return dataclasses.replace(result, metadata=metadata)
+
+
 def _immutable(model: str) -> bool:
     """Pinned to a commit or a curated id: its staging answer never changes."""
     from comfy_llm_profiles import ProfileError, load_curated_registry, parse_reference
@@ -410,7 +420,5 @@ def _request_id() -> str:
 
 
 def _image_bytes(inputs_wire: dict[str, Any]) -> int:
-    frames = inputs_wire.get("video_frames") or []
-    return sum(len(image) for image in inputs_wire.get("images") or []) + sum(
-        len(frame["image"]) for frame in frames
-    )
+    """The bytes of every picture the request ships (images and video frames, as PNG)."""
+    return sum(len(part["image"]) for part in inputs_wire["parts"] if "image" in part)

@@ -41,23 +41,18 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from comfy_llm_core import env_str
+from comfy_llm_core import ExecutionTarget, ProgressCallback, ProgressEvent, ProgressStage, env_str
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_profiles import (
-    ExecutionTarget,
-    ModelProfile,
-    ProgressCallback,
-    ProgressEvent,
-    ProgressStage,
-)
+from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import (
-    BackendFactory,
     InferenceResult,
     InsufficientMemoryError,
     MemoryProbe,
+    ModalWorkerFacts,
     ResidentModelManager,
     create_backend,
 )
+from comfy_llm_residency.backend import BackendFactory
 from comfy_llm_staging import IncompleteSnapshotError, require_completed_snapshot
 
 from ._container import ContainerControl, ProgressChannel, VolumeStore
@@ -193,23 +188,24 @@ class EngineService:
         shield.raise_pending()
         if self.manager.unsafe_for_reuse:
             self.retire("an unload failed after the request.")
-        metadata = dict(result.metadata)
-        namespace = metadata.get("vllm_compile_cache_namespace")
-        cold = metadata.get("cache_status") == "cold"
+        metadata = result.metadata
+        namespace = metadata.engine.details.get("vllm_compile_cache_namespace")
+        cold = metadata.residency.cache_status == "cold"
         if isinstance(namespace, str) and cold:
             self.commit_compile_cache()
-        total = _number(metadata.get("total_memory_bytes"))
-        metadata.update(
-            gpu_total_gib=total / _GIB,
+        worker = ModalWorkerFacts(
+            gpu_total_gib=_number(metadata.residency.total_memory_bytes) / _GIB,
             gpu_free_before_gib=(free_before if free_before is not None else 0) / _GIB,
-            gpu_free_after_gib=_number(metadata.get("available_memory_bytes")) / _GIB,
+            gpu_free_after_gib=_number(metadata.residency.available_memory_bytes) / _GIB,
             modal_volume_reloads=self.reloads,
             modal_compile_cache_warm=_found_own_graphs(namespace, compiled_before),
             modal_compile_cache_commit=self.last_compile_cache_commit,
             modal_progress_events_dropped=sender.dropped,
             modal_worker_seconds=round(time.monotonic() - started, 3),
         )
-        return InferenceResult(result.response, result.reasoning, metadata)
+        return InferenceResult(
+            result.response, result.reasoning, metadata.replace(modal_worker=worker)
+        )
 
     # -- what a request body uses (``generate`` here, the fan-out's chunk body) --
     @property

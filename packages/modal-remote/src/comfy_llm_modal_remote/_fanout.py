@@ -53,8 +53,15 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from comfy_llm_core import ComfyLLMError, ErrorAction, render_error
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_core import (
+    ComfyLLMError,
+    ErrorAction,
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    ignore_progress,
+    render_error,
+)
 
 from ._chunk_wire import WIRE_VERSION_ERROR, ChunkRequest, ChunkResult
 from ._client_errors import call_outcome, ensure_ready, spawn_checked

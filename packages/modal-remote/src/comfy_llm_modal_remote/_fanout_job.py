@@ -10,9 +10,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from comfy_llm_core import InvalidSettingError, defaults, env_int
-from comfy_llm_profiles import ProgressCallback
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_core import InvalidSettingError, ProgressCallback, defaults, env_int
+from comfy_llm_residency.backend import GenerationSettings
 
 from ._chunk_wire import ChunkImage, ChunkResult
 from ._transport import RemoteCall

@@ -54,7 +54,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
 from ._settings import ModalSettings
 

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from comfy_llm_core import env_str
-from comfy_llm_profiles import ExecutionTarget, ProgressCallback, resolve_profile
+from comfy_llm_core import ExecutionTarget, ProgressCallback, env_str
+from comfy_llm_profiles import resolve_profile
 from comfy_llm_staging import break_lease, find_completed_snapshot, snapshot_path, stage_snapshot
 
 from ._container import ProgressChannel, VolumeStore

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
 from ._settings import progress_queue_name
 from .errors import ModalUnavailableError

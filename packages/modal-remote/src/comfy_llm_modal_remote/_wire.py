@@ -25,9 +25,9 @@ from pathlib import PurePath
 from types import ModuleType
 from typing import Any
 
-from comfy_llm_core import ComfyLLMError, rebuild_error
-from comfy_llm_profiles import ProgressEvent, ProgressStage
-from comfy_llm_residency import GenerationSettings, InferenceResult
+from comfy_llm_core import ComfyLLMError, ProgressEvent, ProgressStage, rebuild_error
+from comfy_llm_residency import InferenceResult
+from comfy_llm_residency.backend import GenerationSettings
 
 from ._container import ProgressChannel
 from .errors import RemoteExecutionError
@@ -287,12 +287,20 @@ def unwrap(envelope: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def result_from_wire(data: Mapping[str, Any]) -> InferenceResult:
-    """Rebuild an :class:`InferenceResult` from its ``to_dict()``."""
-    return InferenceResult(
-        response=str(data["response"]),
-        reasoning=str(data["reasoning"]),
-        metadata=dict(data["metadata"]),
-    )
+    """Rebuild an :class:`InferenceResult` from its ``to_dict()`` (metadata in its flat form).
+
+    Raises:
+        RemoteExecutionError: The answer is not a result this version reads.
+    """
+    try:
+        return InferenceResult.from_dict(data)
+    except (KeyError, TypeError, ValueError) as error:
+        raise RemoteExecutionError(
+            "WireFormatError",
+            f"The worker's answer is not a result this node reads ({error}): the deployed "
+            "Modal app runs another comfy-llm version; it is redeployed when the node's "
+            "version changes",
+        ) from error
 
 
 LIVE_TEXT_BYTES = 8 * 1024

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from comfy_llm_core import env_set
-from comfy_llm_profiles import ProgressCallback, ignore_progress
+from comfy_llm_core import ProgressCallback, env_set, ignore_progress
 
 from ._bench import Workload, exact_gpu, plan_benchmark, run_benchmark, source_revision
 from ._bench_caption import CaptionWorkload, parse_workers, run_caption_benchmark
@@ -154,8 +153,8 @@ def run_from_args(
         check_modal_available()
     # Deployment-scoped: baked into the bench app's image when it deploys.
     env_set(_EXECUTION_MODE_ENV, args.execution_mode)
-    from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_inputs import ImagePart, PreparedInputs
+    from comfy_llm_residency.backend import GenerationSettings
     from PIL import Image
 
     workload = Workload(
@@ -198,7 +197,9 @@ def run_from_args(
                 target,
                 workload,
                 steps,
-                prepare=lambda profile: PreparedInputs(workload.prompt, images=images),
+                prepare=lambda profile: PreparedInputs.text(
+                    workload.prompt, *(ImagePart(image) for image in images)
+                ),
                 settings=GenerationSettings(temperature=0.0, max_new_tokens=args.max_new_tokens),
                 source=_source(),
                 progress=progress,

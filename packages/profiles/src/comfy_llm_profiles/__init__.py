@@ -2,7 +2,7 @@
 
 The first step of every request: turn what the user typed (``owner/model``,
 ``owner/model@revision``, a curated id or a local folder) into an immutable, commit-pinned
-:class:`ModelProfile` for one :class:`ExecutionTarget`, from Hub metadata
+:class:`ModelProfile` for one ``comfy_llm_core.ExecutionTarget``, from Hub metadata
 only, and record it as ``<storage_root>/profiles/<profile_id>.json``.
 """
 
@@ -100,12 +100,6 @@ from comfy_llm_profiles._profile import (
     compute_profile_id,
     estimated_vram_gb,
 )
-from comfy_llm_profiles._progress import (
-    ProgressCallback,
-    ProgressEvent,
-    ProgressStage,
-    ignore_progress,
-)
 from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
 from comfy_llm_profiles._reference import ModelReference, is_commit
 from comfy_llm_profiles._registry import (
@@ -118,7 +112,6 @@ from comfy_llm_profiles._registry import (
 )
 from comfy_llm_profiles._resolve import ResolvedProfile, resolve_profile
 from comfy_llm_profiles._settings import ProfileSettings, read_settings
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
     EngineUnavailableError,
     GgufRepositoryError,
@@ -165,7 +158,6 @@ __all__ = [
     "scan_gguf_files",
     "split_gguf_names",
     # targets, references, settings
-    "ExecutionTarget",
     "ModelReference",
     "parse_reference",
     "is_commit",
@@ -247,10 +239,6 @@ __all__ = [
     "manifest_path",
     "write_manifest",
     # progress contract
-    "ProgressCallback",
-    "ProgressEvent",
-    "ProgressStage",
-    "ignore_progress",
     # errors
     "ProfileError",
     "ProfileValidationError",

@@ -15,7 +15,6 @@ some user's first request.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -25,12 +24,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_core import ExecutionTarget
+
 from comfy_llm_profiles._decide import decide
 from comfy_llm_profiles._families import FAMILIES
-from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
+from comfy_llm_profiles._profile import LIMIT_KEYS, ModelProfile
 from comfy_llm_profiles._reference import ModelReference, is_commit, parse_model_reference
 from comfy_llm_profiles._registry import registry_for
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import CuratedRegistryError, ProfileError
 
 __all__ = ["CuratedEntry", "CuratedRegistry", "load_curated_registry", "parse_reference"]
@@ -40,7 +40,7 @@ _ENTRY_KEYS = frozenset(
     {"id", "display_name", "repository", "revision", "family", "targets", "limits", "notes"}
 )
 _REQUIRED = _ENTRY_KEYS - {"notes", "display_name", "limits"}
-_LIMIT_FIELDS = {f.name: f for f in dataclasses.fields(ProfileLimits)}
+_LIMIT_FIELDS = frozenset(LIMIT_KEYS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,11 +26,12 @@ each term kept in its backend options as ``memory_<term>_bytes``.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from comfy_llm_core import ExecutionTarget
 
 from comfy_llm_profiles._engines import ENGINES, EngineFacts, EngineSpec
 from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
@@ -41,7 +42,6 @@ from comfy_llm_profiles._registry import (
     known_architectures,
     registry_for,
 )
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
     InvalidConfigError,
     RemoteCodeError,
@@ -268,8 +268,8 @@ def _limits(
         reviewed: dict[str, Any] = dict(overrides)
         if declared and "context_tokens" in reviewed:
             reviewed["context_tokens"] = min(int(reviewed["context_tokens"]), declared)
-        return dataclasses.replace(_limits(config, registry, rule, None), **reviewed)
-    return ProfileLimits(
+        return ProfileLimits.of(**{**_limits(config, registry, rule, None).to_dict(), **reviewed})
+    return ProfileLimits.of(
         context_tokens=context,
         max_images=policy.max_images if "image" in rule.modalities else 0,
         max_video_frames=policy.max_video_frames if "video" in rule.modalities else 0,
@@ -283,8 +283,9 @@ def _limits(
 
 def _capped(limits: ProfileLimits, rule: ArchitectureRule) -> ProfileLimits:
     """The family's reviewed caps applied (a value above a cap is lowered to it)."""
-    caps = {name: min(getattr(limits, name), cap) for name, cap in rule.record.limits}
-    return dataclasses.replace(limits, **caps) if caps else limits
+    flat = limits.to_dict()
+    caps = {name: min(flat[name], cap) for name, cap in rule.record.limits}
+    return ProfileLimits.of(**{**flat, **caps}) if caps else limits
 
 
 def _engine_facts(
@@ -300,7 +301,7 @@ def _engine_facts(
     return EngineFacts(
         config=config,
         context_tokens=limits.context_tokens,
-        max_images=limits.max_images,
+        max_images=limits.media.image.max_images,
         quantization=quantization.method,
         runtime_dtype=policy.runtime_dtype,
         device=policy.device,

@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 
+from comfy_llm_core import ExecutionTarget
+
 from comfy_llm_profiles._decide import (
     CompatibilityDecision,
     _engine_facts,
@@ -33,7 +35,6 @@ from comfy_llm_profiles._families import FAMILIES
 from comfy_llm_profiles._gguf_rules import GgufModel, GgufProjector
 from comfy_llm_profiles._quantization import QuantizationInfo
 from comfy_llm_profiles._registry import ArchitectureRule, registry_for
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
     EngineUnavailableError,
     UnsupportedArchitectureError,
@@ -145,12 +146,18 @@ def decide_gguf(
     modalities = tuple(
         m for m in rule.modalities if m != "video" and (m != "image" or projector is not None)
     )
-    limits = dataclasses.replace(
-        _limits(config, registry, rule, None),
-        max_images=registry.policy.max_images if "image" in modalities else 0,
-        max_video_frames=0,
-        allow_mixed_image_video=False,
+    base = _limits(config, registry, rule, None)
+    media = dataclasses.replace(
+        base.media,
+        image=dataclasses.replace(
+            base.media.image,
+            max_images=registry.policy.max_images if "image" in modalities else 0,
+        ),
+        video=dataclasses.replace(
+            base.media.video, max_video_frames=0, allow_mixed_image_video=False
+        ),
     )
+    limits = dataclasses.replace(base, media=media)
     weight_bytes = model.weight_bytes + (projector.weight_bytes if projector else 0)
     quantization = QuantizationInfo(method=method, description=f"GGUF {method}")
     facts = dataclasses.replace(

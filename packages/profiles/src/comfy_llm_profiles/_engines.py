@@ -26,10 +26,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from comfy_llm_core import install_command
+from comfy_llm_core import ExecutionTarget, install_command
 
 from comfy_llm_profiles._gguf_rules import FILE_TYPES
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles._vllm_memory import (
     vllm_engine_options,
     vllm_memory_terms,

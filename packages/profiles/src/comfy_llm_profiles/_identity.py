@@ -12,8 +12,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from comfy_llm_core import ExecutionTarget
+
 from comfy_llm_profiles._engines import ENGINES
-from comfy_llm_profiles._targets import ExecutionTarget
 
 __all__ = [
     "COMPATIBILITY_POLICY_VERSION",

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from comfy_llm_core import DISK_FULL_ERRNOS
+from comfy_llm_core import DISK_FULL_ERRNOS, ExecutionTarget
 
 from comfy_llm_profiles._hub import (
     CONFIG_MAX_BYTES,
@@ -35,7 +35,6 @@ from comfy_llm_profiles._hub import (
 from comfy_llm_profiles._hub_errors import hub_request, unavailable_error
 from comfy_llm_profiles._reference import is_commit
 from comfy_llm_profiles._settings import ProfileSettings
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
     DownloadTooLargeError,
     HubDataError,

@@ -28,6 +28,15 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+from comfy_llm_core import (
+    ExecutionTarget,
+    FileLimits,
+    ImageLimits,
+    MediaLimits,
+    Modality,
+    VideoLimits,
+)
+
 from comfy_llm_profiles._engines import ENGINES, quantization_methods
 from comfy_llm_profiles._identity import (
     COMPATIBILITY_POLICY_VERSION,
@@ -37,7 +46,6 @@ from comfy_llm_profiles._identity import (
     identity_of,
 )
 from comfy_llm_profiles._reference import is_commit, is_content_pin
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import ProfileValidationError
 
 __all__ = [
@@ -55,7 +63,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION: Final = 2
-MODALITIES: Final = ("text", "image", "video", "file")
+MODALITIES: Final = tuple(modality.value for modality in Modality)
 REASONING_PARSERS: Final = ("qwen3", "none")
 SOURCES: Final = ("hub", "local")
 """Where a profile's files come from: a Hub commit, or a folder on this machine used in place."""
@@ -75,52 +83,80 @@ def _non_negative_int(field: str, value: object, *, positive: bool = False) -> N
         raise _fail(field, value, "a positive integer" if positive else "a non-negative integer")
 
 
+_LIMIT_KEYS: Final = {
+    "max_images": (Modality.IMAGE, "max_images"),
+    "max_video_frames": (Modality.VIDEO, "max_video_frames"),
+    "max_file_bytes": (Modality.FILE, "max_file_bytes"),
+    "max_total_file_bytes": (Modality.FILE, "max_total_file_bytes"),
+    "max_file_characters": (Modality.FILE, "max_file_characters"),
+    "max_pdf_pages": (Modality.FILE, "max_pdf_pages"),
+    "allow_mixed_image_video": (Modality.VIDEO, "allow_mixed_image_video"),
+}
+"""The profile's flat spelling of each bound (manifests, curated entries): its modality
+and field. Bounds a profile does not carry keep ``MediaLimits``' defaults."""
+LIMIT_KEYS: Final = ("context_tokens", *_LIMIT_KEYS)
+"""Every key of :meth:`ProfileLimits.to_dict`, in order."""
+_POSITIVE_LIMITS: Final = frozenset(
+    {"context_tokens", "max_file_bytes", "max_total_file_bytes", "max_file_characters"}
+)
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ProfileLimits:
-    """Input bounds the node enforces before building a prompt.
+    """Bounds on what one request may carry, per modality, and the context.
+
+    The node prepares each input within its modality's record
+    (``limits.media[Modality.IMAGE]`` is ``limits.media.image``); manifests and
+    curated entries spell them flat (:meth:`to_dict`, :meth:`of`).
 
     Attributes:
         context_tokens: Longest prompt plus output the backend is configured for.
-        max_images: Most IMAGE inputs per request.
-        max_video_frames: Most frames sampled from one VIDEO input.
-        max_file_bytes: Largest single input file.
-        max_total_file_bytes: Largest total of all input files.
-        max_file_characters: Most characters of extracted file text.
-        max_pdf_pages: Most PDF pages read.
-        allow_mixed_image_video: Whether one request may carry both images and video.
+        media: The bounds of each modality: ``image.max_images`` (IMAGE inputs
+            per request), ``video.max_video_frames`` (frames sampled from one
+            VIDEO), ``video.allow_mixed_image_video`` (images and a video in one
+            request), ``file.max_file_bytes`` / ``max_total_file_bytes`` (one
+            input file / all of them), ``file.max_file_characters`` (extracted
+            text per file), ``file.max_pdf_pages``.
     """
 
     context_tokens: int
-    max_images: int
-    max_video_frames: int
-    max_file_bytes: int
-    max_total_file_bytes: int
-    max_file_characters: int
-    max_pdf_pages: int
-    allow_mixed_image_video: bool
+    media: MediaLimits
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name == "allow_mixed_image_video":
-                if not isinstance(value, bool):
-                    raise _fail(f"limits.{field.name}", value, "true or false")
-            else:
-                _non_negative_int(
-                    f"limits.{field.name}",
-                    value,
-                    positive=field.name
-                    in {
-                        "context_tokens",
-                        "max_file_bytes",
-                        "max_total_file_bytes",
-                        "max_file_characters",
-                    },
-                )
+        if not isinstance(self.media, MediaLimits):
+            raise _fail("limits.media", self.media, "a MediaLimits")
+        _check_limits(self.to_dict())
+
+    @classmethod
+    def of(cls, *, context_tokens: int, **bounds: int | bool) -> ProfileLimits:
+        """Build limits from the flat spelling (see :meth:`to_dict`).
+
+        Raises:
+            ProfileValidationError: A bound is unknown or out of range.
+        """
+        unknown = sorted(set(bounds) - set(_LIMIT_KEYS))
+        if unknown:
+            raise _fail("limits", unknown, f"keys among {sorted(_LIMIT_KEYS)}")
+        _check_limits({"context_tokens": context_tokens, **bounds})
+        records: dict[Modality, dict[str, Any]] = {}
+        for key, value in bounds.items():
+            modality, field = _LIMIT_KEYS[key]
+            records.setdefault(modality, {})[field] = value
+        return cls(
+            context_tokens=context_tokens,
+            media=MediaLimits(
+                image=ImageLimits(**records.get(Modality.IMAGE, {})),
+                video=VideoLimits(**records.get(Modality.VIDEO, {})),
+                file=FileLimits(**records.get(Modality.FILE, {})),
+            ),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the limits as a JSON-ready dict."""
-        return dataclasses.asdict(self)
+        """Return the limits as a JSON-ready dict, flat (the manifest's spelling)."""
+        values: dict[str, Any] = {"context_tokens": self.context_tokens}
+        for key, (modality, field) in _LIMIT_KEYS.items():
+            values[key] = getattr(self.media[modality], field)
+        return values
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProfileLimits:
@@ -131,10 +167,20 @@ class ProfileLimits:
         """
         if not isinstance(data, Mapping):
             raise _fail("limits", data, "an object")
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = set(LIMIT_KEYS)
         if set(data) != names:
             raise _fail("limits", sorted(data), f"exactly the keys {sorted(names)}")
-        return cls(**data)
+        return cls.of(**data)
+
+
+def _check_limits(values: Mapping[str, Any]) -> None:
+    """Each flat bound is a whole number >= 0 (> 0 where zero fits nothing) or a bool."""
+    for name, value in values.items():
+        if name == "allow_mixed_image_video":
+            if not isinstance(value, bool):
+                raise _fail(f"limits.{name}", value, "true or false")
+        else:
+            _non_negative_int(f"limits.{name}", value, positive=name in _POSITIVE_LIMITS)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

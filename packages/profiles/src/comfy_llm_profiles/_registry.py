@@ -20,9 +20,10 @@ import json
 from dataclasses import dataclass
 from typing import Final
 
+from comfy_llm_core import ExecutionTarget
+
 from comfy_llm_profiles._engines import ENGINES, EngineSpec
 from comfy_llm_profiles._families import FAMILIES, Family
-from comfy_llm_profiles._targets import ExecutionTarget
 
 __all__ = [
     "REGISTRY_VERSIONS",

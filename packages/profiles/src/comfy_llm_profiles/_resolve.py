@@ -23,6 +23,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from comfy_llm_core import (
+    ExecutionTarget,
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    ignore_progress,
+)
+
 from comfy_llm_profiles._curated import load_curated_registry, parse_reference
 from comfy_llm_profiles._decide import decide
 from comfy_llm_profiles._decide_gguf import decide_gguf
@@ -51,15 +59,8 @@ from comfy_llm_profiles._pins import (
     save_pinned_facts,
 )
 from comfy_llm_profiles._profile import LOCAL_REPOSITORY_OWNER, ModelProfile
-from comfy_llm_profiles._progress import (
-    ProgressCallback,
-    ProgressEvent,
-    ProgressStage,
-    ignore_progress,
-)
 from comfy_llm_profiles._reference import ModelReference, is_commit
 from comfy_llm_profiles._settings import ProfileSettings, read_settings
-from comfy_llm_profiles._targets import ExecutionTarget
 from comfy_llm_profiles.errors import (
     DownloadTooLargeError,
     HubUnavailableError,

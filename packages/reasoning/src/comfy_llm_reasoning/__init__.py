@@ -20,13 +20,15 @@ from ._select import (
     reasoning_end_id,
     resolve_parser_name,
 )
-from ._vocabulary import TokenVocabulary
+from ._vocabulary import THINK_CLOSE, THINK_OPEN, TokenVocabulary, prompt_opens_reasoning
 from .errors import ReasoningError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "KNOWN_PARSERS",
+    "THINK_CLOSE",
+    "THINK_OPEN",
     "Accounting",
     "DirectResponseParser",
     "LiveSplit",
@@ -40,6 +42,7 @@ __all__ = [
     "get_parser",
     "live_split",
     "parser_for_profile",
+    "prompt_opens_reasoning",
     "reasoning_end_id",
     "resolve_parser_name",
 ]

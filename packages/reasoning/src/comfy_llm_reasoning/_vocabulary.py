@@ -8,10 +8,28 @@ from typing import Any
 
 from .errors import ReasoningError
 
-__all__ = ["TokenVocabulary"]
+__all__ = ["THINK_CLOSE", "THINK_OPEN", "TokenVocabulary", "prompt_opens_reasoning"]
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
+
+
+def prompt_opens_reasoning(rendered: str) -> bool:
+    """Tell whether a rendered prompt ends inside an opened reasoning block.
+
+    Every engine asks this of its chat template's output, so generation that
+    starts inside the reasoning is parsed (and shown live) as such.
+
+    Args:
+        rendered: The chat-template output, generation prompt included.
+
+    Returns:
+        True when the last ``<think>`` comes after the last ``</think>``
+        (e.g. Qwen3's generation prompt with thinking enabled ends in
+        ``<think>`` and a newline).
+    """
+    opened = rendered.rfind(THINK_OPEN)
+    return opened >= 0 and opened > rendered.rfind(THINK_CLOSE)
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,14 @@ loaded models in an LRU of immutable profiles, admits a cold load only when
 its memory estimate plus a reserve fits (after asking the host to free memory
 and evicting older models), serializes every load and generation under one
 lock, and turns a backend's raw token ids into response, reasoning and
-JSON-ready metadata. Backends plug in through :data:`BackendFactory`; the one
-factory, :func:`create_backend`, loads the package a profile's engine record
-names (``comfy_llm_profiles.ENGINES``).
+JSON-ready metadata. Backends implement the contract of the public module
+:mod:`comfy_llm_residency.backend` and plug in through its ``BackendFactory``;
+the one factory, :func:`create_backend`, loads the package a profile's engine
+record names (``comfy_llm_profiles.ENGINES``).
 """
 
 from ._factory import create_backend
-from ._generation import report_prompt_opened
+from ._generation import BatchTokenCallback, TokenCallback
 from ._host import HostListener, ResidentInfo
 from ._loading import admitted_memory, serving_batch
 from ._manager import ResidentModelManager
@@ -23,6 +24,15 @@ from ._memory import (
     probe_for_target,
 )
 from ._registry import get_manager, reset_managers
+from ._result import InferenceResult
+from ._run_metadata import (
+    EmptyAnswer,
+    HostFacts,
+    ModalFacts,
+    ModalWorkerFacts,
+    RunMetadata,
+    StagingFacts,
+)
 from ._settings import (
     LOCAL_MAX_RESIDENT_ENV,
     LOCAL_RESERVE_ENV,
@@ -34,18 +44,6 @@ from ._settings import (
     memory_recovery_timeout_seconds,
 )
 from ._state import ManagerState
-from ._types import (
-    Backend,
-    BackendFactory,
-    BackendResult,
-    BackendTimings,
-    BatchBackend,
-    BatchItem,
-    BatchTokenCallback,
-    GenerationSettings,
-    InferenceResult,
-    TokenCallback,
-)
 from .errors import (
     BackendError,
     BackendUnloadedError,
@@ -58,6 +56,7 @@ from .errors import (
     ResidencyError,
     TargetMismatchError,
     UnsupportedBackendError,
+    UnsupportedInputError,
 )
 
 __version__ = "0.1.0"
@@ -65,16 +64,11 @@ __version__ = "0.1.0"
 __all__ = [
     "admitted_memory",
     "serving_batch",
-    "Backend",
-    "BackendFactory",
-    "BackendResult",
-    "BackendTimings",
-    "BatchBackend",
-    "BatchItem",
     "BatchTokenCallback",
     "CudaMemoryProbe",
-    "GenerationSettings",
+    "EmptyAnswer",
     "GenerationSettingsError",
+    "HostFacts",
     "HostListener",
     "InferenceResult",
     "InsufficientMemoryError",
@@ -84,6 +78,8 @@ __all__ = [
     "MODAL_RESERVE_ENV",
     "ManagerState",
     "MemoryProbe",
+    "ModalFacts",
+    "ModalWorkerFacts",
     "MemoryProbeError",
     "MemorySnapshot",
     "PsutilMemoryProbe",
@@ -92,14 +88,16 @@ __all__ = [
     "ResidencyError",
     "ResidentInfo",
     "ResidentModelManager",
+    "RunMetadata",
+    "StagingFacts",
     "TargetMismatchError",
     "TokenCallback",
+    "UnsupportedInputError",
     "default_reserve_gb",
     "get_manager",
     "max_resident_models",
     "memory_recovery_timeout_seconds",
     "probe_for_target",
-    "report_prompt_opened",
     "reset_managers",
     # the one backend factory, and the errors every backend package shares
     "create_backend",

@@ -16,14 +16,16 @@ from typing import TYPE_CHECKING
 from comfy_llm_structured import check_response, retry_instruction
 
 from ._generation import parse_reasoning
-from ._types import BatchItem
+from ._run_metadata import SchemaFacts
+from .backend import BatchItem, refuse_unaccepted
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_profiles import ModelProfile
     from comfy_llm_reasoning import ReasoningResult
 
-    from ._types import Backend, BackendResult, GenerationSettings, TokenCallback
+    from ._generation import TokenRelay
+    from .backend import Backend, BackendResult, GenerationSettings
 
 __all__ = ["Answer", "Generate", "answer_items", "generate_answer"]
 
@@ -52,18 +54,16 @@ class Answer:
     schema_retries: int = 0
     schema_problem: str | None = None
 
-    def metadata(self) -> dict[str, object]:
-        """The schema fields of the request's metadata (empty without a schema)."""
+    def schema_facts(self) -> SchemaFacts | None:
+        """The schema section of the request's metadata (None without a schema)."""
         if self.schema_valid is None:
-            return {}
-        fields: dict[str, object] = {
-            "schema_valid": self.schema_valid,
-            "schema_retries": self.schema_retries,
-            "constrained_decoding": self.result.constrained,
-        }
-        if self.schema_problem is not None:
-            fields["schema_problem"] = self.schema_problem
-        return fields
+            return None
+        return SchemaFacts(
+            schema_valid=self.schema_valid,
+            schema_retries=self.schema_retries,
+            constrained_decoding=self.result.constrained,
+            schema_problem=self.schema_problem,
+        )
 
 
 def _judge(
@@ -95,10 +95,8 @@ def answer_items(
             break
         again = [
             BatchItem(
-                dataclasses.replace(
-                    items[index].inputs,
-                    prompt=items[index].inputs.prompt
-                    + retry_instruction(answers[index].schema_problem or ""),
+                items[index].inputs.with_text(
+                    retry_instruction(answers[index].schema_problem or "")
                 ),
                 items[index].settings,
             )
@@ -114,11 +112,13 @@ def generate_answer(
     backend: Backend,
     inputs: PreparedInputs,
     settings: GenerationSettings,
-    on_token: TokenCallback,
+    relay: TokenRelay,
 ) -> Answer:
     """One request's answer (validated and retried as the module docstring says)."""
+    refuse_unaccepted(backend, inputs, profile.backend)
 
     def one(items: Sequence[BatchItem], _indices: Sequence[int]) -> list[BackendResult]:
-        return [backend.generate(items[0].inputs, items[0].settings, on_token)]
+        relay.next_generation()
+        return [backend.generate(items[0].inputs, items[0].settings, relay)]
 
     return answer_items(profile, backend, [BatchItem(inputs, settings)], one)[0]

@@ -14,22 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 
 from ._answer import Answer, answer_items
-from ._generation import STEP_EVENT_SECONDS, TokenRelay, prefill_event
+from ._generation import STEP_EVENT_SECONDS, BatchTokenCallback, TokenRelay, prefill_event
 from ._metadata import RequestFacts, build_metadata
-from ._types import (
-    Backend,
-    BackendResult,
-    BatchBackend,
-    BatchItem,
-    BatchTokenCallback,
-    InferenceResult,
-    TokenCallback,
-)
+from ._result import InferenceResult
+from ._run_metadata import BatchFacts
+from .backend import Backend, BackendResult, BatchBackend, BatchItem, refuse_unaccepted
 
 if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile
@@ -39,7 +33,10 @@ __all__ = ["BatchRelay", "batch_results", "generate_batch_answers"]
 
 @dataclasses.dataclass(slots=True)
 class BatchRelay:
-    """The token callback of a batch: per-item timings, one GENERATE stream, the caller's hook.
+    """The batch's :class:`~comfy_llm_residency.backend.BatchTokenSink`.
+
+    Per-item timings (one :class:`TokenRelay` each), one GENERATE stream for
+    the whole batch, and the caller's hook.
 
     Attributes:
         relays: One relay per item (timings only: no progress, no callback).
@@ -80,9 +77,9 @@ class BatchRelay:
         """When the batch started, by ``clock``."""
         return self.relays[0].started
 
-    def __call__(self, index: int, token_id: int, text: str) -> None:
+    def token(self, index: int, token_id: int, text: str) -> None:
         """Record item ``index``'s token, report the batch's progress, call the caller."""
-        self.relays[index](token_id, text)
+        self.relays[index].token(token_id, text)
         self.count += 1
         budget = self.budget
         self.progress(
@@ -133,13 +130,29 @@ class BatchRelay:
         """No token of any item yet: an indeterminate GENERATE event (the host's Cancel check)."""
         self.progress(prefill_event(self.started, self.clock()))
 
-    def item(self, index: int) -> TokenCallback:
-        """The plain token callback of one item (the one-at-a-time path)."""
+    def item(self, index: int) -> _ItemSink:
+        """The token sink of one item (the one-at-a-time path)."""
+        return _ItemSink(self, index)
 
-        def on_token(token_id: int, text: str) -> None:
-            self(index, token_id, text)
 
-        return on_token
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ItemSink:
+    """One item of the batch relay as a single-request backend sees it."""
+
+    relay: BatchRelay
+    index: int
+
+    def prompt_opened(self, opened: bool) -> None:
+        self.relay.relays[self.index].prompt_opened(opened)
+
+    def token(self, token_id: int, text: str) -> None:
+        self.relay.token(self.index, token_id, text)
+
+    def step(self, token_ids: Sequence[int], text: str) -> None:
+        self.relay.step(self.index, token_ids, text)
+
+    def wait(self) -> None:
+        self.relay.wait()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -149,8 +162,8 @@ class _Positioned:
     relay: BatchRelay
     positions: Sequence[int]
 
-    def __call__(self, index: int, token_id: int, text: str) -> None:
-        self.relay(self.positions[index], token_id, text)
+    def token(self, index: int, token_id: int, text: str) -> None:
+        self.relay.token(self.positions[index], token_id, text)
 
     def step(self, index: int, token_ids: Sequence[int], text: str) -> None:
         self.relay.step(self.positions[index], token_ids, text)
@@ -163,11 +176,15 @@ def generate_batch_answers(
     profile: ModelProfile, backend: Backend, items: Sequence[BatchItem], relay: BatchRelay
 ) -> list[Answer]:
     """Generate (and validate, and retry) every item; see the module docstring."""
+    for item in items:
+        refuse_unaccepted(backend, item.inputs, profile.backend)
 
     def generate(chunk: Sequence[BatchItem], indices: Sequence[int]) -> list[BackendResult]:
         positions = list(indices)
         batcher = backend if isinstance(backend, BatchBackend) else None
         if batcher is not None and len(chunk) > 1 and batcher.can_batch(chunk):
+            for index in positions:
+                relay.relays[index].next_generation()
             results = list(batcher.generate_batch(chunk, _Positioned(relay, positions)))
             if len(results) != len(chunk):
                 raise RuntimeError(
@@ -175,10 +192,11 @@ def generate_batch_answers(
                     f"for {len(chunk)} items; a batch backend must return one per item"
                 )
             return results
-        return [
-            backend.generate(item.inputs, item.settings, relay.item(index))
-            for item, index in zip(chunk, positions, strict=True)
-        ]
+        results = []
+        for item, index in zip(chunk, positions, strict=True):
+            relay.relays[index].next_generation()
+            results.append(backend.generate(item.inputs, item.settings, relay.item(index)))
+        return results
 
     return answer_items(profile, backend, items, generate)
 
@@ -208,9 +226,9 @@ def batch_results(
             item_facts = dataclasses.replace(
                 facts, cache_status="warm", load_seconds=0.0, host_eviction_reason=None
             )
-        finished = item_relay.last_token_at
+        finished = item_relay.timing.last_token_at
         measured = 0.0 if finished is None else max(0.0, finished - item_relay.started)
-        metadata: dict[str, Any] = build_metadata(
+        metadata = build_metadata(
             target=target,
             profile=profile,
             inputs=item.inputs,
@@ -222,13 +240,15 @@ def batch_results(
             runtime=runtime,
             facts=item_facts,
         )
-        metadata.update(answer.metadata())
-        metadata.update(
-            batched=answer.result.batch_size > 1,
-            batch_size=answer.result.batch_size,
-            batch_index=index,
-            batch_items=len(items),
-            batch_seconds=round(batch_seconds, 4),
+        metadata = metadata.replace(
+            schema=answer.schema_facts(),
+            batch=BatchFacts(
+                batched=answer.result.batch_size > 1,
+                batch_size=answer.result.batch_size,
+                batch_index=index,
+                batch_items=len(items),
+                batch_seconds=round(batch_seconds, 4),
+            ),
         )
         results.append(
             InferenceResult(

@@ -13,9 +13,10 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from comfy_llm_profiles import ModelProfile, ProgressCallback, engine_spec
+from comfy_llm_core import ProgressCallback
+from comfy_llm_profiles import ModelProfile, engine_spec
 
-from ._types import Backend
+from .backend import Backend
 from .errors import EngineNotInstalledError
 
 __all__ = ["create_backend"]

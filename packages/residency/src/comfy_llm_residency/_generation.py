@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
 
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 from comfy_llm_reasoning import parser_for_profile
-
-from ._types import Backend, BackendResult, GenerationSettings, TokenCallback
 
 if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile
     from comfy_llm_reasoning import ReasoningResult
+
+    from ._run_metadata import RunMetadata
+    from .backend import Backend, BackendResult, GenerationSettings
 
 
 #: Shortest time between two GENERATE events of a step-wise backend (at most 20 per second).
@@ -30,24 +31,80 @@ def prefill_event(started: float, now: float) -> ProgressEvent:
     )
 
 
+TokenCallback = Callable[[int, str], None]
+"""A caller's own per-token hook (``run(..., on_token=)``): (token id, decoded text so far).
+
+It may raise to cancel generation (ComfyUI's interrupt exception); the
+exception propagates unchanged. The manager calls it from its
+:class:`TokenRelay`, once per token, whatever the engine's step size.
+"""
+
+BatchTokenCallback = Callable[[int, int, str], None]
+"""A caller's per-token hook for a batch (``run_batch(..., on_token=)``): (item
+index, token id, that item's text so far). It may raise to cancel the whole batch."""
+
+
+@dataclasses.dataclass(slots=True)
+class DecodeTiming:
+    """When one generation's tokens came: where time to first token and decode rate are measured.
+
+    Attributes:
+        started: When the generation started (the backend was called), by the relay's clock.
+        tokens: Tokens seen so far.
+        first_token_at: When the first token came.
+        last_token_at: When the latest token came.
+    """
+
+    started: float
+    tokens: int = 0
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+
+    def record(self, now: float, count: int) -> None:
+        """``count`` tokens came at ``now``."""
+        self.tokens += count
+        if self.first_token_at is None:
+            self.first_token_at = now
+        self.last_token_at = now
+
+    @property
+    def time_to_first_token_seconds(self) -> float | None:
+        """Seconds from the start to the first token, or None before it."""
+        if self.first_token_at is None:
+            return None
+        return max(0.0, self.first_token_at - self.started)
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Decode rate after the first token, or None before two tokens."""
+        if self.first_token_at is None or self.last_token_at is None or self.tokens < 2:
+            return None
+        span = self.last_token_at - self.first_token_at
+        return (self.tokens - 1) / span if span > 0 else None
+
+
 @dataclasses.dataclass(slots=True)
 class TokenRelay:
-    """The ``on_token`` the manager hands a backend.
+    """The :class:`~comfy_llm_residency.backend.TokenSink` the manager hands a backend.
 
     For every token it emits a GENERATE progress event (tokens so far of
     ``max_new_tokens``, the text so far, time to first token and decode rate
     once known), then calls the caller's own token callback. Either may raise
-    to cancel; the exception propagates unchanged through the backend.
+    to cancel; the exception propagates unchanged through the backend. Its
+    :attr:`timing` is the one measurement of time to first token and decode
+    rate the request's metadata reports.
 
     Attributes:
         max_new_tokens: The request's token budget (the bar's maximum).
         progress: Receives GENERATE events.
         on_token: The caller's token callback, or None.
         clock: Monotonic clock in seconds.
-        started: When generation started, by ``clock``.
-        count: Tokens seen so far.
-        first_token_at: When the first token arrived, by ``clock``.
-        last_token_at: When the latest token arrived, by ``clock``.
+        started: When the request's generation started, by ``clock``.
+        count: Tokens seen so far, every generation of the request together
+            (a schema retry generates again).
+        timing: The current generation's token times.
+        last_event_at: When the last step-wise GENERATE event went out.
+        opened: The backend's :meth:`prompt_opened` report, or None.
     """
 
     max_new_tokens: int
@@ -56,16 +113,20 @@ class TokenRelay:
     clock: Callable[[], float]
     started: float = 0.0
     count: int = 0
-    first_token_at: float | None = None
-    last_token_at: float | None = None
+    timing: DecodeTiming = dataclasses.field(default_factory=lambda: DecodeTiming(0.0))
     last_event_at: float | None = None
-    prompt_opened: bool | None = None
+    opened: bool | None = None
 
     def start(self) -> None:
-        """Mark the start of generation."""
+        """Mark the start of the request's generation."""
         self.started = self.clock()
+        self.timing = DecodeTiming(self.started)
 
-    def reasoning_opened(self, opened: bool) -> None:
+    def next_generation(self) -> None:
+        """A new generation of the same request begins (its token times start afresh)."""
+        self.timing = DecodeTiming(self.clock())
+
+    def prompt_opened(self, opened: bool) -> None:
         """The backend's report, before its first token, of the rendered prompt.
 
         ``opened``: the chat template ended the prompt inside a ``<think>``
@@ -73,24 +134,9 @@ class TokenRelay:
         carry). Every later GENERATE event carries it, so a live view splits
         the text so far as the final reasoning parse will.
         """
-        self.prompt_opened = bool(opened)
+        self.opened = bool(opened)
 
-    @property
-    def time_to_first_token_seconds(self) -> float | None:
-        """Seconds from :meth:`start` to the first token, or None."""
-        if self.first_token_at is None:
-            return None
-        return max(0.0, self.first_token_at - self.started)
-
-    @property
-    def tokens_per_second(self) -> float | None:
-        """Decode rate after the first token, or None before two tokens."""
-        if self.first_token_at is None or self.last_token_at is None or self.count < 2:
-            return None
-        span = self.last_token_at - self.first_token_at
-        return (self.count - 1) / span if span > 0 else None
-
-    def __call__(self, token_id: int, text: str) -> None:
+    def token(self, token_id: int, text: str) -> None:
         """Record one token, report progress, then call the caller's callback.
 
         Args:
@@ -99,9 +145,7 @@ class TokenRelay:
         """
         now = self.clock()
         self.count += 1
-        if self.first_token_at is None:
-            self.first_token_at = now
-        self.last_token_at = now
+        self.timing.record(now, 1)
         self.progress(self._event(now, token_id, text))
         if self.on_token is not None:
             self.on_token(token_id, text)
@@ -114,11 +158,11 @@ class TokenRelay:
             maximum=float(self.max_new_tokens),
             unit="tokens",
             elapsed_seconds=max(0.0, now - self.started),
-            time_to_first_token_seconds=self.time_to_first_token_seconds,
-            tokens_per_second=self.tokens_per_second,
+            time_to_first_token_seconds=self.timing.time_to_first_token_seconds,
+            tokens_per_second=self.timing.tokens_per_second,
             text=text,
             token_id=int(token_id),
-            prompt_opened_reasoning=self.prompt_opened,
+            prompt_opened_reasoning=self.opened,
         )
 
     def step(self, token_ids: Sequence[int], text: str) -> None:
@@ -133,9 +177,7 @@ class TokenRelay:
             return
         now = self.clock()
         self.count += len(token_ids)
-        if self.first_token_at is None:
-            self.first_token_at = now
-        self.last_token_at = now
+        self.timing.record(now, len(token_ids))
         last = self.last_event_at
         if last is None or now - last >= STEP_EVENT_SECONDS:
             self.last_event_at = now
@@ -149,36 +191,25 @@ class TokenRelay:
         self.progress(prefill_event(self.started, self.clock()))
 
 
-def report_prompt_opened(on_token: TokenCallback, opened: bool) -> None:
-    """Tell ``on_token`` whether the rendered prompt opened a ``<think>`` block.
-
-    Backends call this once per request, after rendering the prompt and before
-    the first token. The manager's callback (:class:`TokenRelay`) has
-    ``reasoning_opened``; a caller's plain function has not, and is left alone.
-    """
-    report = getattr(on_token, "reasoning_opened", None)
-    if report is not None:
-        report(opened)
-
-
 def done_event(
     message: str,
-    metadata: Mapping[str, Any],
+    metadata: RunMetadata,
     *,
     tokens: int | None = None,
     seconds: float | None = None,
 ) -> ProgressEvent:
     """The DONE event of a request (or a batch: its token total and wall time)."""
-    count = int(metadata["output_tokens"]) if tokens is None else tokens
+    generation = metadata.generation
+    count = generation.output_tokens if tokens is None else tokens
     return ProgressEvent(
         stage=ProgressStage.DONE,
         message=message,
         value=float(count),
         maximum=float(count),
         unit="tokens",
-        elapsed_seconds=metadata["generation_seconds"] if seconds is None else seconds,
-        time_to_first_token_seconds=metadata["time_to_first_token_seconds"],
-        tokens_per_second=metadata["tokens_per_second"],
+        elapsed_seconds=generation.generation_seconds if seconds is None else seconds,
+        time_to_first_token_seconds=generation.time_to_first_token_seconds,
+        tokens_per_second=generation.tokens_per_second,
     )
 
 

@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
 from ._host import ResidentInfo
 from ._memory import MemoryProbe, MemorySnapshot
 from ._state import Resident
-from ._types import BackendFactory
+from .backend import BackendFactory
 
 if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile

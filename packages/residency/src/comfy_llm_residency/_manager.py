@@ -10,31 +10,21 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from comfy_llm_profiles import (
-    ExecutionTarget,
-    ProgressCallback,
-    ignore_progress,
-)
+from comfy_llm_core import ExecutionTarget, ProgressCallback, ignore_progress
 
 from . import _settings
 from ._admission import Admission
 from ._answer import generate_answer
 from ._batch import BatchRelay, batch_results, generate_batch_answers
-from ._generation import TokenRelay, done_event
+from ._generation import BatchTokenCallback, TokenCallback, TokenRelay, done_event
 from ._host import HostListener
 from ._loading import batch_scope, read_memory, rebuild_needed
 from ._memory import MemoryProbe, probe_for_target
 from ._metadata import RequestFacts, build_metadata
 from ._residents import ResidentSet
+from ._result import InferenceResult
 from ._state import ManagerState, Resident, Served, non_negative, positive_int
-from ._types import (
-    BackendFactory,
-    BatchItem,
-    BatchTokenCallback,
-    GenerationSettings,
-    InferenceResult,
-    TokenCallback,
-)
+from .backend import BackendFactory, BatchItem, GenerationSettings
 from .errors import (
     GIB,
     ReentrantCallError,
@@ -308,9 +298,10 @@ class ResidentModelManager:
                 runtime=runtime,
                 facts=self._facts(served, reserve_bytes, keep_loaded, prompt_id),
             )
-            metadata.update(answer.metadata())
+            metadata = metadata.replace(schema=answer.schema_facts())
             self._served += 1
-            progress(done_event(f"Done: {metadata['output_tokens']} tokens", metadata))
+            tokens = metadata.generation.output_tokens
+            progress(done_event(f"Done: {tokens} tokens", metadata))
             return InferenceResult(
                 response=answer.parsed.response,
                 reasoning=answer.parsed.reasoning,
@@ -374,7 +365,7 @@ class ResidentModelManager:
                 facts=self._facts(served, reserve_bytes, keep_loaded, prompt_id),
             )
             self._served += len(items)
-            tokens = sum(int(str(r.metadata["output_tokens"])) for r in results)
+            tokens = sum(r.metadata.generation.output_tokens for r in results)
             progress(
                 done_event(
                     f"Done: {len(items)} answers, {tokens} tokens",

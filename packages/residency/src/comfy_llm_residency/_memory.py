@@ -15,7 +15,7 @@ import sys
 from typing import Protocol, runtime_checkable
 
 import psutil
-from comfy_llm_profiles import ExecutionTarget
+from comfy_llm_core import ExecutionTarget
 
 from ._settings import coerce_target, uses_host_memory
 from .errors import GIB, MemoryProbeError

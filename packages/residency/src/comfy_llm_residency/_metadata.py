@@ -9,16 +9,21 @@ are dropped.
 from __future__ import annotations
 
 import dataclasses
-import enum
-import math
 import re
 from collections.abc import Mapping
-from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
+from ._json import json_ready
 from ._memory import MemorySnapshot
-from ._types import BackendResult, GenerationSettings
-from .errors import GIB
+from ._run_metadata import (
+    MANAGER_KEYS,
+    EngineReport,
+    GenerationFacts,
+    InputCounts,
+    ModelFacts,
+    ResidencyFacts,
+    RunMetadata,
+)
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
@@ -26,40 +31,13 @@ if TYPE_CHECKING:
     from comfy_llm_reasoning import ReasoningResult
 
     from ._generation import TokenRelay
+    from .backend import BackendResult, GenerationSettings
 
 _SECRET_KEY = re.compile(
     r"(^|[_\-.])(token|secret|password|passwd|api_?key|authorization|auth|credentials?)($|[_\-.])",
     re.IGNORECASE,
 )
 _SECRET_VALUE = re.compile(r"^(hf_|Bearer\s)[A-Za-z0-9_\-.]{16,}$")
-
-
-def json_ready(value: Any) -> Any:
-    """Convert ``value`` into plain JSON types (dict, list, str, int, float, bool, None).
-
-    Non-finite floats become None; enums their value; paths and unknown
-    objects their string form.
-
-    Args:
-        value: Any value.
-
-    Returns:
-        A JSON-serializable equivalent.
-    """
-    if isinstance(value, enum.Enum):
-        return json_ready(value.value)
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, PurePath):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): json_ready(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        items = sorted(value, key=str) if isinstance(value, set | frozenset) else value
-        return [json_ready(v) for v in items]
-    return str(value)
 
 
 def safe_runtime_metadata(runtime: Mapping[str, object]) -> dict[str, Any]:
@@ -80,26 +58,6 @@ def safe_runtime_metadata(runtime: Mapping[str, object]) -> dict[str, Any]:
             continue
         clean[name] = json_ready(value)
     return clean
-
-
-def input_counts(inputs: PreparedInputs) -> dict[str, int]:
-    """Read the image, video-frame and file counts of prepared inputs.
-
-    Args:
-        inputs: The prepared inputs.
-
-    Returns:
-        ``image_count``, ``video_frame_count`` and ``file_count``.
-    """
-    return {
-        "image_count": int(inputs.image_count),
-        "video_frame_count": int(inputs.video_frame_count),
-        "file_count": int(inputs.file_count),
-    }
-
-
-def _gb(num_bytes: int | None) -> float | None:
-    return None if num_bytes is None else round(num_bytes / GIB, 3)
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -154,11 +112,11 @@ def build_metadata(
     measured_generation_seconds: float,
     runtime: Mapping[str, object],
     facts: RequestFacts,
-) -> dict[str, Any]:
-    """Assemble the request's telemetry.
+) -> RunMetadata:
+    """The manager's sections of the request's metadata.
 
-    Backend runtime metadata fills keys the manager does not set itself,
-    except ``device``, where the backend knows best.
+    Backend runtime metadata becomes the engine's details, except keys the
+    manager writes itself; its ``device`` is the engine's device.
 
     Args:
         target: The manager's execution target.
@@ -167,67 +125,60 @@ def build_metadata(
         settings: The request settings.
         result: The backend's raw result.
         parsed: The reasoning parser's result.
-        relay: The token relay (the manager's own timing measurements).
+        relay: The token relay (where time to first token and decode rate are measured).
         measured_generation_seconds: Generation wall time measured by the manager.
         runtime: ``Backend.runtime_metadata()``.
         facts: What the manager learned serving the request.
 
     Returns:
-        A JSON-ready dict.
+        The record (no Modal, staging or host sections yet).
     """
     timings = result.timings
-    ttft = timings.time_to_first_token_seconds
-    if ttft is None:
-        ttft = relay.time_to_first_token_seconds
-    tps = timings.tokens_per_second
-    if tps is None:
-        tps = relay.tokens_per_second
     generation_seconds = timings.generation_seconds or measured_generation_seconds
     clean_runtime = safe_runtime_metadata(runtime)
-    metadata: dict[str, Any] = {
-        "execution_target": target,
-        "device": clean_runtime.get("device") or facts.memory.device,
-        "backend": json_ready(profile.backend),
-        "profile_id": profile.profile_id,
-        "repository": profile.repository,
-        "revision": profile.revision,
-        "architecture": json_ready(profile.architecture),
-        "reasoning_enabled": settings.enable_reasoning,
-        "reasoning_parser": parsed.parser,
-        "reasoning_truncated": parsed.truncated,
-        "output_tokens": parsed.output_tokens,
-        "reasoning_tokens": parsed.reasoning_tokens,
-        "token_accounting": parsed.accounting,
-        "prompt_tokens": timings.prompt_tokens,
-        "finish_reason": result.finish_reason,
-        "time_to_first_token_seconds": _round(ttft),
-        "tokens_per_second": _round(tps, 2),
-        "generation_seconds": _round(generation_seconds),
-        "generation_settings": settings.to_dict(),
-        "cache_status": facts.cache_status,
-        "load_seconds": _round(facts.load_seconds),
-        "measured_allocation_bytes": facts.allocated_bytes,
-        "measured_allocation_gb": _gb(facts.allocated_bytes),
-        "estimated_memory_bytes": profile.estimated_memory_bytes,
-        "estimated_memory_gb": _gb(profile.estimated_memory_bytes),
-        "reserve_bytes": facts.reserve_bytes,
-        "reserve_gb": _gb(facts.reserve_bytes),
-        "memory_device": facts.memory.device,
-        "available_memory_bytes": facts.memory.available_bytes,
-        "total_memory_bytes": facts.memory.total_bytes,
-        "available_memory_gb": _gb(facts.memory.available_bytes),
-        "total_memory_gb": _gb(facts.memory.total_bytes),
-        "memory_wait_seconds": _round(facts.memory_wait_seconds),
-        "evicted_profiles": list(facts.evicted_profiles),
-        "evicted_by_host": facts.host_eviction_reason is not None,
-        "host_eviction_reason": facts.host_eviction_reason,
-        "resident_profiles": list(facts.resident_profiles),
-        "max_resident_models": facts.max_resident,
-        "keep_model_loaded": facts.keep_loaded,
-        "unsafe_for_reuse": facts.unsafe_for_reuse,
-        "prompt_id": facts.prompt_id,
-        **input_counts(inputs),
-    }
-    for key, value in clean_runtime.items():
-        metadata.setdefault(key, value)
-    return json_ready(metadata)
+    return RunMetadata(
+        model=ModelFacts(
+            execution_target=target,
+            backend=json_ready(profile.backend),
+            profile_id=profile.profile_id,
+            repository=profile.repository,
+            revision=profile.revision,
+            architecture=json_ready(profile.architecture),
+        ),
+        engine=EngineReport(
+            device=clean_runtime.get("device") or facts.memory.device,
+            details={k: v for k, v in clean_runtime.items() if k not in MANAGER_KEYS},
+        ),
+        generation=GenerationFacts(
+            settings=settings,
+            reasoning_parser=parsed.parser,
+            reasoning_truncated=parsed.truncated,
+            output_tokens=parsed.output_tokens,
+            reasoning_tokens=parsed.reasoning_tokens,
+            token_accounting=parsed.accounting,
+            prompt_tokens=timings.prompt_tokens,
+            finish_reason=result.finish_reason,
+            time_to_first_token_seconds=_round(relay.timing.time_to_first_token_seconds),
+            tokens_per_second=_round(relay.timing.tokens_per_second, 2),
+            generation_seconds=_round(generation_seconds),
+        ),
+        residency=ResidencyFacts(
+            cache_status=facts.cache_status,
+            load_seconds=_round(facts.load_seconds),
+            measured_allocation_bytes=facts.allocated_bytes,
+            estimated_memory_bytes=profile.estimated_memory_bytes,
+            reserve_bytes=facts.reserve_bytes,
+            memory_device=facts.memory.device,
+            available_memory_bytes=facts.memory.available_bytes,
+            total_memory_bytes=facts.memory.total_bytes,
+            memory_wait_seconds=_round(facts.memory_wait_seconds),
+            evicted_profiles=tuple(facts.evicted_profiles),
+            host_eviction_reason=facts.host_eviction_reason,
+            resident_profiles=tuple(facts.resident_profiles),
+            max_resident_models=facts.max_resident,
+            keep_model_loaded=facts.keep_loaded,
+            unsafe_for_reuse=facts.unsafe_for_reuse,
+        ),
+        inputs=InputCounts(inputs.counts()),
+        prompt_id=facts.prompt_id,
+    )

@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from comfy_llm_profiles import ExecutionTarget
+from comfy_llm_core import ExecutionTarget
 
 from ._manager import ResidentModelManager
 from ._settings import coerce_target
-from ._types import BackendFactory
+from .backend import BackendFactory
 
 _managers: dict[ExecutionTarget, ResidentModelManager] = {}
 _registry_lock = threading.Lock()

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from comfy_llm_profiles import ExecutionTarget, ProgressCallback, engine_spec
+from comfy_llm_core import ExecutionTarget, ProgressCallback
+from comfy_llm_profiles import engine_spec
 from comfy_llm_staging import require_completed_snapshot
 
 from . import _settings
@@ -24,7 +25,7 @@ from ._host import HostListener, notify_loaded, notify_unloaded
 from ._loading import grow_allocation, load_entry, report_load
 from ._memory import MemoryProbe
 from ._state import Resident
-from ._types import BackendFactory
+from .backend import BackendFactory
 from .errors import InsufficientMemoryError
 
 if TYPE_CHECKING:

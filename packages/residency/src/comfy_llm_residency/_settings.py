@@ -8,8 +8,7 @@ naming the variable.
 
 from __future__ import annotations
 
-from comfy_llm_core import InvalidSettingError, defaults, env_float, env_int
-from comfy_llm_profiles import ExecutionTarget
+from comfy_llm_core import ExecutionTarget, InvalidSettingError, defaults, env_float, env_int
 
 LOCAL_MAX_RESIDENT_ENV = "COMFY_MODAL_LOCAL_LLM_MAX_RESIDENT_MODELS"
 """LRU limit for ``local_apple`` and ``local_cpu``."""

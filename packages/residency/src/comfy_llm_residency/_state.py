@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from comfy_llm_core import InvalidSettingError
 
-from ._types import Backend
+from .backend import Backend
 
 if TYPE_CHECKING:
     from comfy_llm_profiles import ModelProfile

@@ -56,6 +56,28 @@ class GenerationSettingsError(ResidencyError, ValueError):
         self.field = field
 
 
+class UnsupportedInputError(ResidencyError, ValueError):
+    """The request carries a kind of input the model's engine does not take.
+
+    Every backend declares the modalities it accepts; a request with any other
+    is refused before anything is generated (the model stays loaded).
+
+    Attributes:
+        modality: The refused modality (``"image"``, ``"video"``, ...).
+        engine: The profile's backend (``"transformers"``, ``"mlx_vlm"``, ...).
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, modality: str, engine: str) -> None:
+        self.modality = modality
+        self.engine = engine
+        super().__init__(
+            f"The {engine} engine does not take {modality} input; disconnect the "
+            f"{modality.upper()} input, or choose a model whose engine takes {modality}."
+        )
+
+
 class TargetMismatchError(ResidencyError, ValueError):
     """A profile resolved for one execution target was given to another.
 

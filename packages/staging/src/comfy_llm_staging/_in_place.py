@@ -27,15 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from comfy_llm_core import ProgressCallback, ignore_progress
 from comfy_llm_profiles import (
     FolderScan,
     LocalFolderError,
     ProfileError,
-    ProgressCallback,
     content_pin,
     hash_files,
     hf_cache_repository_dir,
-    ignore_progress,
     read_settings,
     scan_folder,
     scan_gguf_files,

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import filelock
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
 from . import _layout, _settings
 from .errors import StagingLeaseTimeoutError

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
 _MIN_EVENT_INTERVAL_SECONDS = 0.1
 

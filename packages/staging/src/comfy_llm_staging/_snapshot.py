@@ -6,7 +6,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from comfy_llm_profiles import ProgressCallback, ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
 __all__ = ["StagedSnapshot", "in_place_snapshot"]
 

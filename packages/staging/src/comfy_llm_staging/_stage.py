@@ -37,14 +37,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from comfy_llm_profiles import (
-    OfflineResolutionError,
-    ProgressCallback,
-    ProgressEvent,
-    ProgressStage,
-    hub_offline,
-    ignore_progress,
-)
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_profiles import OfflineResolutionError, hub_offline
 
 from . import _hub, _in_place, _layout, _lease, _marker, _settings, _verify
 from ._progress import DownloadProgress

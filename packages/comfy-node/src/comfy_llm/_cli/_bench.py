@@ -61,7 +61,7 @@ def cmd_modal_bench(args: argparse.Namespace) -> dict[str, Any]:
     """
     harness = _harness()
     if harness is None:
-        from comfy_llm_profiles import ExecutionTarget
+        from comfy_llm_core import ExecutionTarget
 
         from comfy_llm.errors import TargetUnavailableError
 

@@ -106,7 +106,7 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
 
 def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
     """Caption the folder; returns ``{"captions": [...], "metadata": {...}}``."""
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     from comfy_llm._caption import CaptionJob, caption_items, run_captions
     from comfy_llm._caption_conventions import (

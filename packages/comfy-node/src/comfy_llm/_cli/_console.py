@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TextIO
 
-from comfy_llm_profiles import ProgressEvent
+from comfy_llm_core import ProgressEvent
 
 __all__ = ["ConsoleProgress", "format_bytes"]
 

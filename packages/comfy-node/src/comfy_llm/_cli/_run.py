@@ -14,7 +14,7 @@ from typing import Any
 from comfy_llm_core import defaults
 
 from comfy_llm._cli._args import check_paths, default_model, load_image_files
-from comfy_llm._notes import CLI_WORDS, explain
+from comfy_llm._notes import CLI_WORDS, worded
 
 __all__ = ["add_run_parser", "cmd_run"]
 
@@ -69,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     """
     check_paths(args)
     images = load_image_files(args.image)  # a bad image fails before the heavy imports
-    from comfy_llm_residency import GenerationSettings
+    from comfy_llm_residency.backend import GenerationSettings
 
     from comfy_llm._cli._caption import read_schema_file
     from comfy_llm._cli._console import ConsoleProgress
@@ -100,10 +100,11 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         result = run_request(request, progress=console)
     finally:
         console.close()
-    metadata: dict[str, Any] = dict(result.metadata)
-    note = metadata.get("empty_answer")
-    if note is not None:  # exit 0: the request worked; say why the answer is empty
-        message = explain(note, CLI_WORDS)
-        metadata["empty_answer"] = {**note, "message": message}
+    metadata, message = worded(result.metadata, CLI_WORDS)
+    if message is not None:  # exit 0: the request worked; say why the answer is empty
         print(f"comfy-llm: note: {message}", file=sys.stderr)
-    return {"response": result.response, "reasoning": result.reasoning, "metadata": metadata}
+    return {
+        "response": result.response,
+        "reasoning": result.reasoning,
+        "metadata": metadata.to_dict(),  # the record's one serialization for the CLI
+    }

@@ -297,7 +297,7 @@ class CaptionImagesNode(io.ComfyNode):
 
     @classmethod
     def _caption(cls, glue: Any, model_profile: str, prompt: str, **optional: Any) -> io.NodeOutput:
-        from comfy_llm_residency import GenerationSettings
+        from comfy_llm_residency.backend import GenerationSettings
 
         from comfy_llm._caption import CaptionJob, caption_items, run_captions
         from comfy_llm._caption_conventions import write_batch_manifest

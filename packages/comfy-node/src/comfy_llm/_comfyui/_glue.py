@@ -36,8 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from comfy_llm_core import render_error
-from comfy_llm_profiles import ProgressEvent, ProgressStage
+from comfy_llm_core import ProgressEvent, ProgressStage, render_error
 from comfy_llm_reasoning import LiveSplit, live_split
 
 __all__ = ["LIVE_TEXT_MAX_CHARS", "LIVE_TEXT_MAX_LINES", "ComfyGlue", "executing_prompt_id"]

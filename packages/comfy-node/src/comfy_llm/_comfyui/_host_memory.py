@@ -31,7 +31,7 @@ import threading
 import weakref
 from typing import Any
 
-from comfy_llm_profiles import ExecutionTarget
+from comfy_llm_core import ExecutionTarget
 from comfy_llm_residency import ResidentInfo, create_backend, get_manager
 
 __all__ = ["ComfyHostBridge", "host_bridge", "host_bridge_status", "resident_entries"]

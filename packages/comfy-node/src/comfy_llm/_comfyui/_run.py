@@ -11,11 +11,12 @@ from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from comfy_llm_core import ComfyLLMError, ErrorAction, defaults, redact, render_error
-from comfy_llm_residency import GenerationSettings
+from comfy_llm_residency import RunMetadata
+from comfy_llm_residency.backend import GenerationSettings
 
 from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
 from comfy_llm._comfyui._host_memory import host_bridge
-from comfy_llm._notes import NODE_WORDS, explain
+from comfy_llm._notes import NODE_WORDS, worded
 from comfy_llm._pipeline import LLMRequest, run_request
 from comfy_llm._storage import register_model_folder, storage_root
 
@@ -32,11 +33,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def metadata_json(metadata: dict[str, Any]) -> str:
-    """Indented JSON, key facts first and no disk paths (``_metadata``); tokens scrubbed."""
+def metadata_json(metadata: RunMetadata | dict[str, Any]) -> str:
+    """A run's record (or a caption batch's summary) as ComfyUI's metadata_json.
+
+    Indented JSON, key facts first and no disk paths (``_metadata``); tokens scrubbed.
+    """
     from comfy_llm._comfyui._metadata import shown_metadata
 
-    shown = shown_metadata(metadata)
+    flat = metadata.to_dict() if isinstance(metadata, RunMetadata) else metadata
+    shown = shown_metadata(flat)
     return redact(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 
@@ -183,12 +188,7 @@ def run_node(
     """
     with node_status(node_id, reasoning_enabled=enable_reasoning) as glue:
         result = _run(glue, prompt, model_profile, enable_reasoning=enable_reasoning, **inputs)
-    metadata = dict(result.metadata)
-    note = metadata.get("empty_answer")
-    message = None
-    if note is not None:
-        message = explain(note, NODE_WORDS)
-        metadata["empty_answer"] = {**note, "message": message}
+    metadata, message = worded(result.metadata, NODE_WORDS)
     glue.finish(result.response, result.reasoning, message)
     return result.response, metadata_json(metadata), result.reasoning
 

@@ -1,9 +1,12 @@
-"""The contract between the manager and the backends above it.
+"""The backend contract: what the manager hands an engine, and what it gets back.
 
 Backends (MLX-VLM, Transformers, vLLM) live in packages that depend on this
-one; they implement :class:`Backend` and are created by a
-:data:`BackendFactory` the caller passes to the manager. Nothing here knows
-which engine it holds.
+one; they implement :class:`Backend` (and, to generate several requests
+together, :class:`BatchBackend`) and are created by a :data:`BackendFactory`
+the caller passes to the manager. A backend reports its tokens to a
+:class:`TokenSink` it is given (the manager's measures time to first token
+and decode rate there, once, for every engine) and returns a
+:class:`BackendResult`. Nothing here knows which engine it holds.
 """
 
 from __future__ import annotations
@@ -14,29 +17,29 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from comfy_llm_core import defaults
+from comfy_llm_core import Modality, defaults
 from comfy_llm_structured import ResponseSchema, parse_response_schema
 
-from .errors import GenerationSettingsError
+from .errors import GenerationSettingsError, UnsupportedInputError
+
+__all__ = [
+    "Backend",
+    "BackendFactory",
+    "BackendResult",
+    "BackendTimings",
+    "BatchBackend",
+    "BatchItem",
+    "BatchTokenSink",
+    "GenerationSettings",
+    "TokenSink",
+    "refuse_unaccepted",
+]
 
 if TYPE_CHECKING:
+    from comfy_llm_core import ProgressCallback
     from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_profiles import ModelProfile, ProgressCallback
+    from comfy_llm_profiles import ModelProfile
     from comfy_llm_reasoning import TokenVocabulary
-
-TokenCallback = Callable[[int, str], None]
-"""Called once per generated token with (token id, decoded text so far).
-
-It may raise to cancel generation (ComfyUI's interrupt exception); the
-backend must let that exception propagate unchanged. The manager's callback
-also has ``step(token_ids, text)`` (every token of one engine step at once:
-one progress event, at most 20 per second) and ``wait()`` (no token yet: a
-progress event, so the host can cancel a long prefill); step-wise engines
-(vLLM) use them where present (``getattr``), others call it per token. It
-also has ``reasoning_opened(opened)``: every backend reports, before the first
-token, whether the rendered prompt opened a ``<think>`` block
-(``report_prompt_opened``), so the live text is split as the final parse will.
-"""
 
 
 def _is_int(value: object) -> bool:
@@ -136,8 +139,15 @@ class GenerationSettings:
         return None if self.response_schema is None else ResponseSchema(self.response_schema)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict (for the remote wire and metadata)."""
-        return dataclasses.asdict(self)
+        """Return a JSON-ready dict (for the remote wire and metadata).
+
+        ``min_new_tokens`` appears only when set: a plain request keeps the
+        form recorded before the field existed (wire and metadata goldens).
+        """
+        data = dataclasses.asdict(self)
+        if not self.min_new_tokens:
+            del data["min_new_tokens"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GenerationSettings:
@@ -158,19 +168,14 @@ class GenerationSettings:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class BackendTimings:
-    """Timings a backend measured for one generation.
+    """What a backend measured of one generation (its tokens' times are the sink's).
 
     Attributes:
-        time_to_first_token_seconds: From the start of generation to the first
-            token; None when no token was generated.
         generation_seconds: Wall time of the whole generation.
-        tokens_per_second: Decode rate; None when it cannot be measured.
         prompt_tokens: Tokens in the prompt (text plus vision), when known.
     """
 
-    time_to_first_token_seconds: float | None
     generation_seconds: float
-    tokens_per_second: float | None
     prompt_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -179,7 +184,11 @@ class BackendTimings:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BackendTimings:
-        """Rebuild timings from :meth:`to_dict` output; unknown keys are ignored."""
+        """Rebuild timings from :meth:`to_dict` output; unknown keys are ignored.
+
+        (Results recorded before the sink measured the token times also carry
+        ``time_to_first_token_seconds`` and ``tokens_per_second``.)
+        """
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -197,7 +206,7 @@ class BackendResult:
             parser needs them).
         native_reasoning: Reasoning the engine already separated (e.g. vLLM's
             reasoning parser), or None.
-        timings: The backend's own timings.
+        timings: The backend's wall time and prompt length.
         prompt_opened_reasoning: True when the chat template already opened
             the reasoning block in the prompt (generation starts inside it).
         finish_reason: ``"stop"``, ``"length"``, ``"abort"``, ...
@@ -236,25 +245,66 @@ class BackendResult:
 
 
 @runtime_checkable
+class TokenSink(Protocol):
+    """Where a backend reports one generation's tokens as they come.
+
+    Every backend calls :meth:`prompt_opened` once, after rendering the prompt
+    and before the first token, then hands over each token: one by one with
+    :meth:`token`, or, step-wise engines (vLLM), every token of one engine
+    step at once with :meth:`step`; while no token has come yet it may call
+    :meth:`wait` now and then. Any of them may raise to cancel (ComfyUI's
+    interrupt); the backend stops and lets that exception propagate
+    unchanged. The manager's sink measures the time to first token and the
+    decode rate from these calls: backends do not.
+    """
+
+    def prompt_opened(self, opened: bool) -> None:
+        """Whether the rendered prompt ended inside an opened reasoning block.
+
+        The same value the backend's ``BackendResult.prompt_opened_reasoning``
+        will carry, so a live view splits the text as the final parse will.
+        """
+        ...
+
+    def token(self, token_id: int, text: str) -> None:
+        """One generated token and the decoded text so far."""
+        ...
+
+    def step(self, token_ids: Sequence[int], text: str) -> None:
+        """Every token of one engine step, in order, and the decoded text after them."""
+        ...
+
+    def wait(self) -> None:
+        """No new token yet (a long prefill): the host may cancel here."""
+        ...
+
+
+@runtime_checkable
 class Backend(Protocol):
     """A loaded model that can generate; created by a :data:`BackendFactory`."""
 
     def generate(
-        self, inputs: PreparedInputs, settings: GenerationSettings, on_token: TokenCallback
+        self, inputs: PreparedInputs, settings: GenerationSettings, sink: TokenSink
     ) -> BackendResult:
-        """Generate a response, calling ``on_token`` after every token.
+        """Generate a response, reporting every token to ``sink``.
 
         Args:
             inputs: Engine-neutral prompt, images and video frames.
             settings: Sampling settings.
-            on_token: Per-token callback; it may raise to cancel.
+            sink: Receives the prompt's reasoning state and every token; it
+                may raise to cancel.
 
         Returns:
             The generated token ids, text and timings.
 
         Raises:
-            Exception: Whatever ``on_token`` raised, unchanged.
+            Exception: Whatever ``sink`` raised, unchanged.
         """
+        ...
+
+    @property
+    def modalities(self) -> frozenset[Modality]:
+        """The kinds of input this engine takes; a request with another is refused."""
         ...
 
     def unload(self) -> None:
@@ -271,10 +321,25 @@ class Backend(Protocol):
         ...
 
 
-BatchTokenCallback = Callable[[int, int, str], None]
-"""Called once per generated token of a batch with (item index, token id, that
-item's text so far). It may raise to cancel the whole batch; the backend aborts
-every outstanding item and lets the exception propagate unchanged."""
+@runtime_checkable
+class BatchTokenSink(Protocol):
+    """Where a batch backend reports its items' tokens: :class:`TokenSink` with the item's index.
+
+    Any call may raise to cancel the whole batch; the backend stops every
+    outstanding item and lets the exception propagate unchanged.
+    """
+
+    def token(self, index: int, token_id: int, text: str) -> None:
+        """One token of item ``index`` and that item's text so far."""
+        ...
+
+    def step(self, index: int, token_ids: Sequence[int], text: str) -> None:
+        """Every token of one engine step of item ``index``, and its text after them."""
+        ...
+
+    def wait(self) -> None:
+        """No new token of any item yet: the host may cancel here."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -306,12 +371,12 @@ class BatchBackend(Protocol):
         ...
 
     def generate_batch(
-        self, items: Sequence[BatchItem], on_token: BatchTokenCallback
+        self, items: Sequence[BatchItem], sink: BatchTokenSink
     ) -> list[BackendResult]:
         """Generate every item together; results in the items' order.
 
         Raises:
-            Exception: Whatever ``on_token`` raised, unchanged, after every
+            Exception: Whatever ``sink`` raised, unchanged, after every
                 outstanding item was stopped.
         """
         ...
@@ -321,29 +386,13 @@ BackendFactory = Callable[["ModelProfile", Path, "ProgressCallback"], Backend]
 """Loads a backend from (profile, completed snapshot path, progress callback)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class InferenceResult:
-    """The outcome of one request.
+def refuse_unaccepted(backend: Backend, inputs: PreparedInputs, engine: str) -> None:
+    """Refuse inputs of a modality ``backend`` does not declare, naming it and the fix.
 
-    Attributes:
-        response: The answer with reasoning removed.
-        reasoning: The reasoning text, empty when none.
-        metadata: JSON-ready telemetry (see the package README).
+    Raises:
+        UnsupportedInputError: The first such modality, in the order of ``Modality``.
     """
-
-    response: str
-    reasoning: str
-    metadata: dict[str, object]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return ``{"response", "reasoning", "metadata"}`` (JSON-ready)."""
-        return {"response": self.response, "reasoning": self.reasoning, "metadata": self.metadata}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> InferenceResult:
-        """Rebuild a result from :meth:`to_dict` output (e.g. sent back by a remote worker)."""
-        return cls(
-            response=str(data["response"]),
-            reasoning=str(data["reasoning"]),
-            metadata=dict(data["metadata"]),
-        )
+    refused = inputs.modalities - backend.modalities
+    for modality in Modality:
+        if modality in refused:
+            raise UnsupportedInputError(modality.value, engine)
