@@ -132,6 +132,7 @@ from comfy_llm_profiles.errors import (
     OfflineResolutionError,
     ProfileError,
     ProfileValidationError,
+    UnreviewedArchitectureError,
     UnsafeGgufError,
     UnsupportedArchitectureError,
 )
@@ -261,6 +262,7 @@ __all__ = [
     "LocalFolderError",
     "HubDataError",
     "UnsafeGgufError",
+    "UnreviewedArchitectureError",
     "EngineUnavailableError",
     "UnsupportedArchitectureError",
     "__version__",

@@ -12,9 +12,12 @@ loads by it::
     kv_cache = 2 (K and V) x attention_layers x kv_heads x head_dim
                x kv_element_bytes x context_tokens
         (attention_layers counts only full-attention layers when
-         text_config.layer_types or full_attention_interval says so,
-         e.g. Qwen3.5's hybrid layout;
-         0 when config.json lacks the sizes)
+         text_config.layer_types, full_attn_idxs or full_attention_interval
+         says so, e.g. Qwen3.5's hybrid layout or LFM2's convolutions;
+         sliding-window layers (layer_types, Gemma 3's sliding_window_pattern)
+         count min(sliding_window, context_tokens) tokens;
+         sizes the checkpoint leaves to its config class come from
+         _config_defaults; 0 when they are still missing)
     estimate = ceil(runtime_weights x weight_overhead) + kv_cache + activation_bytes
 
 with weight_overhead, kv_element_bytes and activation_bytes from the
@@ -32,7 +35,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from comfy_llm_profiles._config_defaults import with_class_defaults
 from comfy_llm_profiles._engines import ENGINES, EngineFacts, EngineSpec
+from comfy_llm_profiles._families import family_of
 from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
 from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
 from comfy_llm_profiles._registry import (
@@ -42,9 +47,12 @@ from comfy_llm_profiles._registry import (
     registry_for,
 )
 from comfy_llm_profiles._targets import ExecutionTarget
+from comfy_llm_profiles._unreviewed import REFUSED, transformers_kind
+from comfy_llm_profiles._unreviewed import catalogue as transformers_catalogue
 from comfy_llm_profiles.errors import (
     InvalidConfigError,
     RemoteCodeError,
+    UnreviewedArchitectureError,
     UnsupportedArchitectureError,
     UnsupportedQuantizationError,
 )
@@ -184,6 +192,10 @@ def _check_remote_code(config: Mapping[str, Any], raise_remote: Any) -> None:
                 raise raise_remote(f"{name}auto_map is set")
             if section.get("trust_remote_code") is True:
                 raise raise_remote(f"{name}trust_remote_code is true")
+    if "model_file" in config:
+        # mlx_vlm/utils.py (get_model_and_args) imports that file from the snapshot and
+        # runs it: code from the checkpoint, whatever the architecture says.
+        raise raise_remote(f"model_file is set ({config['model_file']!r}: MLX-VLM would run it)")
 
 
 def _architecture(config: Mapping[str, Any], invalid: Any) -> tuple[str, str]:
@@ -200,6 +212,33 @@ def _architecture(config: Mapping[str, Any], invalid: Any) -> tuple[str, str]:
     return architectures[0], model_type
 
 
+def _attention_layers(config: Mapping[str, Any], layers: int) -> tuple[int, int]:
+    """``(full, sliding)`` attention layers: the ones that keep a KV cache.
+
+    ``layer_types`` (Qwen3.5's linear layers, Gemma 3's sliding ones),
+    ``full_attn_idxs`` (LFM2's: the other layers are convolutions with a
+    state of a few tokens), ``full_attention_interval``, or Gemma 3's
+    ``sliding_window_pattern`` (every n-th layer global) say which; without
+    them every layer is a full-attention one.
+    """
+    layer_types = _lookup(config, "layer_types")
+    indexes = _lookup(config, "full_attn_idxs")
+    interval = _positive_int(config, "full_attention_interval")
+    pattern = _positive_int(config, "sliding_window_pattern")
+    if isinstance(layer_types, list) and layer_types:
+        full = sum(1 for kind in layer_types if kind == "full_attention")
+        sliding = sum(1 for kind in layer_types if kind == "sliding_attention")
+        return (full, sliding) if full or sliding else (layers, 0)
+    if isinstance(indexes, list) and indexes:
+        return len(indexes), 0
+    if interval:
+        return max(1, layers // interval), 0
+    if pattern and _positive_int(config, "sliding_window"):
+        full = layers // pattern
+        return full, layers - full
+    return layers, 0
+
+
 def _kv_cache_bytes(config: Mapping[str, Any], context: int, element_bytes: int) -> int:
     layers = _positive_int(config, "num_hidden_layers")
     heads = _positive_int(config, "num_attention_heads")
@@ -210,13 +249,9 @@ def _kv_cache_bytes(config: Mapping[str, Any], context: int, element_bytes: int)
         head_dim = hidden // heads
     if not (layers and kv_heads and head_dim):
         return 0
-    layer_types = _lookup(config, "layer_types")
-    interval = _positive_int(config, "full_attention_interval")
-    if isinstance(layer_types, list) and layer_types:
-        layers = sum(1 for kind in layer_types if kind == "full_attention") or layers
-    elif interval:
-        layers = max(1, layers // interval)
-    return 2 * layers * kv_heads * head_dim * element_bytes * context
+    full, sliding = _attention_layers(config, layers)
+    window = min(_positive_int(config, "sliding_window") or context, context)
+    return 2 * kv_heads * head_dim * element_bytes * (full * context + sliding * window)
 
 
 def estimate_memory_bytes(
@@ -239,6 +274,7 @@ def estimate_memory_bytes(
         The estimate in bytes.
     """
     policy = registry.policy
+    config = with_class_defaults(config)
     weights = math.ceil(_runtime_weights(weight_bytes, registry, dtype) * policy.weight_overhead)
     return (
         weights
@@ -346,8 +382,11 @@ def decide(
     Raises:
         InvalidConfigError: config.json lacks ``architectures`` or ``model_type``,
             or they do not match each other.
-        RemoteCodeError: ``auto_map`` / ``trust_remote_code`` is set, or the
-            architecture is in no registry (custom architecture).
+        RemoteCodeError: ``auto_map`` / ``trust_remote_code`` / ``model_file`` is
+            set, or the architecture is built into no engine (custom architecture).
+        UnreviewedArchitectureError: Transformers builds the architecture in,
+            but no reviewed family has it (not reviewed yet, or reviewed and
+            refused for a named reason).
         UnsupportedArchitectureError: Another target accepts it, this one not.
         UnsupportedQuantizationError: The format is unknown or not allowed here.
     """
@@ -365,20 +404,36 @@ def decide(
         raise invalid("it is not a JSON object")
     _check_remote_code(config, remote)
     architecture, model_type = _architecture(config, invalid)
+    config = with_class_defaults(config)
     if architecture not in known_architectures():
-        raise remote(
-            f"architecture {architecture!r} is not built into any reviewed backend, i.e. a "
-            f"custom architecture; reviewed ones: {', '.join(sorted(known_architectures()))}"
+        kind = transformers_kind(architecture)
+        if kind is None:
+            raise remote(
+                f"architecture {architecture!r} is built into no engine comfy-llm runs "
+                f"(not in {transformers_catalogue()['transformers']} Transformers' auto "
+                "classes), i.e. a custom architecture"
+            )
+        raise UnreviewedArchitectureError(
+            *where,
+            architecture=architecture,
+            kind=kind,
+            reason=REFUSED.get(architecture, ""),
+            reviewed=sorted({rule.family for rule in registry.rules}),
         )
     rule = registry.rule_for(architecture)
     if rule is None:
         others = [t.value for t in ExecutionTarget if registry_for(t).rule_for(architecture)]
+        family = family_of(architecture)
+        refused = dict(family.refused_engines) if family else {}
         raise UnsupportedArchitectureError(
             *where,
             architecture=architecture,
             supported=registry.architectures,
             other_targets=others,
             registry_version=registry.version,
+            reason="; ".join(
+                why for engine, why in refused.items() if target in ENGINES[engine].targets
+            ),
         )
     expected_type = rule.model_type_for(architecture)
     if model_type != expected_type:
