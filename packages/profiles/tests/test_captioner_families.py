@@ -217,3 +217,42 @@ def test_kv_term_matches_what_transformers_keeps(name: str) -> None:
     # Exact, except Llama 3.2 Vision's 8 cross-attention layers, counted at the context
     # (they cache one image's tiles: a safe overestimate).
     assert ours == theirs or (name == "mllama" and theirs < ours <= 1.25 * theirs), (ours, theirs)
+
+
+CAPTIONER_IDS = {
+    "qwen2.5-vl-3b-instruct": ("qwen2_vl", True),
+    "qwen2-vl-2b-instruct": ("qwen2_vl", True),
+    "gemma-3-4b-it": ("gemma3", False),
+    "llava-1.5-7b": ("llava", False),
+    "llava-v1.6-mistral-7b": ("llava_next", False),
+    "llama-3.2-11b-vision-instruct": ("mllama", False),
+    "internvl3-2b": ("internvl", True),
+    "mistral-small-3.1-24b-instruct": ("mistral3", False),
+}
+
+
+@pytest.mark.parametrize("curated_id", list(CAPTIONER_IDS))
+def test_curated_captioners_resolve_from_the_real_configs(
+    hf_env: Any, tmp_path: Any, curated_id: str
+) -> None:
+    """Each pinned id resolves, on every target it lists, from its real repository's files."""
+    from comfy_llm_profiles import load_curated_registry, resolve_profile
+    from comfy_llm_testworld.real_configs import REAL_CHECKPOINTS, serve_real_checkpoint
+
+    entry = load_curated_registry().get(curated_id)
+    family, video = CAPTIONER_IDS[curated_id]
+    assert entry.family == family
+    assert serve_real_checkpoint(hf_env, entry.repository) == entry.revision
+    token = "hf_test_token" if REAL_CHECKPOINTS[entry.repository].gated else None
+    for target in entry.targets:
+        profile = resolve_profile(
+            curated_id,
+            target,
+            storage_root=tmp_path,
+            endpoint=hf_env.endpoint,
+            token=token,
+            backends={"transformers", "mlx_vlm"},
+        ).profile
+        assert (profile.repository, profile.revision) == (entry.repository, entry.revision)
+        assert profile.weight_bytes == REAL_CHECKPOINTS[entry.repository].weight_bytes
+        assert ("video" in profile.modalities) is video
