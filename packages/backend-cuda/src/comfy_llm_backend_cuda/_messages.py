@@ -119,9 +119,7 @@ def encode_prompt(
     """
     images = [_rgb(image) for image in ordered_images(inputs)]
     messages = build_messages(getattr(inputs, "system_prompt", None), inputs.prompt, len(images))
-    rendered = processor.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=True, **dict(template_kwargs)
-    )
+    rendered = _render(processor, messages, template_kwargs)
     if not isinstance(rendered, str):  # some processors return one string per conversation
         rendered = _single(rendered)
     call: dict[str, Any] = {"text": [rendered], "return_tensors": "pt"}
@@ -138,6 +136,41 @@ def encode_prompt(
         prompt_tokens=int(input_ids.shape[-1]),
         opened_reasoning=prompt_opens_reasoning(rendered),
     )
+
+
+def _render(
+    processor: Any, messages: list[dict[str, Any]], template_kwargs: Mapping[str, object]
+) -> Any:
+    """The chat template's output for ``messages``.
+
+    Some templates read ``content`` as a string and write the image tokens
+    themselves (JoyCaption Beta One's Llama 3.1 template calls
+    ``content.replace``; reviews/llava.md): when typed parts make the
+    template fail, the same conversation is rendered again with each
+    content's text as a plain string. A template that fails both ways raises
+    the first error.
+    """
+
+    def render(conversation: list[dict[str, Any]]) -> Any:
+        return processor.apply_chat_template(
+            conversation, tokenize=False, add_generation_prompt=True, **dict(template_kwargs)
+        )
+
+    try:
+        return render(messages)
+    except Exception as error:  # jinja2 raises its own classes and the template's TypeErrors
+        as_text = [
+            {"role": message["role"], "content": _text_of(message["content"])}
+            for message in messages
+        ]
+        try:
+            return render(as_text)
+        except Exception:
+            raise error from None
+
+
+def _text_of(content: Sequence[Mapping[str, Any]]) -> str:
+    return "".join(str(part["text"]) for part in content if part.get("type") == "text")
 
 
 def _rgb(image: Image.Image) -> Image.Image:
