@@ -41,6 +41,7 @@ FAMILIES = {
     "glm4v": ("glm4v", True),
     "lfm2_vl": ("lfm2_vl", True),
 }
+ROOT = Path(__file__).resolve().parents[3]
 MLX_KINDS = [kind for kind, (_, mlx) in FAMILIES.items() if mlx]
 
 
@@ -135,3 +136,65 @@ def test_mlx_vlm_answers_with_an_image(family_hub: FakeHub, storage: Path, image
     for kind, result in zip(MLX_KINDS, results, strict=True):
         assert result["code"] == 0, (kind, done.stderr[-4000:])
         _check(kind, json.loads(result["out"]), "mlx_vlm")
+
+
+VIDEO_TEMPLATE = ROOT / "example_workflows" / "Describe a video clip with notes.json"
+QWEN25_VL_3B = ("Qwen/Qwen2.5-VL-3B-Instruct", "66285546d2b821cf421d4f5eb2576359d3770cd3")
+
+
+def _template_values(path: Path) -> dict[str, Any]:
+    """The ModalLLM node's widget values as the template saved them."""
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
+
+    schema = ModalLLMNode.define_schema()
+    slots = []
+    for item in schema.inputs:
+        if item.io_type in {"STRING", "INT", "FLOAT", "BOOLEAN", "COMBO"}:
+            slots.append(item.id)
+            if item.io_type == "INT" and (
+                item.id == "seed" or item.options.get("control_after_generate")
+            ):
+                slots.append(f"{item.id}:control_after_generate")
+    node = next(n for n in json.loads(path.read_text())["nodes"] if n["type"] == "ModalLLM")
+    values = dict(zip(slots, node["widgets_values"], strict=True))
+    return {k: v for k, v in values.items() if ":" not in k}
+
+
+@pytest.mark.timeout(1200)
+def test_the_video_template_runs_as_shipped_with_its_own_model(
+    hf_env: FakeHub, storage: Path, comfyui: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its curated video model, served at the pinned commit, takes the clip and the notes."""
+    import base64
+
+    from comfy_api.latest import io
+    from comfy_llm._comfyui._modal_llm import ModalLLMNode
+
+    repository, commit = QWEN25_VL_3B
+    hf_env.add_repo(repository, build_family_files("qwen2_5_vl"), sha=commit)
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
+    media = ROOT / "example_workflows" / "media"
+
+    class VideoFromFile:  # what LoadVideo hands on (Video Slice keeps it file-backed)
+        def get_stream_source(self) -> str:
+            return str(media / "comfy-llm-example-clip.mp4")
+
+    class InputFileContent:  # OpenAIInputFiles' item
+        filename = "comfy-llm-example-notes.txt"
+        file_data = "data:text/plain;base64," + base64.b64encode(
+            (media / "comfy-llm-example-notes.txt").read_bytes()
+        ).decode("ascii")
+        file_id = None
+        type = "input_file"
+
+    values = _template_values(VIDEO_TEMPLATE)
+    assert values["model_profile"] == "qwen2.5-vl-3b-instruct"
+    ModalLLMNode.hidden = io.HiddenHolder(unique_id="3")
+    values["max_new_tokens"] = 8  # the tiny checkpoint babbles; the shipped 256 only take time
+    _, metadata_json, _ = ModalLLMNode.execute(
+        **values, video=VideoFromFile(), files=[InputFileContent()]
+    ).args
+    metadata = json.loads(metadata_json)
+    assert (metadata["repository"], metadata["revision"]) == QWEN25_VL_3B
+    assert metadata["video_frame_count"] == values["video_frames"] > 0
+    assert metadata["file_count"] == 1 and metadata["backend"] == "transformers"
