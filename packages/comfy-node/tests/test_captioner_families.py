@@ -106,6 +106,21 @@ def test_transformers_answers_with_an_image(
     _check(kind, json.loads(captured.out), "transformers")
 
 
+@pytest.mark.timeout(1200)
+def test_glm4v_thinking_lands_in_reasoning(
+    hf_env: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GLM-4.1V opens and closes <think> itself: the reasoning output gets it."""
+    hf_env.add_repo("tiny/glm4v-scripted", build_family_files("glm4v", scripted=True))
+    argv = ["run", "--model", "tiny/glm4v-scripted", "--prompt", "hi", "--target", "local_cpu"]
+    code = main([*argv, "--temperature", "0", "--max-new-tokens", "16", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = json.loads(captured.out)
+    assert (data["response"], data["reasoning"]) == ("answer", "a b")
+    assert data["metadata"]["reasoning_parser"] == "qwen3"
+
+
 _MLX_SCRIPT = textwrap.dedent(
     """
     import contextlib, io, json, sys
