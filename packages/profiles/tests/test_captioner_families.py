@@ -21,7 +21,7 @@ from comfy_llm_profiles import (
     registry_for,
 )
 from comfy_llm_profiles._config_defaults import TEXT_CONFIG_DEFAULTS, with_class_defaults
-from comfy_llm_profiles._decide import _kv_cache_bytes
+from comfy_llm_profiles._kv_cache import kv_cache_bytes
 from comfy_llm_profiles._unreviewed import REFUSED, catalogue
 
 from .conftest import build_config  # type: ignore[import-not-found]
@@ -211,7 +211,7 @@ def _transformers_kv(config: dict[str, Any], tokens: int) -> int:
 def test_kv_term_matches_what_transformers_keeps(name: str) -> None:
     config = build_config(name)
     tokens = _decide(MODAL, config).limits.context_tokens
-    ours = _kv_cache_bytes(with_class_defaults(config), tokens, 2)
+    ours = kv_cache_bytes(with_class_defaults(config), tokens, 2)
     theirs = _transformers_kv(config, tokens)
     assert theirs > 0
     # Exact, except Llama 3.2 Vision's 8 cross-attention layers, counted at the context

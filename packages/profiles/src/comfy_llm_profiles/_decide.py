@@ -38,6 +38,7 @@ from typing import Any
 from comfy_llm_profiles._config_defaults import with_class_defaults
 from comfy_llm_profiles._engines import ENGINES, EngineFacts, EngineSpec
 from comfy_llm_profiles._families import family_of
+from comfy_llm_profiles._kv_cache import kv_cache_bytes, positive_int, text_config
 from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
 from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
 from comfy_llm_profiles._registry import (
@@ -155,25 +156,8 @@ def available_backends(target: ExecutionTarget) -> frozenset[str]:
     return frozenset(name for name, spec in ENGINES.items() if spec.available(target))
 
 
-def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    text = config.get("text_config")
-    return text if isinstance(text, Mapping) else config
-
-
-def _lookup(config: Mapping[str, Any], key: str) -> Any:
-    text = _text_config(config)
-    return text.get(key, config.get(key))
-
-
-def _positive_int(config: Mapping[str, Any], key: str) -> int | None:
-    value = _lookup(config, key)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        return None
-    return value
-
-
 def _dtype(config: Mapping[str, Any]) -> str:
-    for source in (config, _text_config(config)):
+    for source in (config, text_config(config)):
         for key in ("dtype", "torch_dtype"):
             value = source.get(key)
             if isinstance(value, str) and value:
@@ -212,48 +196,6 @@ def _architecture(config: Mapping[str, Any], invalid: Any) -> tuple[str, str]:
     return architectures[0], model_type
 
 
-def _attention_layers(config: Mapping[str, Any], layers: int) -> tuple[int, int]:
-    """``(full, sliding)`` attention layers: the ones that keep a KV cache.
-
-    ``layer_types`` (Qwen3.5's linear layers, Gemma 3's sliding ones),
-    ``full_attn_idxs`` (LFM2's: the other layers are convolutions with a
-    state of a few tokens), ``full_attention_interval``, or Gemma 3's
-    ``sliding_window_pattern`` (every n-th layer global) say which; without
-    them every layer is a full-attention one.
-    """
-    layer_types = _lookup(config, "layer_types")
-    indexes = _lookup(config, "full_attn_idxs")
-    interval = _positive_int(config, "full_attention_interval")
-    pattern = _positive_int(config, "sliding_window_pattern")
-    if isinstance(layer_types, list) and layer_types:
-        full = sum(1 for kind in layer_types if kind == "full_attention")
-        sliding = sum(1 for kind in layer_types if kind == "sliding_attention")
-        return (full, sliding) if full or sliding else (layers, 0)
-    if isinstance(indexes, list) and indexes:
-        return len(indexes), 0
-    if interval:
-        return max(1, layers // interval), 0
-    if pattern and _positive_int(config, "sliding_window"):
-        full = layers // pattern
-        return full, layers - full
-    return layers, 0
-
-
-def _kv_cache_bytes(config: Mapping[str, Any], context: int, element_bytes: int) -> int:
-    layers = _positive_int(config, "num_hidden_layers")
-    heads = _positive_int(config, "num_attention_heads")
-    kv_heads = _positive_int(config, "num_key_value_heads") or heads
-    head_dim = _positive_int(config, "head_dim")
-    hidden = _positive_int(config, "hidden_size")
-    if head_dim is None and hidden and heads:
-        head_dim = hidden // heads
-    if not (layers and kv_heads and head_dim):
-        return 0
-    full, sliding = _attention_layers(config, layers)
-    window = min(_positive_int(config, "sliding_window") or context, context)
-    return 2 * kv_heads * head_dim * element_bytes * (full * context + sliding * window)
-
-
 def estimate_memory_bytes(
     config: Mapping[str, Any],
     weight_bytes: int,
@@ -278,7 +220,7 @@ def estimate_memory_bytes(
     weights = math.ceil(_runtime_weights(weight_bytes, registry, dtype) * policy.weight_overhead)
     return (
         weights
-        + _kv_cache_bytes(config, context_tokens, policy.kv_element_bytes)
+        + kv_cache_bytes(config, context_tokens, policy.kv_element_bytes)
         + policy.activation_bytes
     )
 
@@ -296,7 +238,7 @@ def _limits(
     overrides: Mapping[str, int | bool] | None,
 ) -> ProfileLimits:
     policy = registry.policy
-    declared = _positive_int(config, "max_position_embeddings")
+    declared = positive_int(config, "max_position_embeddings")
     context = min(declared or policy.default_context, policy.context_cap)
     if overrides:
         # Reviewed limits (curated entries) replace the policy's, but a context is never
@@ -342,7 +284,7 @@ def _engine_facts(
         device=policy.device,
         kv_element_bytes=policy.kv_element_bytes,
         runtime_weight_bytes=_runtime_weights(weight_bytes, registry, dtype),
-        attention_kv_bytes=_kv_cache_bytes(config, limits.context_tokens, policy.kv_element_bytes),
+        attention_kv_bytes=kv_cache_bytes(config, limits.context_tokens, policy.kv_element_bytes),
     )
 
 
@@ -485,7 +427,7 @@ def decide(
         estimated_memory_bytes=estimate,
         weight_bytes=weight_bytes,
         family=rule.family,
-        advertised_context_tokens=_positive_int(config, "max_position_embeddings"),
+        advertised_context_tokens=positive_int(config, "max_position_embeddings"),
         runtime_requirements=choice.requirements,
     )
 
