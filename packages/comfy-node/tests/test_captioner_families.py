@@ -121,6 +121,20 @@ def test_glm4v_thinking_lands_in_reasoning(
     assert data["metadata"]["reasoning_parser"] == "qwen3"
 
 
+def test_a_model_without_video_says_so_in_cli_words(
+    family_hub: FakeHub, storage: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from comfy_llm_testworld.media import write_test_video
+
+    clip = write_test_video(tmp_path / "clip.mp4", frames=4, fps=4)
+    argv = ["run", "--model", "tiny/gemma3", "--prompt", "hi", "--video", str(clip)]
+    code = main([*argv, "--video-frames", "1", "--target", "local_cpu", "--json"])
+    error = capsys.readouterr().err
+    assert code != 0
+    assert "takes no video" in error and "drop the --video" in error, error
+    assert "video_frames to 0" not in error and "--video-frames to 0" not in error
+
+
 _MLX_SCRIPT = textwrap.dedent(
     """
     import contextlib, io, json, sys
