@@ -12,17 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from comfy_llm_profiles import (
-    ExecutionTarget,
-    RemoteCodeError,
-    UnreviewedArchitectureError,
-    UnsupportedArchitectureError,
-    decide,
-    registry_for,
-)
+from comfy_llm_profiles import ExecutionTarget, decide, registry_for
 from comfy_llm_profiles._config_defaults import TEXT_CONFIG_DEFAULTS, with_class_defaults
 from comfy_llm_profiles._kv_cache import kv_cache_bytes
 from comfy_llm_profiles._unreviewed import REFUSED, catalogue
+from comfy_llm_profiles.errors import (
+    RemoteCodeError,
+    UnreviewedArchitectureError,
+    UnsupportedArchitectureError,
+)
 
 from .conftest import build_config  # type: ignore[import-not-found]
 
@@ -41,8 +39,8 @@ ENGINE_TABLE = {
     "qwen2_vl": ("qwen2_vl", "vllm", "mlx_vlm", "transformers"),
     "qwen2_5_vl": ("qwen2_vl", "vllm", "mlx_vlm", "transformers"),
     "gemma3": ("gemma3", "transformers", "mlx_vlm", "transformers"),
-    "llava": ("llava", "vllm", None, "transformers"),
-    "joycaption": ("llava", "vllm", None, "transformers"),
+    "llava": ("llava", "transformers", None, "transformers"),
+    "joycaption": ("llava", "transformers", None, "transformers"),
     "llava_next": ("llava_next", "vllm", "mlx_vlm", "transformers"),
     "mllama": ("mllama", "transformers", "mlx_vlm", "transformers"),
     "internvl": ("internvl", "vllm", None, "transformers"),
