@@ -5,8 +5,9 @@ reconstructed config (``comfy_llm_testworld.real_configs``) goes through:
 
 * **the estimate** the profiles model gives today on ``local_cuda``
   (``comfy_llm_profiles.estimate_memory_bytes``: weights x 1.15 + its KV
-  term + 1.5 GiB), with the context it would configure (the advertised
-  one, capped at 32768);
+  term + 1.5 GiB), with the context the profile configures (``decide``'s:
+  the advertised one, class defaults included, capped at 32768; for a
+  refused family the config's own value, capped);
 * **the engine's allocation**, scaled from Transformers' own code: the
   weights are the parameters of the model Transformers 5.24 builds from that
   config (on the meta device, so no memory is used) at 2 bytes each; the KV
@@ -111,7 +112,17 @@ def _meta_model(path: Path, auto_class: str) -> tuple[Any, Any]:
     return config, model
 
 
-def _context(config: dict[str, Any]) -> int:
+def _context(config: dict[str, Any], weight_bytes: int) -> int:
+    """The context the profile configures on local_cuda (the advertised one, capped, else)."""
+    from comfy_llm_profiles import ProfileError, decide
+
+    try:
+        only = {"transformers"}
+        return decide(
+            "local_cuda", config, weight_bytes=weight_bytes, backends=only
+        ).limits.context_tokens
+    except ProfileError:  # a family refused today: its advertised context, capped
+        pass
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     declared = text.get("max_position_embeddings", config.get("max_position_embeddings"))
     return min(int(declared or 4096), _CONTEXT_CAP)
@@ -128,7 +139,7 @@ def measure_member(kind: str, repository: str) -> dict[str, Any]:
     for name, content in files.items():
         (folder / name).write_bytes(content)
     raw = json.loads(files["config.json"])
-    context = _context(raw)
+    context = _context(raw, entry.weight_bytes)
     registry = registry_for("local_cuda")
     estimate = estimate_memory_bytes(raw, entry.weight_bytes, context, registry, "bfloat16")
     weights_term = math.ceil(entry.weight_bytes * registry.policy.weight_overhead)

@@ -76,7 +76,6 @@ def _arm(
 ) -> dict[str, Any]:
     import torch
     import transformers
-    from comfy_llm_backend_cuda._messages import build_messages
     from comfy_llm_backend_cuda._processor import _processor_class
     from comfy_llm_backend_cuda._vllm_cache import apply_compile_cache, current_stack
     from comfy_llm_backend_cuda._vllm_engine import (
@@ -88,6 +87,7 @@ def _arm(
     from comfy_llm_backend_cuda._vllm_process import engine_process_scope
     from comfy_llm_backend_cuda._vllm_requests import capped_image
     from comfy_llm_backend_cuda._vllm_stats import EngineLoad, stat_logger_factory
+    from comfy_llm_inputs import ImagePart, PreparedInputs, chat_messages
     from transformers import AutoConfig
     from vllm import SamplingParams
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -100,7 +100,7 @@ def _arm(
     model_type = AutoConfig.from_pretrained(str(path)).model_type
     processor = _processor_class(transformers, model_type).from_pretrained(str(path))
     prompt = processor.apply_chat_template(
-        build_messages(None, CAPTION_PROMPT, 1),
+        chat_messages(PreparedInputs.text(CAPTION_PROMPT, ImagePart(images[0]))),
         tokenize=False,
         add_generation_prompt=True,
         enable_thinking=False,

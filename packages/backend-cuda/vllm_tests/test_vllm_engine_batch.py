@@ -189,23 +189,25 @@ def test_cancel_reaches_the_requests_still_queued_for_preprocessing(world: Path)
     preprocessed; here a text request (tokenized on another thread) gives the first
     token while 63 requests of 8 images each wait for that thread.
     """
-    from comfy_llm_inputs import PreparedInputs
-    from comfy_llm_residency import BatchItem, GenerationSettings
+    from comfy_llm_inputs import ImagePart, PreparedInputs
+    from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
     profile, path = _resolve(RANDOM)
     manager = _manager()
     warm = GenerationSettings(max_new_tokens=2, temperature=0.0, enable_reasoning=False)
-    manager.run(profile, path, PreparedInputs(prompt="warm"), warm)  # resident first
+    manager.run(profile, path, PreparedInputs.text("warm"), warm)  # resident first
     backend = manager._resident[profile.profile_id].backend
     # random weights never stop early: every request would run its 256 tokens
     settings = GenerationSettings(
         max_new_tokens=256, min_new_tokens=256, temperature=0.0, enable_reasoning=False
     )
     frames = _images(63 * 8)
-    items = [BatchItem(PreparedInputs(prompt="Say something."), settings)]
+    items = [BatchItem(PreparedInputs.text("Say something."), settings)]
     items += [
         BatchItem(
-            PreparedInputs(prompt="Caption these.", images=tuple(frames[8 * n : 8 * n + 8])),
+            PreparedInputs.text(
+                "Caption these.", *(ImagePart(f) for f in frames[8 * n : 8 * n + 8])
+            ),
             settings,
         )
         for n in range(63)

@@ -94,7 +94,7 @@ if __name__ == "__main__":
     from comfy_llm._pipeline import resolve_and_stage
     from comfy_llm._storage import storage_root
     from comfy_llm_backend_cuda import create_backend
-    from comfy_llm_profiles import ExecutionTarget, ignore_progress
+    from comfy_llm_core import ExecutionTarget, ignore_progress
 
     resolved, snapshot = resolve_and_stage(
         sys.argv[1], ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress

@@ -58,7 +58,7 @@ def test_the_picker_lists_what_this_target_accepts_once_each_on_both_nodes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from comfy_llm._comfyui._inputs import DEFAULT_MODEL
-    from comfy_llm_profiles import ExecutionTarget
+    from comfy_llm_core import ExecutionTarget
     from comfy_llm_staging import stage_snapshot
 
     monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
@@ -211,7 +211,7 @@ def test_extra_model_paths_for_llm_are_searched_and_listed(
     # extra_model_paths.yaml entries reach folder_paths as add_model_folder_path(name, path)
     import folder_paths
     from comfy_llm._catalogue import picker_choices
-    from comfy_llm_profiles import ExecutionTarget
+    from comfy_llm_core import ExecutionTarget
 
     elsewhere = tmp_path / "shared-models" / "llm"
     write_checkpoint("smolvlm", elsewhere / "SmolVLM-elsewhere")

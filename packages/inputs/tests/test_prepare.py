@@ -260,3 +260,12 @@ def test_package_never_imports_torch(tmp_path: Path, video_writer, pdf_bytes) ->
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_model_without_video_says_so_and_never_asks_for_zero_frames() -> None:
+    limits = MediaLimits(video=VideoLimits(max_video_frames=0))
+    with pytest.raises(VideoInputError) as caught:
+        prepare_inputs("q", video="clip.mp4", video_frames=1, limits=limits)
+    message = str(caught.value)
+    assert "takes no video" in message and "disconnect the VIDEO input" in message
+    assert "video_frames to 0" not in message and "qwen2.5-vl-3b-instruct" in message

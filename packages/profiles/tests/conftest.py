@@ -86,6 +86,32 @@ _QWEN3_VL: dict[str, Any] = {
     "vision_config": {"model_type": "qwen3_vl", "depth": 2, "hidden_size": 32},
 }
 
+
+def _real(repository: str) -> dict[str, Any]:
+    """The reconstructed config.json of a reviewed captioner checkpoint (issue 29)."""
+    from comfy_llm_testworld._real_configs_a import CONFIGS_A
+    from comfy_llm_testworld._real_configs_b import CONFIGS_B
+
+    return dict({**CONFIGS_A, **CONFIGS_B}[repository]["config.json"])
+
+
+#: Issue 29's families, by config builder name: the real repositories' configs.
+REAL_REPOSITORIES = {
+    "qwen2_vl": "Qwen/Qwen2-VL-2B-Instruct",
+    "qwen2_5_vl": "Qwen/Qwen2.5-VL-3B-Instruct",
+    "gemma3": "google/gemma-3-4b-it",
+    "llava": "llava-hf/llava-1.5-7b-hf",
+    "joycaption": "fancyfeast/llama-joycaption-beta-one-hf-llava",
+    "llava_next": "llava-hf/llava-v1.6-mistral-7b-hf",
+    "mllama": "meta-llama/Llama-3.2-11B-Vision-Instruct",
+    "internvl": "OpenGVLab/InternVL3-2B-hf",
+    "mistral3": "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+    "glm4v": "zai-org/GLM-4.1V-9B-Thinking",
+    "lfm2_vl": "LiquidAI/LFM2-VL-1.6B",
+    "phi4_multimodal": "microsoft/Phi-4-multimodal-instruct",
+    "florence2": "florence-community/Florence-2-base-ft",
+}
+
 # Config builders by name; "smolvlm" is SmolVLM2's architecture, "idefics3" SmolVLM v1's.
 _FAMILIES = {
     "qwen3_5": _QWEN3_5,
@@ -93,6 +119,7 @@ _FAMILIES = {
     "smolvlm": _SMOLVLM,
     "idefics3": _IDEFICS3,
     "muse_glimmer": _MUSE,
+    **{name: _real(repository) for name, repository in REAL_REPOSITORIES.items()},
 }
 
 # The config builder that matches each registry family (curated entries name families).
@@ -102,6 +129,8 @@ CONFIG_FOR_FAMILY = {
     "smolvlm2": "smolvlm",
     "smolvlm": "idefics3",
     "muse_glimmer": "muse_glimmer",
+    **{name: name for name in ("qwen2_vl", "gemma3", "llava", "llava_next", "mllama")},
+    **{name: name for name in ("internvl", "mistral3", "glm4v", "lfm2_vl")},
 }
 
 ConfigFactory = Callable[..., dict[str, Any]]

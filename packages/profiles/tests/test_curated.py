@@ -67,6 +67,48 @@ EXPECTED = {
         "844516024a1c4400d34489b89ee067d794e432ed",
         set(),
     ),
+    # Issue 29's captioners, at the commits seen in public material (reviews/*.md)
+    **{
+        curated_id: (repository, commit, set())
+        for curated_id, repository, commit in (
+            (
+                "qwen2.5-vl-3b-instruct",
+                "Qwen/Qwen2.5-VL-3B-Instruct",
+                "66285546d2b821cf421d4f5eb2576359d3770cd3",
+            ),
+            (
+                "qwen2-vl-2b-instruct",
+                "Qwen/Qwen2-VL-2B-Instruct",
+                "895c3a49bc3fa70a340399125c650a463535e71c",
+            ),
+            ("gemma-3-4b-it", "google/gemma-3-4b-it", "093f9f388b31de276ce2de164bdc2081324b9767"),
+            (
+                "llava-1.5-7b",
+                "llava-hf/llava-1.5-7b-hf",
+                "b234b804b114d9e37bb655e11cbbb5f5e971b7a9",
+            ),
+            (
+                "llava-v1.6-mistral-7b",
+                "llava-hf/llava-v1.6-mistral-7b-hf",
+                "a1d521368f8d353afa4da2ed2bb1bf646ef1ff5f",
+            ),
+            (
+                "llama-3.2-11b-vision-instruct",
+                "meta-llama/Llama-3.2-11B-Vision-Instruct",
+                "9eb2daaa8597bf192a8b0e73f848f3a102794df5",
+            ),
+            (
+                "internvl3-2b",
+                "OpenGVLab/InternVL3-2B-hf",
+                "cb57a075cb75a2e6d1b668b128d48bb00ae321d2",
+            ),
+            (
+                "mistral-small-3.1-24b-instruct",
+                "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+                "68faf511d618ef198fef186659617cfd2eb8e33a",
+            ),
+        )
+    },
 }
 
 

@@ -96,6 +96,9 @@ def _outcome(target: ExecutionTarget, config: dict[str, Any], **kwargs: Any) -> 
 
 def _cases() -> dict[str, Any]:
     names = ["qwen3_5", "qwen3_vl", "smolvlm", "idefics3", "muse_glimmer", *_MOE]
+    names += ["qwen2_vl", "qwen2_5_vl", "gemma3", "llava", "joycaption", "llava_next"]
+    names += ["mllama", "internvl", "mistral3", "glm4v", "lfm2_vl"]
+    names += ["phi4_multimodal", "florence2"]
     cases: dict[str, Any] = {}
     for target in ExecutionTarget:
         for name in names:
@@ -111,7 +114,9 @@ def _cases() -> dict[str, Any]:
         cases[f"{target.value}/qwen3_5/local"] = _outcome(
             target, _config("qwen3_5", "none"), backends=_BACKENDS["all"], local=True
         )
-        unreviewed = build_config("smolvlm", architectures=["LlavaForConditionalGeneration"])
+        unreviewed = build_config(
+            "smolvlm", architectures=["PaliGemmaForConditionalGeneration"], model_type="paligemma"
+        )
         cases[f"{target.value}/unreviewed"] = _outcome(
             target, unreviewed, backends=_BACKENDS["all"]
         )

@@ -108,6 +108,16 @@ def test_idefics3_smolvlm_and_qwen_moe_are_known(make_config: ConfigFactory) -> 
         "SmolVLMForConditionalGeneration",
         "Idefics3ForConditionalGeneration",
         "MuseGlimmerForConditionalGeneration",
+        "Qwen2VLForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration",
+        "Gemma3ForConditionalGeneration",
+        "LlavaForConditionalGeneration",
+        "LlavaNextForConditionalGeneration",
+        "MllamaForConditionalGeneration",
+        "InternVLForConditionalGeneration",
+        "Mistral3ForConditionalGeneration",
+        "Glm4vForConditionalGeneration",
+        "Lfm2VlForConditionalGeneration",
     }
 
 
@@ -232,7 +242,7 @@ def test_cpu_refuses_moe_naming_other_targets(make_config: ConfigFactory) -> Non
         ({"trust_remote_code": True}, "trust_remote_code is true"),
         ({"text_config": {"auto_map": {"AutoModel": "m.X"}}}, "text_config.auto_map"),
         ({"architectures": ["MyCustomVLM"], "model_type": "custom"}, "custom architecture"),
-        ({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, "custom architecture"),
+        ({"model_file": "model.py"}, "model_file is set"),
     ],
 )
 @pytest.mark.parametrize("target", list(ExecutionTarget))

@@ -40,6 +40,9 @@ from .errors import ImageInputError, VideoInputError
 def check_frame_count(count: int, limits: VideoLimits) -> None:
     """Refuse a requested frame count outside ``1..limits.max_video_frames``.
 
+    A model without video (``max_video_frames`` 0) is refused as such, never
+    with a frame count the node's widget cannot take.
+
     Args:
         count: Frames requested.
         limits: Bounds.
@@ -52,6 +55,15 @@ def check_frame_count(count: int, limits: VideoLimits) -> None:
         raise VideoInputError(
             f"video_frames must be a whole number >= 1, got {count!r}; ask for at least one frame",
             value=None,
+        )
+    if limits.max_video_frames == 0:
+        # Never "lower video_frames to 0": the widget's minimum is 1 (issue 29).
+        raise VideoInputError(
+            "This model takes no video (its review found no video training or no video "
+            "input in its processor); disconnect the VIDEO input, or pick a model reviewed "
+            "for video, e.g. the curated qwen2.5-vl-3b-instruct or smolvlm2-500m-video-instruct",
+            value=count,
+            limit=0,
         )
     if count > limits.max_video_frames:
         raise VideoInputError(

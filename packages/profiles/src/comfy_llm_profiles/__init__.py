@@ -126,6 +126,7 @@ from comfy_llm_profiles.errors import (
     OfflineResolutionError,
     ProfileError,
     ProfileValidationError,
+    UnreviewedArchitectureError,
     UnsafeGgufError,
     UnsupportedArchitectureError,
 )
@@ -252,6 +253,7 @@ __all__ = [
     "LocalFolderError",
     "HubDataError",
     "UnsafeGgufError",
+    "UnreviewedArchitectureError",
     "EngineUnavailableError",
     "UnsupportedArchitectureError",
     "__version__",

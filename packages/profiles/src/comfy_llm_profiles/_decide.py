@@ -12,9 +12,12 @@ loads by it::
     kv_cache = 2 (K and V) x attention_layers x kv_heads x head_dim
                x kv_element_bytes x context_tokens
         (attention_layers counts only full-attention layers when
-         text_config.layer_types or full_attention_interval says so,
-         e.g. Qwen3.5's hybrid layout;
-         0 when config.json lacks the sizes)
+         text_config.layer_types, full_attn_idxs or full_attention_interval
+         says so, e.g. Qwen3.5's hybrid layout or LFM2's convolutions;
+         sliding-window layers (layer_types, Gemma 3's sliding_window_pattern)
+         count min(sliding_window, context_tokens) tokens;
+         sizes the checkpoint leaves to its config class come from
+         _config_defaults; 0 when they are still missing)
     estimate = ceil(runtime_weights x weight_overhead) + kv_cache + activation_bytes
 
 with weight_overhead, kv_element_bytes and activation_bytes from the
@@ -33,7 +36,10 @@ from typing import Any
 
 from comfy_llm_core import ExecutionTarget
 
+from comfy_llm_profiles._config_defaults import with_class_defaults
 from comfy_llm_profiles._engines import ENGINES, EngineFacts, EngineSpec
+from comfy_llm_profiles._families import family_of
+from comfy_llm_profiles._kv_cache import kv_cache_bytes, positive_int, text_config
 from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
 from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
 from comfy_llm_profiles._registry import (
@@ -42,9 +48,12 @@ from comfy_llm_profiles._registry import (
     known_architectures,
     registry_for,
 )
+from comfy_llm_profiles._unreviewed import REFUSED, transformers_kind
+from comfy_llm_profiles._unreviewed import catalogue as transformers_catalogue
 from comfy_llm_profiles.errors import (
     InvalidConfigError,
     RemoteCodeError,
+    UnreviewedArchitectureError,
     UnsupportedArchitectureError,
     UnsupportedQuantizationError,
 )
@@ -147,25 +156,8 @@ def available_backends(target: ExecutionTarget) -> frozenset[str]:
     return frozenset(name for name, spec in ENGINES.items() if spec.available(target))
 
 
-def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    text = config.get("text_config")
-    return text if isinstance(text, Mapping) else config
-
-
-def _lookup(config: Mapping[str, Any], key: str) -> Any:
-    text = _text_config(config)
-    return text.get(key, config.get(key))
-
-
-def _positive_int(config: Mapping[str, Any], key: str) -> int | None:
-    value = _lookup(config, key)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        return None
-    return value
-
-
 def _dtype(config: Mapping[str, Any]) -> str:
-    for source in (config, _text_config(config)):
+    for source in (config, text_config(config)):
         for key in ("dtype", "torch_dtype"):
             value = source.get(key)
             if isinstance(value, str) and value:
@@ -184,6 +176,10 @@ def _check_remote_code(config: Mapping[str, Any], raise_remote: Any) -> None:
                 raise raise_remote(f"{name}auto_map is set")
             if section.get("trust_remote_code") is True:
                 raise raise_remote(f"{name}trust_remote_code is true")
+    if "model_file" in config:
+        # mlx_vlm/utils.py (get_model_and_args) imports that file from the snapshot and
+        # runs it: code from the checkpoint, whatever the architecture says.
+        raise raise_remote(f"model_file is set ({config['model_file']!r}: MLX-VLM would run it)")
 
 
 def _architecture(config: Mapping[str, Any], invalid: Any) -> tuple[str, str]:
@@ -198,25 +194,6 @@ def _architecture(config: Mapping[str, Any], invalid: Any) -> tuple[str, str]:
     if not isinstance(model_type, str) or not model_type:
         raise invalid("'model_type' is missing")
     return architectures[0], model_type
-
-
-def _kv_cache_bytes(config: Mapping[str, Any], context: int, element_bytes: int) -> int:
-    layers = _positive_int(config, "num_hidden_layers")
-    heads = _positive_int(config, "num_attention_heads")
-    kv_heads = _positive_int(config, "num_key_value_heads") or heads
-    head_dim = _positive_int(config, "head_dim")
-    hidden = _positive_int(config, "hidden_size")
-    if head_dim is None and hidden and heads:
-        head_dim = hidden // heads
-    if not (layers and kv_heads and head_dim):
-        return 0
-    layer_types = _lookup(config, "layer_types")
-    interval = _positive_int(config, "full_attention_interval")
-    if isinstance(layer_types, list) and layer_types:
-        layers = sum(1 for kind in layer_types if kind == "full_attention") or layers
-    elif interval:
-        layers = max(1, layers // interval)
-    return 2 * layers * kv_heads * head_dim * element_bytes * context
 
 
 def estimate_memory_bytes(
@@ -239,10 +216,11 @@ def estimate_memory_bytes(
         The estimate in bytes.
     """
     policy = registry.policy
+    config = with_class_defaults(config)
     weights = math.ceil(_runtime_weights(weight_bytes, registry, dtype) * policy.weight_overhead)
     return (
         weights
-        + _kv_cache_bytes(config, context_tokens, policy.kv_element_bytes)
+        + kv_cache_bytes(config, context_tokens, policy.kv_element_bytes)
         + policy.activation_bytes
     )
 
@@ -260,7 +238,7 @@ def _limits(
     overrides: Mapping[str, int | bool] | None,
 ) -> ProfileLimits:
     policy = registry.policy
-    declared = _positive_int(config, "max_position_embeddings")
+    declared = positive_int(config, "max_position_embeddings")
     context = min(declared or policy.default_context, policy.context_cap)
     if overrides:
         # Reviewed limits (curated entries) replace the policy's, but a context is never
@@ -307,7 +285,7 @@ def _engine_facts(
         device=policy.device,
         kv_element_bytes=policy.kv_element_bytes,
         runtime_weight_bytes=_runtime_weights(weight_bytes, registry, dtype),
-        attention_kv_bytes=_kv_cache_bytes(config, limits.context_tokens, policy.kv_element_bytes),
+        attention_kv_bytes=kv_cache_bytes(config, limits.context_tokens, policy.kv_element_bytes),
     )
 
 
@@ -347,8 +325,11 @@ def decide(
     Raises:
         InvalidConfigError: config.json lacks ``architectures`` or ``model_type``,
             or they do not match each other.
-        RemoteCodeError: ``auto_map`` / ``trust_remote_code`` is set, or the
-            architecture is in no registry (custom architecture).
+        RemoteCodeError: ``auto_map`` / ``trust_remote_code`` / ``model_file`` is
+            set, or the architecture is built into no engine (custom architecture).
+        UnreviewedArchitectureError: Transformers builds the architecture in,
+            but no reviewed family has it (not reviewed yet, or reviewed and
+            refused for a named reason).
         UnsupportedArchitectureError: Another target accepts it, this one not.
         UnsupportedQuantizationError: The format is unknown or not allowed here.
     """
@@ -366,20 +347,36 @@ def decide(
         raise invalid("it is not a JSON object")
     _check_remote_code(config, remote)
     architecture, model_type = _architecture(config, invalid)
+    config = with_class_defaults(config)
     if architecture not in known_architectures():
-        raise remote(
-            f"architecture {architecture!r} is not built into any reviewed backend, i.e. a "
-            f"custom architecture; reviewed ones: {', '.join(sorted(known_architectures()))}"
+        kind = transformers_kind(architecture)
+        if kind is None:
+            raise remote(
+                f"architecture {architecture!r} is built into no engine comfy-llm runs "
+                f"(not in {transformers_catalogue()['transformers']} Transformers' auto "
+                "classes), i.e. a custom architecture"
+            )
+        raise UnreviewedArchitectureError(
+            *where,
+            architecture=architecture,
+            kind=kind,
+            reason=REFUSED.get(architecture, ""),
+            reviewed=sorted({rule.family for rule in registry.rules}),
         )
     rule = registry.rule_for(architecture)
     if rule is None:
         others = [t.value for t in ExecutionTarget if registry_for(t).rule_for(architecture)]
+        family = family_of(architecture)
+        refused = dict(family.refused_engines) if family else {}
         raise UnsupportedArchitectureError(
             *where,
             architecture=architecture,
             supported=registry.architectures,
             other_targets=others,
             registry_version=registry.version,
+            reason="; ".join(
+                why for engine, why in refused.items() if target in ENGINES[engine].targets
+            ),
         )
     expected_type = rule.model_type_for(architecture)
     if model_type != expected_type:
@@ -431,7 +428,7 @@ def decide(
         estimated_memory_bytes=estimate,
         weight_bytes=weight_bytes,
         family=rule.family,
-        advertised_context_tokens=_positive_int(config, "max_position_embeddings"),
+        advertised_context_tokens=positive_int(config, "max_position_embeddings"),
         runtime_requirements=choice.requirements,
     )
 

@@ -30,8 +30,8 @@ class Family:
     """One reviewed model line.
 
     Attributes:
-        name: Short name (``qwen3_5``, ``qwen3_vl``, ``smolvlm2``, ``smolvlm``,
-            ``muse_glimmer``); curated entries name it.
+        name: Short name (``qwen3_5``, ``qwen2_vl``, ``gemma3``, ``llava``, ...);
+            curated entries name it.
         architectures: ``(architectures[0], model_type)`` pairs of config.json.
         moe_architectures: The mixture-of-experts members (left out on CPU).
         modalities: Inputs the family accepts.
@@ -52,6 +52,9 @@ class Family:
             ``(general.architecture, projector type, architectures[0])`` triples;
             projector type ``""`` admits the model file without a projector
             (text only). A GGUF matching no triple of a family is not reviewed.
+        refused_engines: ``(engine, why)`` for each engine the review found
+            cannot run it at the pinned version; a target left with no engine
+            refuses the family with that reason.
     """
 
     name: str
@@ -66,6 +69,7 @@ class Family:
     quantizations: tuple[str, ...] | None = None
     limits: tuple[tuple[str, int], ...] = ()
     gguf: tuple[tuple[str, str, str], ...] = ()
+    refused_engines: tuple[tuple[str, str], ...] = ()
 
     def options_for(self, engine: str) -> dict[str, str | int | float | bool]:
         """Family-specific options for ``engine``."""
@@ -179,6 +183,166 @@ FAMILIES: Final = {
             reasoning_parser="none",
             allow_mixed_image_video=False,
             engines=_TRANSFORMERS_MLX,
+        ),
+        # Issue 29's captioner families; the evidence of each record (engines, placement,
+        # modalities, limits, with source lines) is packages/profiles/reviews/<family>.md.
+        Family(
+            name="qwen2_vl",
+            architectures=(
+                ("Qwen2VLForConditionalGeneration", "qwen2_vl"),
+                ("Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl"),
+            ),
+            moe_architectures=frozenset(),
+            modalities=_WITH_VIDEO,
+            modality_reason=(
+                "Qwen2-VL and Qwen2.5-VL were trained on video (model cards: long videos, "
+                "dynamic-FPS training) and Qwen2VLProcessor has a video processor."
+            ),
+            reasoning_parser="none",
+            allow_mixed_image_video=True,
+            engines=("vllm", "transformers", "mlx_vlm"),
+        ),
+        Family(
+            name="gemma3",
+            architectures=(("Gemma3ForConditionalGeneration", "gemma3"),),
+            moe_architectures=frozenset(),
+            modalities=_NO_VIDEO,
+            modality_reason=(
+                "Gemma 3 takes text and images (model card); neither Gemma3Processor nor "
+                "vLLM's gemma3_mm takes video."
+            ),
+            reasoning_parser="none",
+            allow_mixed_image_video=False,
+            engines=_TRANSFORMERS_MLX,
+            refused_engines=(
+                (
+                    "vllm",
+                    "vLLM 0.32 runs it, but comfy-llm's vLLM memory terms do not model "
+                    "its sliding-window layers yet",
+                ),
+            ),
+        ),
+        Family(
+            name="llava",
+            architectures=(("LlavaForConditionalGeneration", "llava"),),
+            moe_architectures=frozenset(),
+            modalities=_NO_VIDEO,
+            modality_reason=(
+                "LLaVA-1.5 and JoyCaption Beta One were trained on single images (Transformers' "
+                "LLaVA docs: not trained for several images a prompt); video is LLaVA-NeXT-Video."
+            ),
+            reasoning_parser="none",
+            allow_mixed_image_video=False,
+            engines=("transformers",),
+            limits=(("max_images", 1),),
+            refused_engines=(
+                (
+                    "vllm",
+                    "vLLM 0.32 runs LLaVA-1.5, but comfy-llm's vLLM path renders typed "
+                    "parts, which JoyCaption Beta One's chat template (content read as a "
+                    "string) refuses",
+                ),
+                (
+                    "mlx_vlm",
+                    "MLX-VLM 0.7.10's LlavaProcessor passes 'padding' to Transformers "
+                    "5.24's image processor, which refuses it, so every request fails",
+                ),
+            ),
+        ),
+        Family(
+            name="llava_next",
+            architectures=(("LlavaNextForConditionalGeneration", "llava_next"),),
+            moe_architectures=frozenset(),
+            modalities=_NO_VIDEO,
+            modality_reason=(
+                "LLaVA-NeXT (v1.6) was trained on images (AnyRes tiles); its video line is a "
+                "separate architecture (LlavaNextVideo)."
+            ),
+            reasoning_parser="none",
+            allow_mixed_image_video=False,
+            engines=("vllm", "transformers", "mlx_vlm"),
+        ),
+        Family(
+            name="mllama",
+            architectures=(("MllamaForConditionalGeneration", "mllama"),),
+            moe_architectures=frozenset(),
+            modalities=_NO_VIDEO,
+            modality_reason=(
+                "Llama 3.2 Vision takes one image through cross-attention (model card); "
+                "MllamaProcessor has no video input."
+            ),
+            reasoning_parser="none",
+            allow_mixed_image_video=False,
+            engines=_TRANSFORMERS_MLX,
+            limits=(("max_images", 1),),
+            refused_engines=(("vllm", "vLLM removed Mllama in 0.10.2"),),
+        ),
+        Family(
+            name="internvl",
+            architectures=(("InternVLForConditionalGeneration", "internvl"),),
+            moe_architectures=frozenset(),
+            modalities=_WITH_VIDEO,
+            modality_reason=(
+                "InternVL 3 was trained with video data (model card: Video-MME) and "
+                "InternVLProcessor has a video processor."
+            ),
+            reasoning_parser="none",
+            allow_mixed_image_video=True,
+            engines=("vllm", "transformers"),
+            refused_engines=(
+                (
+                    "mlx_vlm",
+                    "MLX-VLM 0.7.10's internvl reads a Qwen3 text config, so InternVL "
+                    "3's Qwen2.5 text does not load (InternVL 3.5 is MLX's route)",
+                ),
+            ),
+        ),
+        Family(
+            name="mistral3",
+            architectures=(("Mistral3ForConditionalGeneration", "mistral3"),),
+            moe_architectures=frozenset(),
+            modalities=_NO_VIDEO,
+            modality_reason=(
+                "Mistral Small 3.x takes text and images (model card); PixtralProcessor and "
+                "vLLM's mistral3 take no video."
+            ),
+            reasoning_parser="none",
+            allow_mixed_image_video=False,
+            engines=("vllm", "transformers", "mlx_vlm"),
+        ),
+        Family(
+            name="glm4v",
+            architectures=(("Glm4vForConditionalGeneration", "glm4v"),),
+            moe_architectures=frozenset(),
+            modalities=_WITH_VIDEO,
+            modality_reason=(
+                "GLM-4.1V is trained for video understanding (model card) and Glm4vProcessor "
+                "has a video processor."
+            ),
+            # It opens and closes <think> itself: the qwen3 split (the same tags) applies.
+            reasoning_parser="qwen3",
+            allow_mixed_image_video=True,
+            engines=("vllm", "transformers", "mlx_vlm"),
+        ),
+        Family(
+            name="lfm2_vl",
+            architectures=(("Lfm2VlForConditionalGeneration", "lfm2_vl"),),
+            moe_architectures=frozenset(),
+            modalities=_NO_VIDEO,
+            modality_reason=(
+                "LFM2-VL takes text and images (model card); Lfm2VlProcessor and vLLM's "
+                "lfm2_vl take no video."
+            ),
+            reasoning_parser="none",
+            allow_mixed_image_video=False,
+            engines=_TRANSFORMERS_MLX,
+            refused_engines=(
+                (
+                    "vllm",
+                    "vLLM 0.32 runs it, but pads the convolution state into its KV pages, "
+                    "which comfy-llm's vLLM memory terms do not model yet",
+                ),
+            ),
         ),
     )
 }

@@ -235,8 +235,8 @@ _GPU_POLICY = TargetPolicy(
 
 _TARGETS: Final = {
     ExecutionTarget.LOCAL_APPLE: _Target(
-        version="local_apple/2026.12.2",
-        fingerprint="cfc56bdb7763c4fc",
+        version="local_apple/2026.12.3",
+        fingerprint="7cb26e3a2cd031e7",
         policy=TargetPolicy(
             context_cap=32768,
             default_context=4096,
@@ -258,8 +258,8 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.LOCAL_CUDA: _Target(
-        version="local_cuda/2026.12.4",
-        fingerprint="cf44144ff4a314d4",
+        version="local_cuda/2026.12.5",
+        fingerprint="d66be41afc475a39",
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
@@ -268,8 +268,8 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.MODAL: _Target(
-        version="modal/2026.12.3",
-        fingerprint="61e527627acbac8a",
+        version="modal/2026.12.4",
+        fingerprint="08967da647600fe6",
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
@@ -277,8 +277,8 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.LOCAL_CPU: _Target(
-        version="local_cpu/2026.12.2",
-        fingerprint="4c7f705206225920",
+        version="local_cpu/2026.12.3",
+        fingerprint="feae30a85e643904",
         policy=TargetPolicy(
             context_cap=8192,
             default_context=4096,

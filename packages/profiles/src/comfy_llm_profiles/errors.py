@@ -41,6 +41,7 @@ __all__ = [
     "SecurityScanError",
     "UnsafeGgufError",
     "UnsafeWeightsError",
+    "UnreviewedArchitectureError",
     "UnsupportedArchitectureError",
     "UnsupportedQuantizationError",
 ]
@@ -355,6 +356,50 @@ class RemoteCodeError(ModelRejectedError):
         )
 
 
+class UnreviewedArchitectureError(ModelRejectedError):
+    """The architecture is built into Transformers but no reviewed family has it yet.
+
+    Not a remote-code refusal: the engine could load it, nobody has reviewed
+    it for comfy-llm (modalities, template, memory, limits).
+
+    Attributes:
+        architecture: The architecture from config.json.
+        kind: What Transformers builds it as (``image-text-to-text``, ...).
+        reason: Why a reviewed-but-refused family is refused, else empty.
+    """
+
+    def __init__(
+        self,
+        repository: str,
+        revision: str | None,
+        target: str,
+        *,
+        architecture: str,
+        kind: str,
+        reason: str,
+        reviewed: Sequence[str],
+    ) -> None:
+        self.architecture = architecture
+        self.kind = kind
+        self.reason = reason
+        why = (
+            f"It was reviewed and is refused: {reason}"
+            if reason
+            else (
+                "It is not reviewed yet (its modalities, chat template and memory terms "
+                "are unchecked). To ask for it, open an issue naming the repository."
+            )
+        )
+        super().__init__(
+            f"Architecture {architecture!r} of {repository!r} is built into Transformers "
+            f"({kind}), but comfy-llm does not run it. {why} Reviewed families run here: "
+            f"{', '.join(reviewed)}.",
+            repository=repository,
+            revision=revision,
+            target=target,
+        )
+
+
 class UnsupportedArchitectureError(ModelRejectedError):
     """The architecture is not in the compatibility registry of the target.
 
@@ -362,6 +407,7 @@ class UnsupportedArchitectureError(ModelRejectedError):
         architecture: The architecture from config.json.
         supported: The architectures the target's registry accepts.
         other_targets: Targets whose registry does accept it.
+        reason: Why the engines of this target cannot run a reviewed family.
     """
 
     def __init__(
@@ -374,13 +420,17 @@ class UnsupportedArchitectureError(ModelRejectedError):
         supported: Sequence[str],
         other_targets: Sequence[str],
         registry_version: str,
+        reason: str = "",
     ) -> None:
         self.architecture = architecture
         self.supported = tuple(supported)
         self.other_targets = tuple(other_targets)
+        self.reason = reason
         elsewhere = (
             f" It is supported on: {', '.join(self.other_targets)}." if self.other_targets else ""
         )
+        if reason:
+            elsewhere = f" It was reviewed, but not for this machine: {reason}.{elsewhere}"
         super().__init__(
             f"Architecture {architecture!r} of {repository!r} is not supported on target "
             f"{target!r} (registry {registry_version} accepts: {', '.join(self.supported)})."

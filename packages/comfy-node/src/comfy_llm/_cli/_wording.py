@@ -31,6 +31,7 @@ _PHRASES = {
     "the prompt is blank and no image, video or file is connected": "the prompt is blank and "
     "no --image, --video or --file is given",
     "disconnect the IMAGE or the VIDEO input": "drop the --image or the --video",
+    "disconnect the VIDEO input": "drop the --video",
     "connect images or give a folder": "give a folder of images",
     "(IMAGE input)": "(--image)",
     "connect a file": "pass --file",
