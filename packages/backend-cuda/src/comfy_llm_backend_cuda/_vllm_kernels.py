@@ -23,12 +23,11 @@
 from __future__ import annotations
 
 import ctypes
-import os
 import shutil
 from pathlib import Path
 from typing import Final
 
-from comfy_llm_core import InvalidSettingError, env_choice
+from comfy_llm_core import InvalidSettingError, env_choice, env_str
 
 from .errors import CudaDriverTooOldError
 
@@ -85,7 +84,7 @@ def nvcc_path() -> str | None:
     if found:
         return found
     for variable in ("CUDA_HOME", "CUDA_PATH"):
-        home = os.environ.get(variable, "").strip()
+        home = env_str(variable) or ""
         if home and (Path(home) / "bin" / "nvcc").is_file():
             return str(Path(home) / "bin" / "nvcc")
     return None

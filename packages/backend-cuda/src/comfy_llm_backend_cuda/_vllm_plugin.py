@@ -39,6 +39,8 @@ import threading
 import time
 from typing import Final
 
+from comfy_llm_core import env_str
+
 __all__ = ["PARENT_PID_ENV", "register", "watch_parent"]
 
 logger = logging.getLogger(__name__)
@@ -52,7 +54,7 @@ _started = threading.Event()
 
 def register() -> None:
     """The entry point vLLM calls in each of its processes (see the module docstring)."""
-    raw = os.environ.get(PARENT_PID_ENV, "").strip()
+    raw = env_str(PARENT_PID_ENV) or ""
     spawner = multiprocessing.parent_process()
     if not raw.isdigit() or spawner is None or spawner.pid != int(raw) or _started.is_set():
         return

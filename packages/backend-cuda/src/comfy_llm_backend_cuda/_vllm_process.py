@@ -47,12 +47,11 @@ from __future__ import annotations
 import contextlib
 import multiprocessing.popen_spawn_posix
 import multiprocessing.spawn
-import os
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from comfy_llm_core import env_scope, env_str
+from comfy_llm_core import env_changed, env_restore, env_scope, env_snapshot, env_str
 
 __all__ = ["ALLOCATOR_VARIABLES", "MAIN_RERUN_KEYS", "engine_process_scope"]
 
@@ -90,25 +89,11 @@ def _main_not_rerun() -> Iterator[None]:
         multiprocessing.spawn.get_preparation_data = original
 
 
-def _undo(before: Mapping[str, str], names: Iterator[str] | list[str]) -> None:
-    for name in names:
-        previous = before.get(name)
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
-
-
-def _changed(before: Mapping[str, str]) -> list[str]:
-    current = dict(os.environ)
-    return [n for n in before.keys() | current.keys() if before.get(n) != current.get(n)]
-
-
 @contextlib.contextmanager
 def _spawn_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
     """This thread's spawns are exec'd with ``changes``; vLLM's config writes are undone after."""
     owner = threading.get_ident()
-    before = dict(os.environ)
+    before = env_snapshot()
     spawned = False
     popen: Any = multiprocessing.popen_spawn_posix.Popen  # typeshed omits _launch
     original = popen._launch
@@ -118,10 +103,10 @@ def _spawn_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
         if threading.get_ident() != owner:
             original(self, process_obj)
             return
-        written = _changed(before)  # vLLM's, while it built the config: the child needs them
+        written = env_changed(before)  # vLLM's, while it built the config: the child needs them
         with env_scope(changes):
             original(self, process_obj)
-        _undo(before, written)
+        env_restore(before, written)
         spawned = True
 
     popen._launch = launch
@@ -130,7 +115,7 @@ def _spawn_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
     finally:
         popen._launch = original
         if not spawned:  # failed before the spawn: what vLLM wrote goes
-            _undo(before, _changed(before))
+            env_restore(before, env_changed(before))
 
 
 @contextlib.contextmanager

@@ -24,11 +24,14 @@
 from comfy_llm_core import defaults
 from comfy_llm_core._env import (
     InvalidSettingError,
+    env_changed,
     env_choice,
     env_float,
     env_int,
+    env_restore,
     env_scope,
     env_set,
+    env_snapshot,
     env_str,
 )
 from comfy_llm_core._errors import ComfyLLMError, DiskFullError, ErrorAction, rebuild_error
@@ -93,8 +96,11 @@ __all__ = [
     "env_choice",
     "env_float",
     "env_int",
+    "env_changed",
+    "env_restore",
     "env_scope",
     "env_set",
+    "env_snapshot",
     "env_str",
     "fold_seed",
     "item_seed",

@@ -12,7 +12,7 @@ import contextlib
 import math
 import os
 import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from comfy_llm_core._errors import ComfyLLMError, ErrorAction
 
@@ -94,6 +94,32 @@ def env_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
             yield
         finally:
             _restore(saved)
+
+
+def env_snapshot() -> dict[str, str]:
+    """A copy of the environment now, for :func:`env_changed` and :func:`env_restore`."""
+    return dict(os.environ)
+
+
+def env_changed(before: Mapping[str, str]) -> list[str]:
+    """The variables set, changed or removed since ``before`` (an :func:`env_snapshot`)."""
+    current = dict(os.environ)
+    return [n for n in before.keys() | current.keys() if before.get(n) != current.get(n)]
+
+
+def env_restore(before: Mapping[str, str], names: Iterable[str]) -> None:
+    """Put ``names`` back to their values in ``before`` (removed where they were unset).
+
+    For writes another library makes while this process spawns a child that
+    needs them (vLLM's config writes before its engine process starts): the
+    child has inherited them; the host must not keep them.
+    """
+    for name in names:
+        previous = before.get(name)
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
 
 
 def _restore(saved: Mapping[str, str]) -> None:
