@@ -83,13 +83,14 @@ def test_each_family_runs_on_the_engines_its_review_marks(name: str) -> None:
 
 def test_one_image_families_and_video_families() -> None:
     for name in ("llava", "joycaption", "mllama"):
-        assert _decide(MODAL, build_config(name)).limits.max_images == 1
+        assert _decide(MODAL, build_config(name)).limits.media.image.max_images == 1
     for name in ("qwen2_5_vl", "internvl", "glm4v"):
         decision = _decide(MODAL, build_config(name))
-        assert "video" in decision.modalities and decision.limits.max_video_frames > 0
+        assert "video" in decision.modalities and decision.limits.media.video.max_video_frames > 0
     for name in ("gemma3", "llava", "llava_next", "mllama", "mistral3", "lfm2_vl"):
         decision = _decide(MODAL, build_config(name))
-        assert "video" not in decision.modalities and decision.limits.max_video_frames == 0
+        assert "video" not in decision.modalities
+        assert decision.limits.media.video.max_video_frames == 0
     # GLM-4.1V thinks: its <think> block goes to the reasoning output
     assert _decide(CPU, build_config("glm4v")).reasoning_parser == "qwen3"
 

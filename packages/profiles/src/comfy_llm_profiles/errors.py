@@ -266,8 +266,8 @@ class InvalidConfigError(ModelRejectedError):
     def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
         self.problem = problem
         super().__init__(
-            f"config.json of {repository!r} at {revision} cannot be used: {problem}. Pick a "
-            "repository with a standard Transformers config.json.",
+            f"{repository!r} cannot be used because of its config.json: {problem}. Pick a "
+            f"repository with a standard Transformers config.json (read at commit {revision}).",
             repository=repository,
             revision=revision,
             target=target,
@@ -347,9 +347,10 @@ class RemoteCodeError(ModelRejectedError):
     def __init__(self, repository: str, revision: str | None, target: str, reason: str) -> None:
         self.reason = reason
         super().__init__(
-            f"config.json of {repository!r} at {revision} asks for remote code ({reason}); "
-            "trust_remote_code is never enabled. Pick a repository whose architecture is "
-            "built into Transformers/MLX-VLM.",
+            f"{repository!r} needs its own Python code to run ({reason}); comfy-llm never runs "
+            "a repository's code (trust_remote_code is never enabled). Pick a repository whose "
+            "architecture is built into Transformers/MLX-VLM (its config.json was read at "
+            f"commit {revision}).",
             repository=repository,
             revision=revision,
             target=target,
