@@ -253,7 +253,9 @@ class ComfyGlue:
                 self._new_phase()
             self._finished = True
             self._bar.update_absolute(_BAR_STEPS, _BAR_STEPS)
-        self._send_text(text, force=True)
+        # always sent, even when the live text already says the same: the run's last
+        # message is its result (the frontend and the tests read the last one)
+        self._send_text(text, force=True, repeat=True)
 
     def fail(self, error: BaseException) -> None:
         """Replace the status with what stopped this run (ComfyUI shows the error itself)."""
@@ -327,8 +329,8 @@ class ComfyGlue:
     def _text_due(self) -> bool:
         return time.monotonic() - self._last_text >= self._text_interval
 
-    def _send_text(self, text: str, *, force: bool = False) -> None:
-        if text == self._shown or (not force and not self._text_due()):
+    def _send_text(self, text: str, *, force: bool = False, repeat: bool = False) -> None:
+        if (text == self._shown and not repeat) or (not force and not self._text_due()):
             return
         self._last_text = time.monotonic()
         self._shown = text
