@@ -177,11 +177,9 @@ def test_action_is_set_only_where_it_differs_from_the_inherited_one() -> None:
 
 
 SHARED_NAMES_ALLOWED = {
-    # Allowed since 2026-12 until backend-llamacpp speaks the one backend vocabulary in
-    # residency (issue 30, after issue 28 step 2): it defines its own load, unloaded and
-    # prompt-length errors; and backend-cuda's quantization refusal is named like profiles'.
-    "BackendUnloadedError",
-    "ModelLoadError",
+    # Allowed since 2026-12: backend-llamacpp's prompt-length error is its own (the
+    # shared vocabulary has none yet), and backend-cuda's quantization refusal is named
+    # like profiles'.
     "PromptTooLongError",
     "UnsupportedQuantizationError",
 }

@@ -110,8 +110,6 @@ class CudaDriverTooOldError(CudaBackendError, RuntimeError):
         required: The CUDA version the vLLM build needs (``13.0``).
     """
 
-    action = ErrorAction.FATAL
-
     def __init__(self, profile_id: str, driver_cuda: str, required: str) -> None:
         self.profile_id = profile_id
         self.driver_cuda = driver_cuda

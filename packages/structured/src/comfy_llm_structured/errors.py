@@ -45,8 +45,6 @@ class AnswerSchemaError(StructuredOutputError, ValueError):
         answer: The start of the invalid answer (at most 200 characters).
     """
 
-    action = ErrorAction.FIX_INPUT
-
     def __init__(
         self, problem: str, *, retries: int, cut_at_tokens: int | None, answer: str
     ) -> None:
