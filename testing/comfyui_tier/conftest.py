@@ -17,11 +17,14 @@ from typing import Any
 import pytest
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.checkpoints import build_checkpoint_files, with_unopened_think
+from comfy_llm_testworld.families import build_family_files
 from comfy_llm_testworld.real_comfyui import ComfyUIClient, ComfyUIServer, find_comfyui
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # (repository, checkpoint kind, scripted); the example workflows name a real Hub id,
 # served here by a tiny SmolVLM so the workflow runs exactly as saved.
+QWEN25_VL_3B = ("Qwen/Qwen2.5-VL-3B-Instruct", "66285546d2b821cf421d4f5eb2576359d3770cd3")
+"""Served as a tiny Qwen2.5-VL: the video template names its curated id."""
 REPOS = {
     "tiny/qwen35": ("qwen3_5", False),
     "tiny/qwen35-scripted": ("qwen3_5", True),
@@ -75,6 +78,8 @@ def server(hub: FakeHub) -> Iterator[ComfyUIServer]:
             # an instruct template that opens no think block (as Qwen3-VL Instruct's)
             unopened = with_unopened_think(build_checkpoint_files("qwen3_5"))
             hub.add_repo("tiny/qwen35-unopened", unopened)
+            # the video template's curated model, at the commit its curated id pins
+            hub.add_repo(QWEN25_VL_3B[0], build_family_files("qwen2_5_vl"), sha=QWEN25_VL_3B[1])
             comfy.wait_until_ready()
             yield comfy
         finally:

@@ -235,4 +235,4 @@ def test_cancel_reaches_the_requests_still_queued_for_preprocessing(world: Path)
     assert stop_seconds < 60  # generous on a loaded box; the figure is printed above
     # the engine serves the next batch at once
     again = manager.run_batch(profile, path, items[:2], on_token=lambda *_: None)
-    assert [r.metadata["output_tokens"] for r in again] == [256, 256]
+    assert [r.metadata.to_dict()["output_tokens"] for r in again] == [256, 256]
