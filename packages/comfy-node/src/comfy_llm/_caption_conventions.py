@@ -36,6 +36,7 @@ from typing import Any
 
 from comfy_llm_core import InvalidSettingError, write_atomically
 
+from comfy_llm._caption_cleanup import CLEANUP_RULES
 from comfy_llm._caption_media import is_video
 
 __all__ = [
@@ -82,6 +83,7 @@ class CaptionConventions:
         extension: The caption file's extension (``.txt`` default).
         manifest: Also write ``metadata.jsonl`` into the folder.
         subfolders: Caption the images and videos in subfolders too.
+        cleanup: The ``_caption_cleanup`` rules applied to each answer (all by default).
     """
 
     suffix: str = ""
@@ -91,14 +93,19 @@ class CaptionConventions:
     extension: str = ".txt"
     manifest: bool = False
     subfolders: bool = False
+    cleanup: tuple[str, ...] = CLEANUP_RULES
 
     def __post_init__(self) -> None:
         """Check every value once, where it enters (node and CLI alike).
 
         Raises:
             InvalidSettingError: An unknown mode, an extension that is not a
-                short ``.name``, or a separator that is empty or a newline.
+                short ``.name``, a separator that is empty or a newline, or an
+                unknown cleanup rule.
         """
+        unknown = [rule for rule in self.cleanup if rule not in CLEANUP_RULES]
+        if unknown:
+            raise InvalidSettingError("caption_cleanup", unknown, " / ".join(CLEANUP_RULES))
         if self.mode is not None and self.mode not in CAPTION_MODES:
             raise InvalidSettingError("caption_mode", self.mode, " / ".join(CAPTION_MODES))
         if not _EXTENSION.fullmatch(self.extension):

@@ -8,10 +8,18 @@ from typing import Any
 
 from comfy_llm_core import defaults, install_command
 
+from comfy_llm._caption_cleanup import CLEANUP_RULES
 from comfy_llm._caption_conventions import CAPTION_MODES, MANIFEST_NAME
 from comfy_llm._cli._args import default_model, read_schema_file
 
 __all__ = ["add_caption_parser", "cmd_caption"]
+
+_CLEANUP_HELP = {
+    "think": "<think> blocks and tags",
+    "whitespace": "newlines and runs of spaces",
+    "quotes": "quotes around the caption",
+    "repetition": "phrases repeated 3+ times in a row",
+}
 
 
 def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -74,6 +82,14 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
     caption.add_argument(
         "--recursive", action="store_true", help="caption the images and videos of subfolders too"
     )
+    for rule in CLEANUP_RULES:
+        caption.add_argument(
+            f"--no-clean-{rule}",
+            dest="cleanup",
+            action="append_const",
+            const=rule,
+            help=f"keep the answer's {_CLEANUP_HELP[rule]} (cleaned by default)",
+        )
     caption.add_argument("--max-new-tokens", type=int, default=128)
     caption.add_argument("--temperature", type=float, default=0.0)
     caption.add_argument("--seed", type=int, default=0)
@@ -133,6 +149,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         extension=args.caption_extension,
         manifest=args.jsonl,
         subfolders=args.recursive,
+        cleanup=tuple(rule for rule in CLEANUP_RULES if rule not in (args.cleanup or ())),
     )
     items = caption_items(folder=args.folder, conventions=conventions)
     job = CaptionJob(

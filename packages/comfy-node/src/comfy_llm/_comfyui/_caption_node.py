@@ -191,7 +191,26 @@ def _convention_inputs() -> list[Any]:
             tooltip="What joins prefix, caption and suffix (never doubled).",
             **supported(io.String.Input, advanced=True),
         ),
+        *(
+            boolean(name, default=True, optional=True, tooltip=tip)
+            for name, tip in _CLEANUP_SWITCHES.values()
+        ),
     ]
+
+
+_CLEANUP_SWITCHES = {
+    "think": ("clean_think_tags", "Drop <think>…</think> blocks and stray think tags."),
+    "whitespace": (
+        "clean_whitespace",
+        "Put the caption on one line: newlines and runs of spaces become one space.",
+    ),
+    "quotes": ("clean_quotes", "Drop quotes around the whole caption."),
+    "repetition": (
+        "clean_repetition",
+        "Cut a phrase the model repeats 3+ times in a row to one (a looping small model).",
+    ),
+}
+"""Each ``_caption_cleanup`` rule's switch (on by default; counted in metadata_json)."""
 
 
 def input_folder(folder: str) -> str:
@@ -229,6 +248,9 @@ def conventions_from(optional: dict[str, Any]) -> Any:
         extension=optional.get("caption_extension", ".txt"),
         manifest=optional.get("write_manifest", False),
         subfolders=optional.get("subfolders", False),
+        cleanup=tuple(
+            rule for rule, (name, _) in _CLEANUP_SWITCHES.items() if optional.get(name, True)
+        ),
     )
 
 
@@ -379,6 +401,9 @@ def caption_summary(captions: list[str], metadata: dict[str, Any]) -> str:
         + (f" and {metadata['manifest']}." if metadata.get("manifest") else ".")
     )
     lines = [counts]
+    cleaned = [f"{rule} {n}" for rule, n in (metadata.get("cleanup") or {}).items() if n]
+    if cleaned:
+        lines.append(f"Cleaned (images per rule): {', '.join(cleaned)}.")
     failed = [r for r in metadata.get("per_image", []) if r.get("status") == "failed"]
     for record in failed[:SUMMARY_CAPTIONS]:
         lines.append(f"Failed: {record['name']}: {record.get('error', '')}"[:200])
