@@ -247,6 +247,9 @@ def test_the_new_inputs_come_after_every_older_one_with_defaults(comfyui: Path) 
         "clean_whitespace",
         "clean_quotes",
         "clean_repetition",
+        "include_patterns",
+        "exclude_patterns",
+        "max_files",
     ]
     assert all(item.optional for item in inputs if item.id in new)
     older = conventions_from({})

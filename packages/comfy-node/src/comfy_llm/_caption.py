@@ -189,7 +189,7 @@ def caption_items(
             CaptionItem(name=f"image {i + 1}", pixels=images[i : i + 1]) for i in range(count)
         )
     if folder:
-        found = find_media(folder, subfolders=conventions.subfolders)
+        found = find_media(folder, subfolders=conventions.subfolders, **conventions.selection)
         items.extend(
             CaptionItem(item_name(path, folder), path, caption_extension=conventions.extension)
             for path in found

@@ -84,6 +84,9 @@ class CaptionConventions:
         manifest: Also write ``metadata.jsonl`` into the folder.
         subfolders: Caption the images and videos in subfolders too.
         cleanup: The ``_caption_cleanup`` rules applied to each answer (all by default).
+        include: Glob patterns a folder's file must match (none: every file).
+        exclude: Glob patterns that leave a folder's file out.
+        limit: Caption at most this many of the folder's files (0: all), in sorted order.
     """
 
     suffix: str = ""
@@ -94,6 +97,9 @@ class CaptionConventions:
     manifest: bool = False
     subfolders: bool = False
     cleanup: tuple[str, ...] = CLEANUP_RULES
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    limit: int = 0
 
     def __post_init__(self) -> None:
         """Check every value once, where it enters (node and CLI alike).
@@ -106,6 +112,8 @@ class CaptionConventions:
         unknown = [rule for rule in self.cleanup if rule not in CLEANUP_RULES]
         if unknown:
             raise InvalidSettingError("caption_cleanup", unknown, " / ".join(CLEANUP_RULES))
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 0:
+            raise InvalidSettingError("max_files", self.limit, "a whole number, 0 for every file")
         if self.mode is not None and self.mode not in CAPTION_MODES:
             raise InvalidSettingError("caption_mode", self.mode, " / ".join(CAPTION_MODES))
         if not _EXTENSION.fullmatch(self.extension):
@@ -122,6 +130,11 @@ class CaptionConventions:
             raise InvalidSettingError(
                 "caption_separator", self.separator, 'a visible separator such as ", " or " "'
             )
+
+    @property
+    def selection(self) -> dict[str, Any]:
+        """``find_media``'s selection arguments (include, exclude, at_most)."""
+        return {"include": self.include, "exclude": self.exclude, "at_most": self.limit}
 
 
 def existing_mode(conventions: CaptionConventions, skip_existing: bool, overwrite: bool) -> str:

@@ -90,6 +90,23 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
             const=rule,
             help=f"keep the answer's {_CLEANUP_HELP[rule]} (cleaned by default)",
         )
+    caption.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="caption only files matching GLOB (*.png: the name; sub/*: the path below FOLDER)",
+    )
+    caption.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out files matching GLOB",
+    )
+    caption.add_argument(
+        "--limit", type=int, default=0, help="caption at most N files, in sorted order (0: all)"
+    )
     caption.add_argument("--max-new-tokens", type=int, default=128)
     caption.add_argument("--temperature", type=float, default=0.0)
     caption.add_argument("--seed", type=int, default=0)
@@ -149,6 +166,9 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         extension=args.caption_extension,
         manifest=args.jsonl,
         subfolders=args.recursive,
+        include=tuple(args.include),
+        exclude=tuple(args.exclude),
+        limit=args.limit,
         cleanup=tuple(rule for rule in CLEANUP_RULES if rule not in (args.cleanup or ())),
     )
     items = caption_items(folder=args.folder, conventions=conventions)

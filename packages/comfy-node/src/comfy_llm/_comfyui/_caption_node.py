@@ -15,6 +15,7 @@ from comfy_api.latest import io
 from comfy_llm_core import defaults
 
 from comfy_llm._caption_conventions import CAPTION_EXTENSIONS, CAPTION_MODES, MANIFEST_NAME
+from comfy_llm._caption_media import MAX_CAPTION_IMAGES
 from comfy_llm._comfyui._inputs import (
     SEARCH_ALIASES,
     custom_model_input,
@@ -195,6 +196,28 @@ def _convention_inputs() -> list[Any]:
             boolean(name, default=True, optional=True, tooltip=tip)
             for name, tip in _CLEANUP_SWITCHES.values()
         ),
+        string(
+            "include_patterns",
+            default="",
+            optional=True,
+            tooltip="Caption only the folder's files matching these globs, comma-separated: "
+            "*.png matches the file name, sub/* (with a /) the path below the folder.",
+        ),
+        string(
+            "exclude_patterns",
+            default="",
+            optional=True,
+            tooltip="Leave out the folder's files matching these globs (as include_patterns).",
+        ),
+        io.Int.Input(
+            "max_files",
+            default=0,
+            min=0,
+            max=MAX_CAPTION_IMAGES,
+            optional=True,
+            tooltip="Caption at most this many of the folder's files, in sorted order "
+            "(0: every file); to try settings on a few first.",
+        ),
     ]
 
 
@@ -235,6 +258,7 @@ def input_folder(folder: str) -> str:
 def conventions_from(optional: dict[str, Any]) -> Any:
     """The node's convention inputs as ``CaptionConventions`` (checked where they enter)."""
     from comfy_llm._caption_conventions import CaptionConventions, check_template
+    from comfy_llm._caption_media import split_patterns
 
     for field in ("caption_prefix", "caption_suffix"):
         check_template(field, optional.get(field, ""))
@@ -248,6 +272,9 @@ def conventions_from(optional: dict[str, Any]) -> Any:
         extension=optional.get("caption_extension", ".txt"),
         manifest=optional.get("write_manifest", False),
         subfolders=optional.get("subfolders", False),
+        include=split_patterns(optional.get("include_patterns", "")),
+        exclude=split_patterns(optional.get("exclude_patterns", "")),
+        limit=optional.get("max_files", 0),
         cleanup=tuple(
             rule for rule, (name, _) in _CLEANUP_SWITCHES.items() if optional.get(name, True)
         ),
