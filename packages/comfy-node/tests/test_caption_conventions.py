@@ -250,6 +250,7 @@ def test_the_new_inputs_come_after_every_older_one_with_defaults(comfyui: Path) 
         "include_patterns",
         "exclude_patterns",
         "max_files",
+        "write_csv",
     ]
     assert all(item.optional for item in inputs if item.id in new)
     older = conventions_from({})

@@ -27,7 +27,9 @@ review's table of captioners, §4):
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import re
 from collections.abc import Sequence
@@ -42,6 +44,7 @@ from comfy_llm._caption_media import is_video
 __all__ = [
     "CAPTION_EXTENSIONS",
     "CAPTION_MODES",
+    "CSV_NAME",
     "MANIFEST_NAME",
     "CaptionConventions",
     "check_template",
@@ -54,6 +57,7 @@ __all__ = [
     "store_caption",
     "write_batch_manifest",
     "write_caption_file",
+    "write_csv",
     "write_manifest",
 ]
 
@@ -62,6 +66,7 @@ CAPTION_MODES = ("skip_existing", "overwrite", "append", "prepend")
 CAPTION_EXTENSIONS = (".txt", ".caption", ".json")
 """The node's choices; the CLI takes any short ``.name``."""
 MANIFEST_NAME = "metadata.jsonl"
+CSV_NAME = "metadata.csv"
 _EXTENSION = re.compile(r"\.[A-Za-z0-9_-]{1,15}")
 _FIELD = re.compile(r"\{([^{}]*)\}")
 _FIELDS = ("name", "folder")
@@ -87,6 +92,7 @@ class CaptionConventions:
         include: Glob patterns a folder's file must match (none: every file).
         exclude: Glob patterns that leave a folder's file out.
         limit: Caption at most this many of the folder's files (0: all), in sorted order.
+        csv: Also write ``metadata.csv`` (``image_path``, ``caption``) into the folder.
     """
 
     suffix: str = ""
@@ -100,6 +106,7 @@ class CaptionConventions:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     limit: int = 0
+    csv: bool = False
 
     def __post_init__(self) -> None:
         """Check every value once, where it enters (node and CLI alike).
@@ -306,6 +313,26 @@ def write_manifest(
     return target, len(lines)
 
 
+def write_csv(folder: Path, entries: Sequence[tuple[Path, str, bool]]) -> tuple[Path, int] | None:
+    """Write ``metadata.csv`` into ``folder``: a header, then one row per captioned file.
+
+    Columns ``image_path`` (absolute, as the JSONL manifest's) and
+    ``caption``, quoted as RFC 4180 says (a comma, quote or newline inside a
+    caption stays in its cell). Returns the file and its row count, or None
+    when no file has a caption.
+    """
+    rows = [(str(path.resolve()), caption) for path, caption, _ in entries if caption]
+    if not rows:
+        return None
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(("image_path", "caption"))
+    writer.writerows(rows)
+    target = folder / CSV_NAME
+    write_atomically(target, buffer.getvalue())
+    return target, len(rows)
+
+
 def write_batch_manifest(
     conventions: CaptionConventions,
     folder: str | Path | None,
@@ -313,19 +340,24 @@ def write_batch_manifest(
     captions: Sequence[str],
     metadata: dict[str, Any],
 ) -> None:
-    """Write the folder's manifest after a batch when asked; note it in ``metadata``.
+    """Write the folder's manifest and CSV after a batch when asked; note them in ``metadata``.
 
     Every folder item with a caption (captioned or kept) gets a line; the
     manifest is named by its file name only (no path of this disk in the
     metadata).
     """
-    if not conventions.manifest or not folder:
+    if not (conventions.manifest or conventions.csv) or not folder:
         return
     entries = [
         (item.path, caption, is_video(item.path))
         for item, caption in zip(items, captions, strict=True)
         if item.path is not None
     ]
-    written = write_manifest(Path(folder).expanduser(), entries)
-    metadata["manifest"] = None if written is None else written[0].name
-    metadata["manifest_lines"] = 0 if written is None else written[1]
+    if conventions.manifest:
+        written = write_manifest(Path(folder).expanduser(), entries)
+        metadata["manifest"] = None if written is None else written[0].name
+        metadata["manifest_lines"] = 0 if written is None else written[1]
+    if conventions.csv:
+        table = write_csv(Path(folder).expanduser(), entries)
+        metadata["csv"] = None if table is None else table[0].name
+        metadata["csv_rows"] = 0 if table is None else table[1]

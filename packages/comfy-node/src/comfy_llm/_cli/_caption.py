@@ -9,7 +9,7 @@ from typing import Any
 from comfy_llm_core import defaults, install_command
 
 from comfy_llm._caption_cleanup import CLEANUP_RULES
-from comfy_llm._caption_conventions import CAPTION_MODES, MANIFEST_NAME
+from comfy_llm._caption_conventions import CAPTION_MODES, CSV_NAME, MANIFEST_NAME
 from comfy_llm._cli._args import default_model, read_schema_file
 
 __all__ = ["add_caption_parser", "cmd_caption"]
@@ -78,6 +78,9 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
         "--jsonl",
         action="store_true",
         help=f"also write {MANIFEST_NAME} (musubi-tuner's image_path/caption lines)",
+    )
+    caption.add_argument(
+        "--csv", action="store_true", help=f"also write {CSV_NAME} (columns image_path, caption)"
     )
     caption.add_argument(
         "--recursive", action="store_true", help="caption the images and videos of subfolders too"
@@ -169,6 +172,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         include=tuple(args.include),
         exclude=tuple(args.exclude),
         limit=args.limit,
+        csv=args.csv,
         cleanup=tuple(rule for rule in CLEANUP_RULES if rule not in (args.cleanup or ())),
     )
     items = caption_items(folder=args.folder, conventions=conventions)

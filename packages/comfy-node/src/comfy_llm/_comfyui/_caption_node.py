@@ -14,7 +14,12 @@ from typing import Any
 from comfy_api.latest import io
 from comfy_llm_core import defaults
 
-from comfy_llm._caption_conventions import CAPTION_EXTENSIONS, CAPTION_MODES, MANIFEST_NAME
+from comfy_llm._caption_conventions import (
+    CAPTION_EXTENSIONS,
+    CAPTION_MODES,
+    CSV_NAME,
+    MANIFEST_NAME,
+)
 from comfy_llm._caption_media import MAX_CAPTION_IMAGES
 from comfy_llm._comfyui._inputs import (
     SEARCH_ALIASES,
@@ -218,6 +223,12 @@ def _convention_inputs() -> list[Any]:
             tooltip="Caption at most this many of the folder's files, in sorted order "
             "(0: every file); to try settings on a few first.",
         ),
+        boolean(
+            "write_csv",
+            default=False,
+            optional=True,
+            tooltip=f"Also write {CSV_NAME} into the folder: columns image_path, caption.",
+        ),
     ]
 
 
@@ -275,6 +286,7 @@ def conventions_from(optional: dict[str, Any]) -> Any:
         include=split_patterns(optional.get("include_patterns", "")),
         exclude=split_patterns(optional.get("exclude_patterns", "")),
         limit=optional.get("max_files", 0),
+        csv=optional.get("write_csv", False),
         cleanup=tuple(
             rule for rule, (name, _) in _CLEANUP_SWITCHES.items() if optional.get(name, True)
         ),
@@ -425,7 +437,8 @@ def caption_summary(captions: list[str], metadata: dict[str, Any]) -> str:
         f"Captioned {metadata['captioned']} of {metadata['images']}, "
         f"kept {metadata['kept_existing']}, failed {metadata['failed']}; "
         f"wrote {written} caption file{'' if written == 1 else 's'}"
-        + (f" and {metadata['manifest']}." if metadata.get("manifest") else ".")
+        + "".join(f" and {metadata[key]}" for key in ("manifest", "csv") if metadata.get(key))
+        + "."
     )
     lines = [counts]
     cleaned = [f"{rule} {n}" for rule, n in (metadata.get("cleanup") or {}).items() if n]
