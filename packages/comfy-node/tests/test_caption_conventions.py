@@ -251,6 +251,7 @@ def test_the_new_inputs_come_after_every_older_one_with_defaults(comfyui: Path) 
         "exclude_patterns",
         "max_files",
         "write_csv",
+        "prompt_preset",
     ]
     assert all(item.optional for item in inputs if item.id in new)
     older = conventions_from({})

@@ -10,6 +10,7 @@ from comfy_llm_core import defaults, install_command
 
 from comfy_llm._caption_cleanup import CLEANUP_RULES
 from comfy_llm._caption_conventions import CAPTION_MODES, CSV_NAME, MANIFEST_NAME
+from comfy_llm._caption_presets import PROMPT_PRESETS
 from comfy_llm._cli._args import default_model, read_schema_file
 
 __all__ = ["add_caption_parser", "cmd_caption"]
@@ -33,6 +34,13 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
         "--prompt",
         default="Describe this image in one detailed sentence, as a caption for training.",
         help="the instruction given with every image",
+    )
+    caption.add_argument(
+        "--preset",
+        choices=list(PROMPT_PRESETS),
+        default="custom",
+        help="a ready-made instruction instead of --prompt: prose_short, prose_detailed, "
+        "booru_tags (custom: --prompt)",
     )
     caption.add_argument("--system", help="a system prompt")
     caption.add_argument(
@@ -150,6 +158,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         check_template,
         write_batch_manifest,
     )
+    from comfy_llm._caption_presets import preset_prompt
     from comfy_llm._cli._console import ConsoleProgress
 
     settings = GenerationSettings(
@@ -178,7 +187,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
     items = caption_items(folder=args.folder, conventions=conventions)
     job = CaptionJob(
         model=args.model or default_model("modal" if args.on_modal else args.target),
-        prompt=args.prompt,
+        prompt=preset_prompt(args.preset, args.prompt),
         system_prompt=args.system,
         settings=settings,
         prefix=args.prefix,

@@ -19,6 +19,7 @@ from comfy_llm._caption_conventions import (
     MANIFEST_NAME,
 )
 from comfy_llm._caption_media import MAX_CAPTION_IMAGES
+from comfy_llm._caption_presets import PROMPT_PRESETS
 from comfy_llm._comfyui._inputs import supported
 
 __all__ = ["convention_inputs", "conventions_from"]
@@ -109,6 +110,15 @@ def convention_inputs() -> list[Any]:
             default=False,
             optional=True,
             tooltip=f"Also write {CSV_NAME} into the folder: columns image_path, caption.",
+        ),
+        combo(
+            "prompt_preset",
+            options=list(PROMPT_PRESETS),
+            default="custom",
+            optional=True,
+            tooltip="custom: the prompt above. prose_short / prose_detailed: a sentence or a "
+            "paragraph (Flux, SD3, video models); booru_tags: comma-separated tags (SDXL "
+            "anime models). A preset replaces the prompt.",
         ),
     ]
 

@@ -225,6 +225,7 @@ class CaptionImagesNode(io.ComfyNode):
 
         from comfy_llm._caption import CaptionJob, caption_items, run_captions
         from comfy_llm._caption_conventions import write_batch_manifest
+        from comfy_llm._caption_presets import preset_prompt
         from comfy_llm._comfyui._glue import executing_prompt_id
         from comfy_llm._comfyui._host_memory import host_bridge
         from comfy_llm._comfyui._run import metadata_json
@@ -246,7 +247,7 @@ class CaptionImagesNode(io.ComfyNode):
         items = caption_items(optional.get("images"), folder, conventions)
         job = CaptionJob(
             model=model_profile.strip(),
-            prompt=prompt,
+            prompt=preset_prompt(optional.get("prompt_preset", "custom"), prompt),
             system_prompt=optional.get("system_prompt") or None,
             settings=settings,
             prefix=optional.get("caption_prefix", ""),
