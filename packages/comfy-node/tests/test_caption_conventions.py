@@ -243,6 +243,15 @@ def test_the_new_inputs_come_after_every_older_one_with_defaults(comfyui: Path) 
         "write_manifest",
         "subfolders",
         "caption_separator",
+        "clean_think_tags",
+        "clean_whitespace",
+        "clean_quotes",
+        "clean_repetition",
+        "include_patterns",
+        "exclude_patterns",
+        "max_files",
+        "write_csv",
+        "prompt_preset",
     ]
     assert all(item.optional for item in inputs if item.id in new)
     older = conventions_from({})

@@ -47,6 +47,7 @@ from comfy_llm_residency import (
 )
 from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
+from comfy_llm._caption_cleanup import clean_caption, cleanup_counts
 from comfy_llm._caption_conventions import (
     CaptionConventions,
     compose_caption,
@@ -188,7 +189,7 @@ def caption_items(
             CaptionItem(name=f"image {i + 1}", pixels=images[i : i + 1]) for i in range(count)
         )
     if folder:
-        found = find_media(folder, subfolders=conventions.subfolders)
+        found = find_media(folder, subfolders=conventions.subfolders, **conventions.selection)
         items.extend(
             CaptionItem(item_name(path, folder), path, caption_extension=conventions.extension)
             for path in found
@@ -448,8 +449,9 @@ def _finish(
             seconds=round(time.monotonic() - entry.started, 4),
         )
         return ""
-    item = entry.item
-    caption = compose_caption(job.prefix, result.response, job.conventions, item.path, item.name)
+    item, cleanup = entry.item, job.conventions.cleanup
+    answer, record["cleaned"] = clean_caption(result.response, cleanup)
+    caption = compose_caption(job.prefix, answer, job.conventions, item.path, item.name)
     record.update(
         status="captioned",
         # the seed the engine ran this image with (a single run reproduces it)
@@ -494,6 +496,7 @@ def _summary(
         "batched": any(r.get("batched") for r in captioned),
         "batch_size": job.batch_size,
         "engine_batch_size": max((r.get("batch_size") or 1 for r in captioned), default=1),
+        "cleanup": cleanup_counts(records),
         "per_image": records,
         "last_request": last_request,
     }

@@ -27,7 +27,9 @@ review's table of captioners, §4):
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import re
 from collections.abc import Sequence
@@ -36,11 +38,13 @@ from typing import Any
 
 from comfy_llm_core import InvalidSettingError, write_atomically
 
+from comfy_llm._caption_cleanup import CLEANUP_RULES
 from comfy_llm._caption_media import is_video
 
 __all__ = [
     "CAPTION_EXTENSIONS",
     "CAPTION_MODES",
+    "CSV_NAME",
     "MANIFEST_NAME",
     "CaptionConventions",
     "check_template",
@@ -53,6 +57,7 @@ __all__ = [
     "store_caption",
     "write_batch_manifest",
     "write_caption_file",
+    "write_csv",
     "write_manifest",
 ]
 
@@ -61,6 +66,7 @@ CAPTION_MODES = ("skip_existing", "overwrite", "append", "prepend")
 CAPTION_EXTENSIONS = (".txt", ".caption", ".json")
 """The node's choices; the CLI takes any short ``.name``."""
 MANIFEST_NAME = "metadata.jsonl"
+CSV_NAME = "metadata.csv"
 _EXTENSION = re.compile(r"\.[A-Za-z0-9_-]{1,15}")
 _FIELD = re.compile(r"\{([^{}]*)\}")
 _FIELDS = ("name", "folder")
@@ -82,6 +88,11 @@ class CaptionConventions:
         extension: The caption file's extension (``.txt`` default).
         manifest: Also write ``metadata.jsonl`` into the folder.
         subfolders: Caption the images and videos in subfolders too.
+        cleanup: The ``_caption_cleanup`` rules applied to each answer (all by default).
+        include: Glob patterns a folder's file must match (none: every file).
+        exclude: Glob patterns that leave a folder's file out.
+        limit: Caption at most this many of the folder's files (0: all), in sorted order.
+        csv: Also write ``metadata.csv`` (``image_path``, ``caption``) into the folder.
     """
 
     suffix: str = ""
@@ -91,14 +102,25 @@ class CaptionConventions:
     extension: str = ".txt"
     manifest: bool = False
     subfolders: bool = False
+    cleanup: tuple[str, ...] = CLEANUP_RULES
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    limit: int = 0
+    csv: bool = False
 
     def __post_init__(self) -> None:
         """Check every value once, where it enters (node and CLI alike).
 
         Raises:
             InvalidSettingError: An unknown mode, an extension that is not a
-                short ``.name``, or a separator that is empty or a newline.
+                short ``.name``, a separator that is empty or a newline, or an
+                unknown cleanup rule.
         """
+        unknown = [rule for rule in self.cleanup if rule not in CLEANUP_RULES]
+        if unknown:
+            raise InvalidSettingError("caption_cleanup", unknown, " / ".join(CLEANUP_RULES))
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 0:
+            raise InvalidSettingError("max_files", self.limit, "a whole number, 0 for every file")
         if self.mode is not None and self.mode not in CAPTION_MODES:
             raise InvalidSettingError("caption_mode", self.mode, " / ".join(CAPTION_MODES))
         if not _EXTENSION.fullmatch(self.extension):
@@ -115,6 +137,11 @@ class CaptionConventions:
             raise InvalidSettingError(
                 "caption_separator", self.separator, 'a visible separator such as ", " or " "'
             )
+
+    @property
+    def selection(self) -> dict[str, Any]:
+        """``find_media``'s selection arguments (include, exclude, at_most)."""
+        return {"include": self.include, "exclude": self.exclude, "at_most": self.limit}
 
 
 def existing_mode(conventions: CaptionConventions, skip_existing: bool, overwrite: bool) -> str:
@@ -286,6 +313,26 @@ def write_manifest(
     return target, len(lines)
 
 
+def write_csv(folder: Path, entries: Sequence[tuple[Path, str, bool]]) -> tuple[Path, int] | None:
+    """Write ``metadata.csv`` into ``folder``: a header, then one row per captioned file.
+
+    Columns ``image_path`` (absolute, as the JSONL manifest's) and
+    ``caption``, quoted as RFC 4180 says (a comma, quote or newline inside a
+    caption stays in its cell). Returns the file and its row count, or None
+    when no file has a caption.
+    """
+    rows = [(str(path.resolve()), caption) for path, caption, _ in entries if caption]
+    if not rows:
+        return None
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(("image_path", "caption"))
+    writer.writerows(rows)
+    target = folder / CSV_NAME
+    write_atomically(target, buffer.getvalue())
+    return target, len(rows)
+
+
 def write_batch_manifest(
     conventions: CaptionConventions,
     folder: str | Path | None,
@@ -293,19 +340,24 @@ def write_batch_manifest(
     captions: Sequence[str],
     metadata: dict[str, Any],
 ) -> None:
-    """Write the folder's manifest after a batch when asked; note it in ``metadata``.
+    """Write the folder's manifest and CSV after a batch when asked; note them in ``metadata``.
 
     Every folder item with a caption (captioned or kept) gets a line; the
     manifest is named by its file name only (no path of this disk in the
     metadata).
     """
-    if not conventions.manifest or not folder:
+    if not (conventions.manifest or conventions.csv) or not folder:
         return
     entries = [
         (item.path, caption, is_video(item.path))
         for item, caption in zip(items, captions, strict=True)
         if item.path is not None
     ]
-    written = write_manifest(Path(folder).expanduser(), entries)
-    metadata["manifest"] = None if written is None else written[0].name
-    metadata["manifest_lines"] = 0 if written is None else written[1]
+    if conventions.manifest:
+        written = write_manifest(Path(folder).expanduser(), entries)
+        metadata["manifest"] = None if written is None else written[0].name
+        metadata["manifest_lines"] = 0 if written is None else written[1]
+    if conventions.csv:
+        table = write_csv(Path(folder).expanduser(), entries)
+        metadata["csv"] = None if table is None else table[0].name
+        metadata["csv_rows"] = 0 if table is None else table[1]

@@ -10,7 +10,9 @@ is what the describe node would answer for it.
 
 from __future__ import annotations
 
+import fnmatch
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,8 @@ __all__ = [
     "find_media",
     "is_video",
     "media_input",
+    "select_media",
+    "split_patterns",
 ]
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
@@ -47,12 +51,18 @@ def find_media(
     limit: int = MAX_CAPTION_IMAGES,
     subfolders: bool = False,
     videos: bool = True,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    at_most: int = 0,
 ) -> list[Path]:
     """The images (and videos) in ``folder``, sorted by their path below it.
 
+    ``include``/``exclude``/``at_most`` select among them (``select_media``).
+
     Raises:
         CaptionFolderError: Not a folder, a symlink leaving it, subfolders
-            deeper than ``MAX_SUBFOLDER_DEPTH``, or more than ``limit`` files.
+            deeper than ``MAX_SUBFOLDER_DEPTH``, more than ``limit`` files, or
+            patterns no file matches.
     """
     base = Path(folder).expanduser()
     if not base.is_dir():
@@ -91,7 +101,54 @@ def find_media(
         raise CaptionFolderError(
             str(base), f"holds {len(found)} {what} or more, more than the limit of {limit}"
         )
-    return sorted(found, key=lambda p: _below(p, base))
+    ordered = sorted(found, key=lambda p: _below(p, base))
+    return select_media(ordered, base, include=include, exclude=exclude, limit=at_most)
+
+
+def split_patterns(text: str) -> tuple[str, ...]:
+    """Glob patterns from one text input: separated by commas or new lines."""
+    return tuple(p.strip() for p in text.replace("\n", ",").split(",") if p.strip())
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    """A pattern with ``/`` matches the path below the folder, one without it the file name.
+
+    Case-insensitive (``*.png`` takes ``A.PNG``); ``*`` also crosses ``/``
+    (``fnmatch``), so ``sub/*`` takes everything below ``sub``.
+    """
+    lowered = name.lower()
+    base = lowered.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(lowered if "/" in p else base, p.lower()) for p in patterns)
+
+
+def select_media(
+    found: Sequence[Path],
+    folder: str | Path,
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    limit: int = 0,
+) -> list[Path]:
+    """The files of ``found`` the patterns keep, at most ``limit`` (0: all), in their order.
+
+    Raises:
+        CaptionFolderError: Patterns were given and no file matches them.
+    """
+    base = Path(folder).expanduser()
+    kept = [
+        path
+        for path in found
+        if (not include or _matches(_below(path, base), include))
+        and not _matches(_below(path, base), exclude)
+    ]
+    if found and not kept:
+        raise CaptionFolderError(
+            str(base),
+            f"none of its {len(found)} files matches include {list(include)} / exclude "
+            f"{list(exclude)}: patterns match the file name (*.png) or, with a /, the path "
+            "below the folder (sub/*)",
+        )
+    return kept[:limit] if limit else kept
 
 
 def _below(path: Path, base: Path) -> str:

@@ -8,10 +8,19 @@ from typing import Any
 
 from comfy_llm_core import defaults, install_command
 
-from comfy_llm._caption_conventions import CAPTION_MODES, MANIFEST_NAME
+from comfy_llm._caption_cleanup import CLEANUP_RULES
+from comfy_llm._caption_conventions import CAPTION_MODES, CSV_NAME, MANIFEST_NAME
+from comfy_llm._caption_presets import PROMPT_PRESETS
 from comfy_llm._cli._args import default_model, read_schema_file
 
 __all__ = ["add_caption_parser", "cmd_caption"]
+
+_CLEANUP_HELP = {
+    "think": "<think> blocks and tags",
+    "whitespace": "newlines and runs of spaces",
+    "quotes": "quotes around the caption",
+    "repetition": "phrases repeated 3+ times in a row",
+}
 
 
 def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -25,6 +34,13 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
         "--prompt",
         default="Describe this image in one detailed sentence, as a caption for training.",
         help="the instruction given with every image",
+    )
+    caption.add_argument(
+        "--preset",
+        choices=list(PROMPT_PRESETS),
+        default="custom",
+        help="a ready-made instruction instead of --prompt: prose_short, prose_detailed, "
+        "booru_tags (custom: --prompt)",
     )
     caption.add_argument("--system", help="a system prompt")
     caption.add_argument(
@@ -72,7 +88,35 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
         help=f"also write {MANIFEST_NAME} (musubi-tuner's image_path/caption lines)",
     )
     caption.add_argument(
+        "--csv", action="store_true", help=f"also write {CSV_NAME} (columns image_path, caption)"
+    )
+    caption.add_argument(
         "--recursive", action="store_true", help="caption the images and videos of subfolders too"
+    )
+    for rule in CLEANUP_RULES:
+        caption.add_argument(
+            f"--no-clean-{rule}",
+            dest="cleanup",
+            action="append_const",
+            const=rule,
+            help=f"keep the answer's {_CLEANUP_HELP[rule]} (cleaned by default)",
+        )
+    caption.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="caption only files matching GLOB (*.png: the name; sub/*: the path below FOLDER)",
+    )
+    caption.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out files matching GLOB",
+    )
+    caption.add_argument(
+        "--limit", type=int, default=0, help="caption at most N files, in sorted order (0: all)"
     )
     caption.add_argument("--max-new-tokens", type=int, default=128)
     caption.add_argument("--temperature", type=float, default=0.0)
@@ -114,6 +158,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         check_template,
         write_batch_manifest,
     )
+    from comfy_llm._caption_presets import preset_prompt
     from comfy_llm._cli._console import ConsoleProgress
 
     settings = GenerationSettings(
@@ -133,11 +178,16 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         extension=args.caption_extension,
         manifest=args.jsonl,
         subfolders=args.recursive,
+        include=tuple(args.include),
+        exclude=tuple(args.exclude),
+        limit=args.limit,
+        csv=args.csv,
+        cleanup=tuple(rule for rule in CLEANUP_RULES if rule not in (args.cleanup or ())),
     )
     items = caption_items(folder=args.folder, conventions=conventions)
     job = CaptionJob(
         model=args.model or default_model("modal" if args.on_modal else args.target),
-        prompt=args.prompt,
+        prompt=preset_prompt(args.preset, args.prompt),
         system_prompt=args.system,
         settings=settings,
         prefix=args.prefix,

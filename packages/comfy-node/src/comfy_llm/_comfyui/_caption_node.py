@@ -14,7 +14,7 @@ from typing import Any
 from comfy_api.latest import io
 from comfy_llm_core import defaults
 
-from comfy_llm._caption_conventions import CAPTION_EXTENSIONS, CAPTION_MODES, MANIFEST_NAME
+from comfy_llm._comfyui._caption_inputs import convention_inputs, conventions_from
 from comfy_llm._comfyui._inputs import (
     SEARCH_ALIASES,
     custom_model_input,
@@ -133,64 +133,7 @@ def _inputs() -> list[Any]:
         modal_gpu_input(),
         modal_workers_input(),
         custom_model_input(),
-        *_convention_inputs(),
-    ]
-
-
-def _convention_inputs() -> list[Any]:
-    """The LoRA captioner's options (``_caption_conventions``), after every older input."""
-    boolean, string, combo = io.Boolean.Input, io.String.Input, io.Combo.Input
-    return [
-        string(
-            "caption_suffix",
-            default="",
-            optional=True,
-            tooltip="Text put after every caption; {name}, {folder} and [trigger] are filled in.",
-        ),
-        string(
-            "trigger_word",
-            default="",
-            optional=True,
-            tooltip="Replaces [trigger] in the prefix and suffix. Empty: [trigger] stays in "
-            "the files for ai-toolkit, which fills in its own trigger_word.",
-        ),
-        combo(
-            "caption_mode",
-            options=list(CAPTION_MODES),
-            default="skip_existing",
-            optional=True,
-            tooltip="An image that already has a caption file: skip_existing keeps it and "
-            "does not caption the image; overwrite replaces it; append / prepend add the new "
-            "caption after / before it.",
-        ),
-        combo(
-            "caption_extension",
-            options=list(CAPTION_EXTENSIONS),
-            default=".txt",
-            optional=True,
-            tooltip=".txt (kohya, ai-toolkit, ComfyUI's own loader), .caption, or .json "
-            "(a sidecar with the caption and the model).",
-        ),
-        boolean(
-            "write_manifest",
-            default=False,
-            optional=True,
-            tooltip=f"Also write {MANIFEST_NAME} into the folder: one line per file, "
-            '{"image_path": ..., "caption": ...} as musubi-tuner reads it.',
-        ),
-        boolean(
-            "subfolders",
-            default=False,
-            optional=True,
-            tooltip="Caption the images and videos in the folder's subfolders too.",
-        ),
-        string(
-            "caption_separator",
-            default=", ",
-            optional=True,
-            tooltip="What joins prefix, caption and suffix (never doubled).",
-            **supported(io.String.Input, advanced=True),
-        ),
+        *convention_inputs(),
     ]
 
 
@@ -211,25 +154,6 @@ def input_folder(folder: str) -> str:
     if base is not None and (base / folder).is_dir():
         return str(base / folder)
     return folder
-
-
-def conventions_from(optional: dict[str, Any]) -> Any:
-    """The node's convention inputs as ``CaptionConventions`` (checked where they enter)."""
-    from comfy_llm._caption_conventions import CaptionConventions, check_template
-
-    for field in ("caption_prefix", "caption_suffix"):
-        check_template(field, optional.get(field, ""))
-    mode = optional.get("caption_mode", "skip_existing")
-    return CaptionConventions(
-        suffix=optional.get("caption_suffix", ""),
-        separator=optional.get("caption_separator", ", "),
-        trigger_word=optional.get("trigger_word", ""),
-        # skip_existing defers to the older switches (both at their defaults: the same)
-        mode=None if mode == "skip_existing" else mode,
-        extension=optional.get("caption_extension", ".txt"),
-        manifest=optional.get("write_manifest", False),
-        subfolders=optional.get("subfolders", False),
-    )
 
 
 class CaptionImagesNode(io.ComfyNode):
@@ -301,6 +225,7 @@ class CaptionImagesNode(io.ComfyNode):
 
         from comfy_llm._caption import CaptionJob, caption_items, run_captions
         from comfy_llm._caption_conventions import write_batch_manifest
+        from comfy_llm._caption_presets import preset_prompt
         from comfy_llm._comfyui._glue import executing_prompt_id
         from comfy_llm._comfyui._host_memory import host_bridge
         from comfy_llm._comfyui._run import metadata_json
@@ -322,7 +247,7 @@ class CaptionImagesNode(io.ComfyNode):
         items = caption_items(optional.get("images"), folder, conventions)
         job = CaptionJob(
             model=model_profile.strip(),
-            prompt=prompt,
+            prompt=preset_prompt(optional.get("prompt_preset", "custom"), prompt),
             system_prompt=optional.get("system_prompt") or None,
             settings=settings,
             prefix=optional.get("caption_prefix", ""),
@@ -376,9 +301,13 @@ def caption_summary(captions: list[str], metadata: dict[str, Any]) -> str:
         f"Captioned {metadata['captioned']} of {metadata['images']}, "
         f"kept {metadata['kept_existing']}, failed {metadata['failed']}; "
         f"wrote {written} caption file{'' if written == 1 else 's'}"
-        + (f" and {metadata['manifest']}." if metadata.get("manifest") else ".")
+        + "".join(f" and {metadata[key]}" for key in ("manifest", "csv") if metadata.get(key))
+        + "."
     )
     lines = [counts]
+    cleaned = [f"{rule} {n}" for rule, n in (metadata.get("cleanup") or {}).items() if n]
+    if cleaned:
+        lines.append(f"Cleaned (images per rule): {', '.join(cleaned)}.")
     failed = [r for r in metadata.get("per_image", []) if r.get("status") == "failed"]
     for record in failed[:SUMMARY_CAPTIONS]:
         lines.append(f"Failed: {record['name']}: {record.get('error', '')}"[:200])
