@@ -122,6 +122,10 @@ def _by_key(value: Any, key: str) -> Any:
         return "<version>"
     if key == "comfy_llm_versions" and isinstance(value, Mapping):
         return "<versions>"  # the packages this process served with: its history decides
+    if key == "vllm_engine_load" and isinstance(value, Mapping):
+        # vLLM's own scheduler statistics of this run (steps, peaks, blocks the
+        # engine's KV space holds): their keys are the record, not their values
+        return {str(k): _placeholder(v) for k, v in value.items()}
     if key in _ID_LISTS and isinstance(value, list):
         return ["<profile-id>" if isinstance(v, str) else v for v in value]
     if _VOLATILE_NUMBER.search(key) and not isinstance(value, str):
