@@ -75,6 +75,8 @@ TARGET_SPECIFIC = {
     "total_memory_bytes",
     "total_memory_gb",
     "snapshot_path",  # the snapshot's folder on each side (local storage, the worker's Volume)
+    # the comfy-llm packages each process has loaded (the worker never loads the node's)
+    "comfy_llm_versions",
 }
 
 
