@@ -24,7 +24,7 @@ import copy
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +113,14 @@ def normalise(value: Any, key: str = "") -> Any:
 
 _NO_RULE = object()
 
+_MAPPING_RULES: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    # the packages this process served with: its history decides
+    "comfy_llm_versions": lambda value: "<versions>",
+    # vLLM's own scheduler statistics of this run (steps, peaks, blocks the engine's KV
+    # space holds): their keys are the record, not their values
+    "vllm_engine_load": lambda value: {str(k): _placeholder(v) for k, v in value.items()},
+}
+
 
 def _by_key(value: Any, key: str) -> Any:
     """The placeholder the rule for ``key`` gives ``value``, or ``_NO_RULE``."""
@@ -120,12 +128,8 @@ def _by_key(value: Any, key: str) -> Any:
         return _VOLATILE_TEXT[key]
     if key.endswith("_version") and isinstance(value, str):
         return "<version>"
-    if key == "comfy_llm_versions" and isinstance(value, Mapping):
-        return "<versions>"  # the packages this process served with: its history decides
-    if key == "vllm_engine_load" and isinstance(value, Mapping):
-        # vLLM's own scheduler statistics of this run (steps, peaks, blocks the
-        # engine's KV space holds): their keys are the record, not their values
-        return {str(k): _placeholder(v) for k, v in value.items()}
+    if key in _MAPPING_RULES and isinstance(value, Mapping):
+        return _MAPPING_RULES[key](value)
     if key in _ID_LISTS and isinstance(value, list):
         return ["<profile-id>" if isinstance(v, str) else v for v in value]
     if _VOLATILE_NUMBER.search(key) and not isinstance(value, str):
