@@ -4,10 +4,10 @@ bitsandbytes is not in the workspace (issue 30 item 3 waits for the engine
 table); run this in a scratch environment with the locked torch and
 Transformers plus bitsandbytes and accelerate::
 
-    uv venv /tmp/bnb --python 3.11
-    uv pip install --python /tmp/bnb/bin/python torch==2.13.0 transformers==5.24.0 \\
+    uv venv .venv-bnb --python 3.11
+    uv pip install --python .venv-bnb/bin/python torch==2.13.0 transformers==5.24.0 \\
         bitsandbytes==0.50.2 accelerate safetensors tokenizers pillow num2words psutil
-    PYTHONPATH=testing/src /tmp/bnb/bin/python bench/bench_bnb_cpu.py --out bench/results/bnb.json
+    PYTHONPATH=testing/src .venv-bnb/bin/python bench/bench_bnb_cpu.py --out bench/results/bnb.json
 
 For each of none / 8-bit / 4-bit NF4 it loads the test world's tiny random
 SmolVLM (``AutoModelForImageTextToText``, ``device_map="cpu"``), counts the

@@ -93,7 +93,7 @@ def test_the_command_prints_json(tmp_path: Path) -> None:
 
 
 def test_duplicates_reads_only_product_sources(tmp_path: Path, monkeypatch) -> None:
-    """The command's documented answer (/work/.library/duplicates/README.md "Returns")."""
+    """The command's documented answer (the tool library's duplicates README, "Returns")."""
     _tree(tmp_path / "tree")
     tool = tmp_path / "bin" / "duplicates"
     _write(
