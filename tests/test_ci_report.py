@@ -42,5 +42,17 @@ def test_the_report_names_steps_tiers_and_the_slowest_tests(tmp_path: Path) -> N
     assert any("main" in line and "1 passed, 1 failed" in line for line in lines)
 
 
+def test_a_background_tier_counts_in_the_wall_clock_not_the_sum(tmp_path: Path) -> None:
+    """The vLLM tier runs beside the main suite: the run is its wall clock, not a sum."""
+    steps = (
+        "lint\t30\tok\nbackground: vllm-tier\t100\tok\nmain suite\t90\tok\nwall clock\t125\tok\n"
+    )
+    (tmp_path / "steps.tsv").write_text(steps)
+    text = ci_report.report(tmp_path, slowest=3)
+    assert "  all steps (wall clock)" in text and "125 s  (2 min 5 s)" in text
+    assert "background: vllm-tier" in text and " 80.0 %  ok" in text  # 100 of 125
+    assert "wall clock  " not in text.replace("all steps (wall clock)", "")
+
+
 def test_an_empty_folder_reports_nothing(tmp_path: Path) -> None:
     assert ci_report.report(tmp_path, slowest=25) == ""
