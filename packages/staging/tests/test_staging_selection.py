@@ -7,6 +7,7 @@ import json
 import pytest
 from comfy_llm_staging import (
     MARKER_FILENAME,
+    IncompleteSnapshotError,
     SnapshotContentError,
     find_completed_snapshot,
     require_completed_snapshot,
@@ -55,7 +56,7 @@ def test_a_selection_marker_moved_to_another_name_is_not_complete(hf_env, tmp_pa
     sha = hf_env.add_repo(REPO, FILES)
     staged = stage_snapshot(REPO, sha, storage_root=tmp_path, files=PICK)
     moved = staged.path.rename(staged.path.with_name(sha))
-    with pytest.raises(Exception, match="lists no config.json"):
+    with pytest.raises(IncompleteSnapshotError, match=r"lists no config\.json"):
         require_completed_snapshot(moved, repository=REPO, revision=sha)
 
 
