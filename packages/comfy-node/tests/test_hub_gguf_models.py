@@ -78,6 +78,20 @@ def test_a_hub_gguf_quantization_is_pinned_staged_and_describes_an_image(
     assert again == response
     assert hf_env.file_requests("GET") == []  # staged once, reused
 
+    # the staged quantization is offered again under a reference that names it
+    from comfy_llm._catalogue import list_models, picker_choices
+    from comfy_llm_core import ExecutionTarget
+
+    pinned = f"{REPO}@{commit}:Q8_0"
+    picker = {c.value: c.label for c in picker_choices(storage, ExecutionTarget.LOCAL_CPU)}
+    assert pinned in picker and ":Q8_0" in picker[pinned]
+    listed = {c.reference: c for c in list_models(storage, ExecutionTarget.LOCAL_CPU)}
+    assert listed[pinned].source == "staged" and listed[pinned].compatible is True
+    assert f"{REPO}@{commit}" not in listed  # never as a whole (config.json-less) snapshot
+    hf_env.clear_requests()
+    assert _execute(model_profile=pinned, images=image)[0] == response
+    assert hf_env.file_requests("GET") == []
+
 
 def test_a_file_that_does_not_match_its_sha256_is_refused_and_not_kept(
     cpu: None, hf_env: FakeHub, storage: Path, comfyui: Path
