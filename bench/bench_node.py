@@ -237,14 +237,20 @@ class NodeHooks:
             began = clock()
             record = hooks.record
             stage = event.stage
-            if stage is generate:
-                record.tokens += 1
+            if stage is generate and event.token_id is None:
+                # An engine's prefill cancel point (``TokenSink.wait``: one per
+                # llama.cpp prompt batch or libmtmd chunk) is a GENERATE event without
+                # a token: part of the prefill span, neither a token nor a stage change
+                # (counted as tokens, it made 64 requested tokens read 75).
+                pass
+            elif stage is generate:
                 record.last_token_at = began - record.started
                 if record.last_stage != "generate":
                     record.events.append(("generate", event.message, began - record.started))
+                record.last_stage = stage.value
             else:
                 record.events.append((stage.value, event.message, began - record.started))
-            record.last_stage = stage.value
+                record.last_stage = stage.value
             try:
                 original_progress(glue, event)
             finally:
@@ -253,6 +259,7 @@ class NodeHooks:
 
         def on_token(glue: Any, token_id: int, text: str) -> None:
             began = clock()
+            hooks.record.tokens += 1  # once per token, step-wise engines included
             try:
                 original_on_token(glue, token_id, text)
             finally:

@@ -11,15 +11,12 @@ from pathlib import Path
 import gguf
 import pytest
 from comfy_llm_backend_llamacpp import (
-    GGML_TYPES,
     GgufFilesError,
-    GgufLimits,
     UnsafeGgufError,
     check_files,
-    check_model_file,
-    check_projector_file,
     find_gguf_files,
 )
+from comfy_llm_profiles import GGML_TYPES, GgufLimits, check_model_file, check_projector_file
 from comfy_llm_testworld.gguf_checkpoints import GgufPair, build_gguf_files
 from comfy_llm_testworld.gguf_hostile import hostile_model_variants, hostile_projector_variants
 
@@ -139,7 +136,7 @@ def test_engine_knows_every_allowed_name() -> None:
     the terminating NUL is required after the name.
     """
     import llama_cpp
-    from comfy_llm_backend_llamacpp import TEXT_ARCHITECTURES, VISION_PROJECTORS
+    from comfy_llm_profiles import TEXT_ARCHITECTURES, VISION_PROJECTORS
 
     lib = Path(llama_cpp.__file__).parent / "lib"
     llama = next(lib.glob("libllama.*")).read_bytes()

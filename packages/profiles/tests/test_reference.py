@@ -30,6 +30,33 @@ def test_accepts_hub_references(text: str, repository: str, revision: str | None
 
 
 @pytest.mark.parametrize(
+    ("text", "repository", "revision", "quantization"),
+    [
+        (
+            "ggml-org/SmolVLM-256M-Instruct-GGUF:Q8_0",
+            "ggml-org/SmolVLM-256M-Instruct-GGUF",
+            None,
+            "Q8_0",
+        ),
+        (
+            "unsloth/Qwen3-VL-8B-GGUF@main:UD-Q4_K_XL",
+            "unsloth/Qwen3-VL-8B-GGUF",
+            "main",
+            "UD-Q4_K_XL",
+        ),
+        (f"o/m-GGUF@{COMMIT}:q4_k_m", "o/m-GGUF", COMMIT, "q4_k_m"),
+        ("o/m-GGUF", "o/m-GGUF", None, None),
+    ],
+)
+def test_a_gguf_quantization_follows_a_colon(
+    text: str, repository: str, revision: str | None, quantization: str | None
+) -> None:
+    ref = parse_reference(text)
+    assert ref == ModelReference(repository, revision, quantization=quantization)
+    assert str(ref) == text
+
+
+@pytest.mark.parametrize(
     ("pasted", "reference"),
     [
         ("https://huggingface.co/Qwen/Qwen3-VL-2B-Instruct", "Qwen/Qwen3-VL-2B-Instruct"),
@@ -105,6 +132,13 @@ def test_curated_ids_can_be_supplied() -> None:
         ("not-a-curated-id", "neither owner/model nor a known curated id"),
         ("UPPER", "neither owner/model"),
         ("smolvlm-256m-instruct@main", "already pinned"),
+        ("owner/model-GGUF:", "the quantization '' after ':'"),
+        ("owner/model-GGUF:Q4 K", "the quantization 'Q4 K'"),
+        ("owner/model-GGUF:Q4/K", "the quantization 'Q4/K' after ':'"),
+        ("owner/model-GGUF:-Q4", "the quantization '-Q4' after ':'"),
+        ("owner/model-GGUF:" + "Q" * 33, "at most 32"),
+        ("owner/model:a:b", "relative path"),
+        ("smolvlm-256m-instruct:Q8_0", "relative path"),
     ],
 )
 def test_refuses_everything_else(text: str, reason: str) -> None:

@@ -21,16 +21,6 @@ from __future__ import annotations
 from ._backend import DEFAULT_CONTEXT_TOKENS, ENGINE_NAMES, LlamaCppBackend
 from ._factory import create_backend, gpu_budget_bytes
 from ._files import CheckedFiles, check_files, find_gguf_files
-from ._gguf_format import GGML_TYPES, GGUF_LIMITS, GgufFile, GgufLimits, GgufTensor
-from ._gguf_rules import (
-    FILE_TYPES,
-    TEXT_ARCHITECTURES,
-    VISION_PROJECTORS,
-    GgufModel,
-    GgufProjector,
-    check_model_file,
-    check_projector_file,
-)
 from ._offload import OffloadPlan, plan_offload
 from .errors import (
     ENGINE_NAME,
@@ -52,22 +42,12 @@ __all__ = [
     "DEFAULT_CONTEXT_TOKENS",
     "ENGINE_NAME",
     "ENGINE_NAMES",
-    "FILE_TYPES",
-    "GGML_TYPES",
-    "GGUF_LIMITS",
     "LLAMACPP_EXTRA_HINT",
-    "TEXT_ARCHITECTURES",
-    "VISION_PROJECTORS",
     "BackendUnloadedError",
     "CheckedFiles",
     "EngineNotInstalledError",
     "GenerationError",
-    "GgufFile",
     "GgufFilesError",
-    "GgufLimits",
-    "GgufModel",
-    "GgufProjector",
-    "GgufTensor",
     "LlamaCppBackend",
     "LlamaCppBackendError",
     "ModelLoadError",
@@ -77,8 +57,6 @@ __all__ = [
     "UnsupportedBackendError",
     "__version__",
     "check_files",
-    "check_model_file",
-    "check_projector_file",
     "create_backend",
     "find_gguf_files",
     "gpu_budget_bytes",

@@ -2,7 +2,7 @@
 
 A llama.cpp user keeps ``model.gguf`` beside ``mmproj-*.gguf`` (llama.cpp
 ``docs/multimodal.md``); a snapshot staged for this engine holds the same two
-files. Both are checked (:mod:`_gguf_rules`) before anything is loaded.
+files. Both are checked (profiles' GGUF rules) before anything is loaded.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ._gguf_rules import GgufModel, GgufProjector, check_model_file, check_projector_file
+from comfy_llm_profiles import GgufModel, GgufProjector, check_model_file, check_projector_file
+
 from .errors import GgufFilesError
 
 __all__ = ["CheckedFiles", "check_files", "find_gguf_files"]

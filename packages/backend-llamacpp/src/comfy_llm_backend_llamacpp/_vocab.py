@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from comfy_llm_profiles import GgufModel
 from comfy_llm_reasoning import TokenVocabulary
-
-from ._gguf_rules import GgufModel
 
 __all__ = ["CONTROL", "vocabulary_of"]
 

@@ -26,10 +26,12 @@ from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
     CuratedEntry,
     ProfileError,
+    RepositoryFile,
     available_backends,
     check_gguf_pair,
     decide,
     decide_gguf,
+    hub_gguf_quantizations,
     list_gguf_files,
     list_hf_cache_snapshots,
     list_model_folders,
@@ -113,7 +115,7 @@ def picker_choices(storage_root: Path | None, target: ExecutionTarget) -> list[P
     snapshots, then local checkpoint folders.
     """
     backends = available_backends(target)
-    staged = list_staged_snapshots(storage_root) if storage_root is not None else []
+    staged = _staged(storage_root) if storage_root is not None else []
     on_disk = {(repo, rev): path for repo, rev, path in staged}
     choices: list[PickerChoice] = []
     pins: set[tuple[str, str]] = set()
@@ -127,9 +129,9 @@ def picker_choices(storage_root: Path | None, target: ExecutionTarget) -> list[P
             facts = load_pinned_facts(storage_root, entry.repository, entry.revision)
             size = facts.weight_bytes if facts is not None else None
         choices.append(PickerChoice(entry.id, _label(entry.display_name, folder is not None, size)))
-    for (repo, rev), folder in on_disk.items():
+    for (repo, rev), folder in on_disk.items():  # rev may end in :<quantization> (a GGUF)
         if (repo, rev) not in pins and _folder_accepted(folder, target, backends, repo):
-            name = f"{repo} @ {rev[:7]}"
+            name = f"{repo} @ {rev[:7]}{rev[40:]}"  # a GGUF keeps its :QUANT
             choices.append(PickerChoice(f"{repo}@{rev}", _label(name, True, _weights_size(folder))))
     for label, folder in _local_choices():
         if _folder_accepted(folder, target, backends, label):
@@ -232,10 +234,7 @@ def list_models(storage_root: Path | None, target: ExecutionTarget | None) -> li
     ]
     folders: list[tuple[str, str, Path]] = []
     if storage_root is not None:
-        folders += [
-            (f"{repo}@{rev}", "staged", path)
-            for repo, rev, path in list_staged_snapshots(storage_root)
-        ]
+        folders += [(f"{repo}@{rev}", "staged", path) for repo, rev, path in _staged(storage_root)]
     folders += [(label, "local", path) for label, path in _local_choices()]
     folders += [
         (f"{repo}@{rev}", "hf-cache", path) for repo, rev, path in list_hf_cache_snapshots()
@@ -245,23 +244,41 @@ def list_models(storage_root: Path | None, target: ExecutionTarget | None) -> li
     return choices
 
 
-def _checked_gguf(reference: str, path: Path, target: ExecutionTarget | None) -> ModelChoice:
+def _staged(storage_root: Path) -> list[tuple[str, str, Path]]:
+    """Staged snapshots; a GGUF selection as ``(repo, rev:QUANT, its model file)``."""
+    found = []
+    for repo, rev, path in list_staged_snapshots(storage_root):
+        if path.name != rev:  # a selection (staging's <revision>-<digest>): one quantization
+            names = [RepositoryFile(p.name, None, None) for p in path.glob("*.gguf")]
+            offered = hub_gguf_quantizations(names)
+            if len(offered) != 1:
+                continue
+            ((quantization, model),) = offered.items()
+            found.append((repo, f"{rev}:{quantization}", path / model.path))
+        else:
+            found.append((repo, rev, path))
+    return found
+
+
+def _checked_gguf(
+    reference: str, source: str, path: Path, target: ExecutionTarget | None
+) -> ModelChoice:
     """A GGUF file: with a target, checked (the GGUF rules) and decided like at resolution."""
     try:
         size = path.stat().st_size
     except OSError:
         size = None
     if target is None:
-        return ModelChoice(reference, "local", str(path), size)
+        return ModelChoice(reference, source, str(path), size)
     try:
         checked = check_gguf_pair(path.parent, path.name, max_weight_bytes=2**62)
         decision = decide_gguf(target, checked.model, checked.projector, repository=reference)
     except ProfileError as error:
-        return ModelChoice(reference, "local", str(path), size, False, type(error).__name__)
+        return ModelChoice(reference, source, str(path), size, False, type(error).__name__)
     projector = f" + {checked.projector.path.name}" if checked.projector else " (text only)"
     return ModelChoice(
         reference,
-        "local",
+        source,
         str(path),
         checked.scan.weight_bytes,
         True,
@@ -273,7 +290,7 @@ def _checked(
     reference: str, source: str, path: Path, target: ExecutionTarget | None
 ) -> ModelChoice:
     if path.is_file():
-        return _checked_gguf(reference, path, target)
+        return _checked_gguf(reference, source, path, target)
     weights = _safetensors(path.iterdir() if path.is_dir() else ())
     size = sum(weights)
     if target is None:

@@ -45,6 +45,7 @@ from comfy_llm.errors import TargetUnavailableError
 __all__ = [
     "LLMRequest",
     "forget_resolved_profiles",
+    "gguf_fetcher",
     "prepare_request_inputs",
     "refuse_local_folder_on_modal",
     "resolve_and_stage",
@@ -110,6 +111,7 @@ def _resolve_cached(
 
     key = (reference, target.value, str(root))
     folders = model_folders()
+    fetch = gguf_fetcher(root, progress)
     try:
         parsed = parse_reference(reference, curated_ids=load_curated_registry().ids)
     except ProfileError:  # resolve_profile below raises the user-facing error
@@ -128,11 +130,29 @@ def _resolve_cached(
     if cached is not None and fresh and cached[1].manifest_path.is_file():
         return cached[1]
     resolved = resolve_profile(
-        reference, target, storage_root=root, progress=progress, model_folders=folders
+        reference,
+        target,
+        storage_root=root,
+        progress=progress,
+        model_folders=folders,
+        fetch_gguf=fetch,
     )
     with _RESOLVED_LOCK:
         _RESOLVED[key] = (now, resolved)
     return resolved
+
+
+def gguf_fetcher(
+    root: Path, progress: ProgressCallback
+) -> Callable[[str, str, tuple[str, ...]], Path]:
+    """Profiles' ``fetch_gguf``: stage exactly a GGUF repository's chosen files."""
+
+    def fetch(repository: str, commit: str, files: tuple[str, ...]) -> Path:
+        return stage_snapshot(
+            repository, commit, storage_root=root, progress=progress, files=files
+        ).path
+
+    return fetch
 
 
 def forget_resolved_profiles() -> None:
@@ -207,6 +227,7 @@ def resolve_and_stage(
         storage_root=root,
         profile_id=profile.profile_id,
         progress=progress,
+        files=gguf_file_names(dict(profile.backend_options)),
     )
     return resolved, snapshot
 

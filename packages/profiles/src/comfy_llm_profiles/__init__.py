@@ -22,9 +22,11 @@ from comfy_llm_profiles._decide import (
 from comfy_llm_profiles._decide_gguf import GGUF_DTYPE, decide_gguf
 from comfy_llm_profiles._engines import ENGINES, EngineSpec, engine_spec
 from comfy_llm_profiles._families import FAMILIES, Family
-from comfy_llm_profiles._gguf_format import GGUF_LIMITS, GgufFile, GgufLimits, read_gguf
+from comfy_llm_profiles._gguf_format import GGML_TYPES, GGUF_LIMITS, GgufFile, GgufLimits, read_gguf
 from comfy_llm_profiles._gguf_rules import (
     FILE_TYPES,
+    TEXT_ARCHITECTURES,
+    VISION_PROJECTORS,
     GgufModel,
     GgufProjector,
     check_model_file,
@@ -140,6 +142,9 @@ __all__ = [
     "hub_gguf_quantizations",
     "GgufRepositoryError",
     "FILE_TYPES",
+    "GGML_TYPES",  # backend-llamacpp's tests: the table against the built libggml
+    "TEXT_ARCHITECTURES",  # backend-llamacpp's tests: each name in the built libllama
+    "VISION_PROJECTORS",  # ... and in the built libmtmd
     "GGUF_DTYPE",
     "GGUF_LIMITS",
     "GGUF_SUFFIX",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,8 +112,28 @@ def _missing_config(
     )
 
 
-def _files(info: HubModelInfo) -> tuple[RepositoryFile, ...]:
+def repository_files(info: HubModelInfo) -> tuple[RepositoryFile, ...]:
     return tuple(RepositoryFile(f.path, f.size, f.sha256) for f in info.files)
+
+
+def check_security_findings(
+    repository: str, revision: str, target: ExecutionTarget, findings: Sequence[str]
+) -> None:
+    """Refuse a commit the Hub's security scan flagged (no finding is tolerated).
+
+    Raises:
+        SecurityScanError: One finding or more (the first five named).
+    """
+    if findings:
+        raise SecurityScanError(
+            f"The Hugging Face security scan flagged {len(findings)} file(s) in {repository!r} "
+            f"at {revision}: {'; '.join(findings[:5])}. No finding is tolerated; pick another "
+            "repository or a revision without findings.",
+            findings=findings,
+            repository=repository,
+            revision=revision,
+            target=target.value,
+        )
 
 
 def _check_files(
@@ -130,14 +150,7 @@ def _check_files(
     at = f"{repository!r} at {revision}"
     if not any(f.path == "config.json" for f in files):
         raise _missing_config(repository, revision, target)
-    if findings:
-        raise SecurityScanError(
-            f"The Hugging Face security scan flagged {len(findings)} file(s) in {at}: "
-            f"{'; '.join(findings[:5])}. No finding is tolerated; pick another repository or a "
-            "revision without findings.",
-            findings=findings,
-            **where,
-        )
+    check_security_findings(repository, revision, target, findings)
     weights = [f for f in files if f.path.endswith(".safetensors")]
     if not weights:
         pickles = [f.path for f in files if f.path.lower().endswith(PICKLE_SUFFIXES)]
@@ -304,7 +317,7 @@ def inspect_repository(
             f"the Hub answered for commit {info.sha!r} instead of {revision!r}",
         )
     pinned = info.sha
-    files = _files(info)
+    files = repository_files(info)
     weight_bytes = _check_files(
         repository,
         pinned,

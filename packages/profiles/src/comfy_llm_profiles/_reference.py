@@ -5,7 +5,9 @@ here, once, before anything touches the network or the disk. Four forms pass:
 
 * ``owner/model`` and ``owner/model@revision``: the Hub's own repository-name
   rules (letters, digits, ``-``, ``_``, ``.``; no ``--`` or ``..``; at most 96
-  characters per part), which also rule out URLs and whitespace; a model
+  characters per part), which also rule out URLs and whitespace; either may
+  end in ``:<quantization>`` (``owner/model-GGUF:Q8_0``, the form llama.cpp's
+  ``-hf`` and Ollama use) to pick one file of a GGUF repository; a model
   page's address pasted from the browser (``https://huggingface.co/owner/model``,
   ``…/tree/<revision>``, with or without the scheme and trailing slashes) is
   read as that reference, every other URL is refused;
@@ -53,6 +55,7 @@ _REVISION = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._/-]*[A-Za-z0-9_])?")
 _CURATED = re.compile(r"[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _CONTENT_PIN = re.compile(r"[0-9a-f]{64}")
+_QUANTIZATION_TAG = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,30}[A-Za-z0-9])?")
 _WINDOWS_ABSOLUTE = re.compile(r"(?:[A-Za-z]:[\\/]|\\\\)")
 _FOLDER_KIND = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
@@ -91,6 +94,8 @@ class ModelReference:
         local_path: An absolute folder path as typed (``~`` not yet expanded).
         model_folder: The registered folder of ``models/<folder>/<name>``.
         local_name: ``<name>`` of ``models/<folder>/<name>`` (may hold ``/``).
+        quantization: The ``:<quantization>`` of a Hub reference (a GGUF
+            repository's file, e.g. ``Q8_0``), None when not given.
     """
 
     repository: str | None
@@ -99,6 +104,7 @@ class ModelReference:
     local_path: str | None = None
     model_folder: str | None = None
     local_name: str | None = None
+    quantization: str | None = None
 
     @property
     def is_local(self) -> bool:
@@ -122,12 +128,14 @@ class ModelReference:
             return f"{LOCAL_NAME_PREFIX}{self.model_folder}/{self.local_name}"
         if self.curated_id is not None:
             return self.curated_id
-        return f"{self.repository}@{self.revision}" if self.revision else str(self.repository)
+        name = f"{self.repository}@{self.revision}" if self.revision else str(self.repository)
+        return f"{name}:{self.quantization}" if self.quantization else name
 
 
 ACCEPTED_REFERENCE_FORMS = (
     "owner/model (e.g. HuggingFaceTB/SmolVLM-256M-Instruct), "
     "owner/model@revision (a branch, tag or 40-character commit, e.g. owner/model@main), "
+    "either with :<quantization> for a GGUF repository (e.g. owner/model-GGUF:Q8_0), "
     "a curated id (e.g. smolvlm-256m-instruct), an absolute path to a checkpoint folder, "
     "or models/<folder>/<name> for one under ComfyUI's models (e.g. models/LLM/Qwen3-VL-2B)"
 )
@@ -292,7 +300,29 @@ def closest_curated_ids(text: str, known: Iterable[str], *, limit: int = 3) -> l
     return list(dict.fromkeys([*starts, *close]))[:limit]
 
 
+def _split_quantization(text: str) -> tuple[str, str | None]:
+    """``owner/model[@revision]`` and the quantization after its last ``:``, if any."""
+    if "://" in text or text.lower().startswith(("http:", "https:", "hf:", "www.")):
+        return text, None  # refused as a URL by _check_shape
+    name, colon, tag = text.rpartition(":")
+    if not colon or "/" not in name.partition("@")[0] or ":" in name:
+        return text, None  # not owner/model...:tag: _check_shape names the problem
+    if _QUANTIZATION_TAG.fullmatch(tag) is None:
+        raise _refuse(
+            text,
+            f"the quantization {tag!r} after ':' may hold only letters, digits, '_' and '-' "
+            "(at most 32, e.g. Q4_K_M or Q8_0)",
+        )
+    return name, tag
+
+
 def _parse(text: str, curated_ids: Iterable[str]) -> ModelReference:
+    name, quantization = _split_quantization(text)
+    if quantization is not None:
+        found = _parse(name, curated_ids)
+        return ModelReference(
+            repository=found.repository, revision=found.revision, quantization=quantization
+        )
     _check_shape(text)
     name, _, revision = text.partition("@")
     if "@" in text:

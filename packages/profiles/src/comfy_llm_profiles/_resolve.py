@@ -60,6 +60,7 @@ from comfy_llm_profiles._pins import (
 )
 from comfy_llm_profiles._profile import LOCAL_REPOSITORY_OWNER, ModelProfile
 from comfy_llm_profiles._reference import ModelReference, is_commit
+from comfy_llm_profiles._resolve_gguf import GgufFetcher, is_hub_gguf, resolve_hub_gguf
 from comfy_llm_profiles._settings import ProfileSettings, read_settings
 from comfy_llm_profiles.errors import (
     DownloadTooLargeError,
@@ -103,6 +104,7 @@ def resolve_profile(
     cache_dir: Path | None = None,
     backends: Collection[str] | None = None,
     model_folders: Mapping[str, Sequence[Path]] | None = None,
+    fetch_gguf: GgufFetcher | None = None,
 ) -> ResolvedProfile:
     """Parse, inspect (metadata only), decide, pin and record a profile.
 
@@ -119,6 +121,9 @@ def resolve_profile(
             installation (only ``local_cuda`` depends on it: vLLM is optional).
         model_folders: Registered model folders by name (``LLM`` → folders),
             for ``models/<folder>/<name>`` references.
+        fetch_gguf: Downloads a GGUF repository's chosen files (staging's
+            ``stage_snapshot(files=...)``); a GGUF repository (``owner/m-GGUF``,
+            ``owner/m:Q8_0``) is decided from their headers (``_resolve_gguf``).
 
     Returns:
         The profile, its manifest path, and whether the manifest was created.
@@ -138,6 +143,8 @@ def resolve_profile(
             SecurityScanError, RemoteCodeError, InvalidConfigError,
             UnsupportedArchitectureError, UnsupportedQuantizationError).
         ManifestConflictError: A different profile already holds the manifest.
+        GgufRepositoryError: A GGUF repository without a usable file, or no
+            ``fetch_gguf`` (also UnsafeGgufError: a fetched file refused).
     """
     started = time.monotonic()
     target = ExecutionTarget(target)
@@ -179,6 +186,9 @@ def resolve_profile(
         profile = entry.profile(
             target, facts.config, weight_bytes=facts.weight_bytes, backends=usable
         )
+    elif is_hub_gguf(ref):
+        report(f"Inspecting GGUF repository {ref} (metadata, then the chosen files)")
+        profile = resolve_hub_gguf(ref, target, root, settings, fetch=fetch_gguf, backends=usable)
     else:
         repository = str(ref.repository)
         report(f"Inspecting {ref} (metadata only)")

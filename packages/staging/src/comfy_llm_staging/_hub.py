@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 from comfy_llm_profiles import (
+    HubFile,
     fetch_model_info,
     hub_error,
     hub_request,
@@ -35,7 +36,7 @@ from comfy_llm_profiles import (
 from huggingface_hub import hf_hub_download
 from huggingface_hub.utils import filter_repo_objects
 
-from ._layout import ALLOW_PATTERNS, IGNORE_PATTERNS, is_hidden
+from ._layout import ALLOW_PATTERNS, IGNORE_PATTERNS, SELECTION_PATTERNS, is_hidden
 from .errors import SnapshotContentError
 
 _MAX_PARALLEL_FILES = 8
@@ -61,7 +62,12 @@ class RemoteFile:
 
 
 def list_allowed_files(
-    repository: str, revision: str, *, endpoint: str, token: str | None
+    repository: str,
+    revision: str,
+    *,
+    endpoint: str,
+    token: str | None,
+    files: Collection[str] = (),
 ) -> list[RemoteFile]:
     """Return the allowed files of a revision with their verification data.
 
@@ -75,9 +81,12 @@ def list_allowed_files(
         revision: A 40-hex commit.
         endpoint: The Hub endpoint.
         token: A Hub token, or None for huggingface_hub's default (HF_TOKEN).
+        files: A selection: exactly these files (each an allowed LFS file,
+            verified by its sha256), no config.json needed; empty for all.
 
     Returns:
-        The files matching the allow-list and not the ignore-list, sorted by path.
+        The files matching the allow-list and not the ignore-list (or the
+        selection), sorted by path.
 
     Raises:
         HubAccessError: Gated, or a token missing or refused (HTTP 401/403).
@@ -94,19 +103,23 @@ def list_allowed_files(
         raise SnapshotContentError(
             repository, revision, f"the Hub answered with commit {info.sha} instead"
         )
-    allowed = filter_repo_objects(
-        [file for file in info.files if not is_hidden(file.path)],
-        allow_patterns=list(ALLOW_PATTERNS),
-        ignore_patterns=list(IGNORE_PATTERNS),
-        key=lambda file: file.path,
+    allowed = list(
+        filter_repo_objects(
+            [file for file in info.files if not is_hidden(file.path)],
+            allow_patterns=[*ALLOW_PATTERNS, *(SELECTION_PATTERNS if files else ())],
+            ignore_patterns=list(IGNORE_PATTERNS),
+            key=lambda file: file.path,
+        )
     )
-    files = []
+    if files:
+        allowed = _selected(repository, revision, allowed, files)
+    found = []
     for file in allowed:
         if file.size is None:
             raise SnapshotContentError(
                 repository, revision, f"the Hub metadata gives no size for {file.path}"
             )
-        files.append(
+        found.append(
             RemoteFile(
                 path=file.path,
                 size=file.size,
@@ -114,9 +127,27 @@ def list_allowed_files(
                 blob_id=file.blob_id if file.sha256 is None else None,
             )
         )
-    if not any(remote.path == "config.json" for remote in files):
+    if not files and not any(remote.path == "config.json" for remote in found):
         raise SnapshotContentError(repository, revision, "it has no config.json")
-    return sorted(files, key=lambda remote: remote.path)
+    return sorted(found, key=lambda remote: remote.path)
+
+
+def _selected(
+    repository: str, revision: str, allowed: list[HubFile], names: Collection[str]
+) -> list[HubFile]:
+    """The allowed files named in ``names``: each present, and an LFS file with a sha256."""
+    by_path = {file.path: file for file in allowed}
+    for name in sorted(names):
+        file = by_path.get(name)
+        if file is None:
+            raise SnapshotContentError(
+                repository, revision, f"{name} is not among its allowed files at this commit"
+            )
+        if file.sha256 is None:
+            raise SnapshotContentError(
+                repository, revision, f"{name} has no LFS sha256, so it could not be verified"
+            )
+    return [by_path[name] for name in sorted(set(names))]
 
 
 def download(

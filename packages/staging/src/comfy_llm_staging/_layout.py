@@ -75,6 +75,11 @@ ALLOW_PATTERNS: tuple[str, ...] = (
 )
 """Files a snapshot may hold (fnmatch patterns on the repository path)."""
 
+SELECTION_PATTERNS: tuple[str, ...] = ("*.gguf",)
+"""Files only a selection may hold (named one by one: a GGUF repository's model file and
+projector). A whole snapshot never takes them: a Transformers repository that also
+carries GGUF exports would download every quantization."""
+
 IGNORE_PATTERNS: tuple[str, ...] = (
     "*.py",
     "*.pyc",
@@ -139,19 +144,26 @@ def repository_dirname(repository: str) -> str:
     return "repo-" + hashlib.sha256(repository.encode("utf-8")).hexdigest()
 
 
-def snapshot_path(storage_root: Path, repository: str, revision: str) -> Path:
-    """Return the canonical directory of one repository revision.
+def snapshot_path(
+    storage_root: Path, repository: str, revision: str, *, files: Collection[str] = ()
+) -> Path:
+    """Return the canonical directory of one repository revision (or a selection of it).
 
-    The path depends on the repository and revision only. It may not exist
-    yet; use :func:`find_completed_snapshot` to learn whether it is complete.
+    The path depends on the repository, revision and selection only. It may
+    not exist yet; use :func:`find_completed_snapshot` to learn whether it is
+    complete. A selection (one quantization of a GGUF repository: its model
+    file and projector) has a folder of its own, so two quantizations of one
+    commit never share, or wait on, one marker.
 
     Args:
         storage_root: The storage root (see :func:`default_storage_root`).
         repository: ``owner/name``.
         revision: A 40-hex commit.
+        files: Only these files (exact paths); empty for the whole snapshot.
 
     Returns:
-        ``storage_root/llm_models/repo-<sha256(repository)>/<revision>``.
+        ``storage_root/llm_models/repo-<sha256(repository)>/<revision>``, or
+        ``…/<revision>-<sha256 of the sorted names, 16 hex>`` for a selection.
 
     Raises:
         InvalidRepositoryError: ``repository`` is not ``owner/name``.
@@ -159,7 +171,14 @@ def snapshot_path(storage_root: Path, repository: str, revision: str) -> Path:
     """
     check_repository(repository)
     check_revision(repository, revision)
-    return Path(storage_root) / MODELS_DIRNAME / repository_dirname(repository) / revision
+    name = f"{revision}-{selection_digest(files)}" if files else revision
+    return Path(storage_root) / MODELS_DIRNAME / repository_dirname(repository) / name
+
+
+def selection_digest(files: Collection[str]) -> str:
+    """16 hex of the sha256 of a selection's sorted, NUL-separated file names."""
+    joined = "\0".join(sorted(set(files)))
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:16]
 
 
 def legacy_snapshot_path(storage_root: Path, legacy_profile_id: str) -> Path | None:

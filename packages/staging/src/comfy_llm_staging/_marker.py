@@ -14,8 +14,10 @@ every file was verified against the Hub metadata::
     }
 
 A marker is valid when it parses, names the expected repository and revision,
-lists config.json, and every listed file exists with its recorded size (a
-stat, not a re-hash: cheap enough for every load).
+lists config.json (or its folder is the selection ``<revision>-<digest of the
+listed names>``: a GGUF repository's model file and projector), and every
+listed file exists with its recorded size (a stat, not a re-hash: cheap
+enough for every load).
 
 Seed-era profile-keyed snapshots carry ``.comfy-modal-llm-complete.json``
 (``profile_id``, ``repository``, ``revision``, ``completed_at_unix``); such a
@@ -32,6 +34,7 @@ import datetime
 import json
 import os
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +136,10 @@ def _check_marker(
     if revision is not None and found_revision != revision:
         return None, f"its marker is for revision {found_revision}, not {revision}"
     files = payload.get("files")
-    if not isinstance(files, dict) or "config.json" not in files:
+    if not isinstance(files, dict):
+        return None, "its marker lists no files"
+    selection = directory.name == f"{found_revision}-{_layout.selection_digest(files)}"
+    if "config.json" not in files and not selection:  # a selection is named by its files
         return None, "its marker lists no config.json"
     for name, record in files.items():
         size = record.get("size") if isinstance(record, dict) else None
@@ -228,6 +234,7 @@ def find_completed_snapshot(
     revision: str,
     *,
     legacy_profile_id: str | None = None,
+    files: Collection[str] = (),
 ) -> Path | None:
     """Return the completed snapshot of a repository revision, if one exists.
 
@@ -243,6 +250,8 @@ def find_completed_snapshot(
         repository: ``owner/name``.
         revision: A 40-hex commit.
         legacy_profile_id: The profile id a legacy layout was keyed by.
+        files: A selection (see ``snapshot_path``): its own folder, whose
+            marker must list exactly these files; never a legacy layout.
 
     Returns:
         The directory, or None when no completed snapshot exists.
@@ -251,8 +260,11 @@ def find_completed_snapshot(
         InvalidRepositoryError: ``repository`` is not ``owner/name``.
         InvalidRevisionError: ``revision`` is not a 40-hex commit.
     """
-    canonical = _layout.snapshot_path(storage_root, repository, revision)
-    if read_valid_marker(canonical, repository, revision) is not None:
+    canonical = _layout.snapshot_path(storage_root, repository, revision, files=files)
+    marker = read_valid_marker(canonical, repository, revision)
+    if files:
+        return canonical if marker is not None and set(marker.files) == set(files) else None
+    if marker is not None:
         return canonical
     if legacy_profile_id:
         legacy = _layout.legacy_snapshot_path(storage_root, legacy_profile_id)

@@ -34,7 +34,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
@@ -60,6 +60,7 @@ def stage_snapshot(
     endpoint: str | None = None,
     progress: ProgressCallback = ignore_progress,
     lease_timeout_seconds: float | None = None,
+    files: Collection[str] = (),
 ) -> StagedSnapshot:
     """Download, verify and mark complete one repository revision, once.
 
@@ -80,6 +81,10 @@ def stage_snapshot(
             may raise to cancel (partial files are kept for the next call).
         lease_timeout_seconds: How long to wait for another stager; None reads
             COMFY_MODAL_LLM_STAGE_LEASE_TIMEOUT_SECONDS (default 3600).
+        files: Stage only these files (exact repository paths, each an LFS file
+            verified by its sha256; ``*.gguf`` allowed, no config.json needed):
+            one quantization of a GGUF repository. The selection has a folder
+            of its own (``snapshot_path``); empty stages the whole snapshot.
 
     Returns:
         The staged snapshot.
@@ -111,9 +116,9 @@ def stage_snapshot(
     token = _settings.hub_token(token)
 
     found = _marker.find_completed_snapshot(
-        storage_root, repository, revision, legacy_profile_id=profile_id
+        storage_root, repository, revision, legacy_profile_id=profile_id, files=files
     )
-    canonical = _layout.snapshot_path(storage_root, repository, revision)
+    canonical = _layout.snapshot_path(storage_root, repository, revision, files=files)
     if found is not None:
         _lease.clear_stale_lease(canonical)
         return _reused(
@@ -124,7 +129,9 @@ def stage_snapshot(
             started=started,
             progress=progress,
         )
-    cached = _in_place.find_hf_cache_snapshot(repository, revision, storage_root)
+    # The HF cache's in-place use proves a whole snapshot (config.json and all); a
+    # selection is always staged (see the README's decisions).
+    cached = None if files else _in_place.find_hf_cache_snapshot(repository, revision, storage_root)
     if cached is not None:
         return in_place_snapshot(
             cached[0],
@@ -175,6 +182,7 @@ def stage_snapshot(
             endpoint=_settings.hub_endpoint(endpoint),
             progress=progress,
             started=started,
+            files=files,
         )
     finally:
         lease.release()
@@ -264,6 +272,7 @@ def _download(
     endpoint: str,
     progress: ProgressCallback,
     started: float,
+    files: Collection[str],
 ) -> StagedSnapshot:
     partial = _layout.partial_path(canonical)
     with _disk_full_as_error(partial, None):
@@ -289,7 +298,9 @@ def _download(
             elapsed_seconds=time.monotonic() - started,
         )
     )
-    remote_files = _hub.list_allowed_files(repository, revision, endpoint=endpoint, token=token)
+    remote_files = _hub.list_allowed_files(
+        repository, revision, endpoint=endpoint, token=token, files=files
+    )
     checker = _verify.Checker(partial, repository, revision)
     plan = _Plan(checker, remote_files)
     wanted = [remote.path for remote in remote_files]

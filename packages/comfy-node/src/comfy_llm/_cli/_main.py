@@ -173,12 +173,17 @@ def _print_human(summary: dict[str, Any]) -> None:
 def _resolve(args: argparse.Namespace, progress: Callable[..., None]) -> Any:
     from comfy_llm_profiles import resolve_profile
 
+    from comfy_llm._pipeline import gguf_fetcher
     from comfy_llm._storage import storage_root
     from comfy_llm._targets import detect_target
 
     target = detect_target(args.target)
     root = storage_root(args.storage_root)
-    return resolve_profile(args.model, target, storage_root=root, progress=progress), root
+    fetch = gguf_fetcher(root, progress)  # a GGUF repository is decided from its files
+    resolved = resolve_profile(
+        args.model, target, storage_root=root, progress=progress, fetch_gguf=fetch
+    )
+    return resolved, root
 
 
 def _cmd_resolve(args: argparse.Namespace) -> dict[str, Any]:
