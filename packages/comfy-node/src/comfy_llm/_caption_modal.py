@@ -120,7 +120,8 @@ def run_captions_on_modal(
             progress=progress,
             check_interrupt=check_interrupt or (lambda: None),
         )
-    metadata = _summary(job, items, records, time.monotonic() - started, writer.last_request)
+    elapsed = time.monotonic() - started
+    metadata = _summary(job, items, records, elapsed, writer.last_request, captions=captions)
     metadata["execution_target"] = "modal"
     if report is not None:
         metadata.update(report.to_dict())
