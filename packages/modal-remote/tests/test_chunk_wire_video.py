@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from comfy_llm_modal_remote import ChunkFrame, ChunkImage, encode_video_file
 from comfy_llm_modal_remote._chunk_wire import CHUNK_WIRE_VERSION, ChunkRequest
 from comfy_llm_modal_remote.errors import RemoteExecutionError
+from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.media import write_test_video
+from comfy_llm_testworld.modal_strict import StrictTransport
 
 
 def _request(*images: ChunkImage) -> ChunkRequest:
@@ -62,3 +65,43 @@ def test_a_malformed_frame_is_refused_where_the_chunk_enters(
     with pytest.raises(RemoteExecutionError, match="caption chunk request is malformed") as raised:
         ChunkRequest.from_wire(wire)
     assert problem in str(raised.value)
+
+
+@pytest.mark.slow
+def test_a_model_without_video_refuses_the_clip_alone_on_the_worker(
+    model_hub: FakeHub, transport: StrictTransport, tmp_path: Path
+) -> None:
+    from comfy_llm_modal_remote import Dispatcher, FanOutImage, FanOutJob, caption_fan_out
+    from comfy_llm_residency.backend import GenerationSettings
+    from comfy_llm_testworld.families import build_family_files
+
+    model_hub.add_repo("tiny/gemma3", build_family_files("gemma3"))  # images only
+    clip = write_test_video(tmp_path / "walk.mp4", frames=6)
+    images = [
+        FanOutImage(
+            0, "walk.mp4", lambda: encode_video_file(clip, index=0, name="walk.mp4", frames=4)
+        )
+    ]
+    job = FanOutJob(
+        model="tiny/gemma3",
+        prompt="Caption it.",
+        system_prompt=None,
+        settings=GenerationSettings(temperature=0.0, max_new_tokens=4),
+        gpu="H100",
+        reserve_gb=0.0,
+    )
+    answers: list[Any] = []
+
+    class Collector:
+        def captions(self, result: Any) -> None:
+            answers.extend(result.captions)
+
+        def failed(self, indices: Any, message: str) -> None:
+            raise AssertionError(f"the chunk failed: {message}")
+
+    report = caption_fan_out(Dispatcher(transport), job, images, Collector())
+    [answer] = answers
+    assert answer.error is not None
+    assert "'walk.mp4' is a video clip (4 frames) and this model takes no video" in answer.error
+    assert "exclude_patterns" in answer.error
+    assert report.captioned == 0
