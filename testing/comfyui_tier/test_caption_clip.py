@@ -2,8 +2,9 @@
 
 ComfyUI ships the tokenizer its SD1.x/SDXL text encoders use
 (``comfy/sd1_tokenizer``, loaded by ``comfy/sd1_clip.py``'s ``SDTokenizer``
-with transformers' ``CLIPTokenizer``). The caption node finds it inside
-ComfyUI; the CLI is given it with ``--clip-tokenizer``. A caption over 75
+with transformers' ``CLIPTokenizer``; comfy-node builds the same pipeline
+with ``tokenizers``, checked here against ``CLIPTokenizer``). The caption
+node finds it inside ComfyUI; the CLI is given it with ``--clip-tokenizer``. A caption over 75
 tokens is named with its count, the limit and the fix, and the run succeeds.
 """
 
@@ -29,6 +30,19 @@ LONG = (
     "round side table, soft shadows, shallow depth of field, film grain"
 )
 """An old caption of well over 75 CLIP tokens (a detailed prose caption's length)."""
+
+
+SAMPLES = (
+    LONG,
+    "1girl, solo, long_hair, blue eyes, (masterpiece:1.2), looking_at_viewer",
+    "Ünïcödé café — naïve 東京 🐱 emoji!!",
+    "multi\n\nline   caption\twith tabs",
+    "it's a dog's life; they're 12,345 years old",
+    "<|endoftext|> tokens <|startoftext|> in text",
+    "\uff21\uff22\uff23 full-width, DON'T SHOUT",
+    "",
+)
+"""Captions across CLIP's pipeline: case, Unicode, digits, contractions, whitespace."""
 
 
 def _tokenizer_folder() -> Path:
@@ -62,6 +76,12 @@ def test_comfyuis_clip_tokenizer_is_found_and_counts_at_the_window_edge(
     # BPE pieces, start and end tokens left out: "a photo of a cat , sitting on a red sofa"
     assert counter.count("a photo of a cat, sitting on a red sofa") == 11
     assert counter.count("cat " * 75) == 75
+    # the same counts as transformers' CLIPTokenizer, which ComfyUI's SDTokenizer loads
+    from transformers import CLIPTokenizer
+
+    reference = CLIPTokenizer.from_pretrained(str(folder))
+    for text in SAMPLES:
+        assert counter.count(text) == len(reference(text)["input_ids"]) - 2, text
     records = [{"name": n, "status": "captioned"} for n in ("edge.png", "over.png", "ok.png")]
     summary = check_clip_tokens(["cat " * 75, "cat " * 76, "a cat"], records)
     assert summary == {

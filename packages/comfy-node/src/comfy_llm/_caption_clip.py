@@ -6,15 +6,16 @@ tokens: a start token, 75 of the caption and an end token (ComfyUI's
 ``comfy/sd1_clip.py``, ``SDTokenizer(max_length=77)``); kohya cuts the rest
 unless ``--max_token_length`` is raised. A caption over 75 tokens therefore
 trains on its first 75 only, silently. Each caption the batch wrote is
-counted with ComfyUI's own CLIP tokenizer (``comfy/sd1_tokenizer``, loaded
-with transformers' ``CLIPTokenizer`` exactly as ``SDTokenizer`` loads it)
-or a tokenizer folder the CLI was given; one over the limit is named with
+counted with ComfyUI's own CLIP tokenizer files (``comfy/sd1_tokenizer``,
+the ones ``SDTokenizer`` loads with transformers' ``CLIPTokenizer``; built
+here as that class builds them, see :func:`_load`) or a tokenizer folder the
+CLI was given; one over the limit is named with
 its count, the limit and the fix in the record, the node's summary and the
 CLI's output, and the run still succeeds (the caption may be meant for a
 T5 or LLM text encoder, which reads far more).
 
 Without a tokenizer (the CLI outside ComfyUI, no ``--clip-tokenizer``, or
-transformers missing) nothing is counted: a words-per-token guess would
+the ``tokenizers`` package missing) nothing is counted: a words-per-token guess would
 warn wrongly both ways, so ``clip_tokens`` in the metadata says the count
 was not made and how to have it made.
 """
@@ -44,6 +45,11 @@ CLIP_TOKEN_LIMIT = 75
 """Caption tokens a CLIP text encoder reads: its 77-token window less start and end."""
 CLIP_FIX = "pick prompt_preset prose_short or lower max_new_tokens for shorter captions"
 _NEEDED_FILES = ("vocab.json", "merges.txt")
+_CLIP_SPLIT = (
+    r"<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|"
+    r"[^\s\p{L}\p{N}]+"
+)
+"""CLIP's word pattern (transformers' ``CLIPTokenizer``, from OpenAI's ``simple_tokenizer``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,20 +122,53 @@ def clip_counter(folder: str | Path | None = None) -> tuple[ClipCounter | None, 
     try:
         count = _load(str(chosen.resolve()))
     except ImportError:
-        return None, "not counted: transformers is not installed (its CLIPTokenizer counts)"
+        return None, "not counted: the tokenizers package is not installed (ComfyUI requires it)"
     return ClipCounter(source, count), source
 
 
 @functools.lru_cache(maxsize=2)
 def _load(folder: str) -> Callable[[str], int]:
-    """Transformers' ``CLIPTokenizer`` on the folder, as ComfyUI's ``SDTokenizer`` loads it."""
-    from transformers import CLIPTokenizer
+    """The folder's CLIP BPE, built as transformers' ``CLIPTokenizer`` builds it.
 
-    tokenizer = CLIPTokenizer.from_pretrained(folder)
-    framing = len(tokenizer("")["input_ids"])  # the start and end tokens
+    The same ``tokenizers`` pipeline as ``transformers/models/clip/
+    tokenization_clip.py`` (``CLIPTokenizer.__init__``: NFC, whitespace runs
+    to one space, lowercase; CLIP's split pattern, then byte level; BPE with
+    ``</w>`` word ends; start and end as special tokens), without importing
+    transformers, the engine package comfy-node must not load (the
+    import-linter contract). The real-ComfyUI tier checks the counts equal
+    ``CLIPTokenizer``'s on ComfyUI's own files. ComfyUI requires
+    ``tokenizers``; elsewhere transformers brings it.
+
+    Raises:
+        ImportError: ``tokenizers`` is not installed.
+    """
+    from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
+    from tokenizers.models import BPE
+
+    vocab, merges = BPE.read_file(f"{folder}/vocab.json", f"{folder}/merges.txt")
+    unknown = "<|endoftext|>"
+    tokenizer = Tokenizer(
+        BPE(
+            vocab,
+            merges,
+            continuing_subword_prefix="",
+            end_of_word_suffix="</w>",
+            unk_token=unknown,
+        )
+    )
+    tokenizer.normalizer = normalizers.Sequence(
+        [normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()]
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_CLIP_SPLIT), behavior="removed", invert=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
+    )
+    tokenizer.add_special_tokens(["<|startoftext|>", unknown])
 
     def count(text: str) -> int:
-        return len(tokenizer(text)["input_ids"]) - framing
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
 
     return count
 
