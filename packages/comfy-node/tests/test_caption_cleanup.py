@@ -72,7 +72,7 @@ def test_finish_cleans_the_answer_before_the_prefix_and_records_the_rules(
     assert caption == "sks, a cat sitting"
     assert (tmp_path / "a.txt").read_text() == "sks, a cat sitting\n"
     assert records[0]["cleaned"] == ["whitespace", "quotes", "repetition"]
-    summary = _summary(job, [item], records, 1.0, {})
+    summary = _summary(job, [item], records, 1.0, {}, captions=[caption])
     assert summary["cleanup"] == {"think": 0, "whitespace": 1, "quotes": 1, "repetition": 1}
     shown = caption_summary([caption], summary | {"written": 1})
     assert "Cleaned (images per rule): whitespace 1, quotes 1, repetition 1." in shown

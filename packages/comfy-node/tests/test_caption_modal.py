@@ -185,3 +185,56 @@ def test_caption_node_runs_on_modal_workers_with_its_new_inputs_last(
     (transport,) = standin
     chunk_keys = {info["affinity_key"] for kind, info, _ in transport.calls if kind == "chunk"}
     assert chunk_keys == {"caption-a100-80gb-0"}  # 5 images: one chunk of the default size
+
+
+def test_video_clips_caption_on_modal_from_the_frames_the_local_batch_samples(
+    model_hub: FakeHub,
+    storage: Path,
+    standin: list[StrictTransport],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from comfy_llm_testworld.media import write_test_video
+
+    monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
+    folder = tmp_path / "dataset"
+    (folder / "clips").mkdir(parents=True)
+    (folder / "a").mkdir()
+    Image.new("RGB", (40, 30), (200, 30, 30)).save(folder / "a" / "still.png")
+    # 6 frames: fewer than local_cpu's 8 and the Modal target's 12, so both take all six
+    write_test_video(folder / "clips" / "walk.mp4", frames=6)
+    argv = ["caption", str(folder), "--model", SCRIPTED, "--recursive", "--json"]
+    argv += ["--max-new-tokens", "6", "--seed", "5"]
+    assert main_cli([*argv, "--no-write"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main_cli([*argv, "--write", "--on-modal", "--gpu", "H100"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+
+    names = ["a/still.png", "clips/walk.mp4"]
+    for run in (local, remote):
+        records = run["metadata"]["per_image"]
+        assert [r["name"] for r in records] == names
+        assert [r["status"] for r in records] == ["captioned", "captioned"], records
+        # each its own seed from its path below the folder, on both paths
+        assert [r["seed"] for r in records] == [item_seed(5, name) for name in names]
+    assert remote["captions"] == local["captions"]
+    assert (folder / "clips" / "walk.txt").read_text() == remote["captions"][1] + "\n"
+    # the clip's request (the last one) is the local one: its frames, and the prompt
+    # with their timestamps, in as many tokens
+    clip_local, clip_remote = local["metadata"], remote["metadata"]
+    assert clip_remote["last_request"]["video_frame_count"] == 6
+    for key in ("video_frame_count", "image_count", "prompt_tokens"):
+        assert clip_remote["last_request"][key] == clip_local["last_request"][key], key
+    (transport,) = standin
+    [(_, info, _)] = [call for call in transport.calls if call[0] == "chunk"]
+    clip = info["request"]["images"][1]
+    assert clip["data"] == b"" and len(clip["frames"]) == 6
+    assert {frame["kind"] for frame in clip["frames"]} == {"video_frame"}
+    assert clip_remote["modal_bytes_sent"] >= sum(len(f["data"]) for f in clip["frames"])
+
+
+def main_cli(argv: list[str]) -> int:
+    from comfy_llm._cli import main
+
+    return main(argv)

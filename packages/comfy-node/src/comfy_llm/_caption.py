@@ -48,6 +48,7 @@ from comfy_llm_residency import (
 from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
 from comfy_llm._caption_cleanup import clean_caption, cleanup_counts
+from comfy_llm._caption_clip import check_clip_tokens
 from comfy_llm._caption_conventions import (
     CaptionConventions,
     compose_caption,
@@ -120,6 +121,8 @@ class CaptionJob:
         batch_size: Images handed to the engine at once (1 to
             ``defaults.MAX_CAPTION_BATCH_SIZE``).
         conventions: Suffix, templating, mode, extension, manifest, subfolders.
+        clip_tokenizer: A CLIP tokenizer folder to count captions with (else
+            ComfyUI's, where found; ``_caption_clip``).
     """
 
     model: str
@@ -136,6 +139,7 @@ class CaptionJob:
     keep_loaded: bool = True
     batch_size: int = defaults.CAPTION_BATCH_SIZE
     conventions: CaptionConventions = dataclasses.field(default_factory=CaptionConventions)
+    clip_tokenizer: str | Path | None = None
 
     def __post_init__(self) -> None:
         """Check the batch size.
@@ -365,7 +369,8 @@ def run_captions(
     finally:
         stop.set()  # a chunk still being prepared stops at its next image
         feeder.shutdown(wait=True, cancel_futures=True)
-    metadata = _summary(job, items, records, time.monotonic() - started, last_request)
+    elapsed = time.monotonic() - started
+    metadata = _summary(job, items, records, elapsed, last_request, captions=captions)
     metadata.update(
         profile_id=profile.profile_id,
         repository=profile.repository,
@@ -481,7 +486,10 @@ def _summary(
     records: list[dict[str, Any]],
     seconds: float,
     last_request: dict[str, Any],
+    *,
+    captions: Sequence[str],
 ) -> dict[str, Any]:
+    clip_tokens = check_clip_tokens(captions, records, job.clip_tokenizer)
     captioned = [r for r in records if r.get("status") == "captioned"]
     return {
         "images": len(items),
@@ -497,6 +505,7 @@ def _summary(
         "batch_size": job.batch_size,
         "engine_batch_size": max((r.get("batch_size") or 1 for r in captioned), default=1),
         "cleanup": cleanup_counts(records),
+        "clip_tokens": clip_tokens,
         "per_image": records,
         "last_request": last_request,
     }

@@ -9,6 +9,13 @@ work goes to ``modal_workers`` RemoteEngine containers through
 written here, through the local writer, as the chunk returns; Cancel
 cancels every call and leaves every file already written. The bar counts
 images across all workers; the metadata carries the fan-out's cost record.
+
+A video clip in the folder is sampled here as the local batch samples it
+(``defaults.VIDEO_FRAMES`` frames evenly over the clip: what ``media_input``
+gives a model on the Modal target, whose video limit is 32 frames) and
+travels as its frames (``encode_video_file``); a job with clips sends
+``DEFAULT_CHUNK_IMAGES // VIDEO_FRAMES`` items per chunk unless told, so a
+chunk carries about as many pictures as a chunk of images.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from comfy_llm_core import defaults
 from comfy_llm_residency import InferenceResult, RunMetadata
 
 from comfy_llm._caption import (
@@ -37,9 +45,7 @@ from comfy_llm._storage import installation_dir, storage_root
 from comfy_llm._versions import loaded_versions
 from comfy_llm.errors import CaptionFolderError
 
-__all__ = ["VIDEO_ON_MODAL", "ModalCaptionOptions", "run_captions_on_modal"]
-
-VIDEO_ON_MODAL = "videos are captioned on this machine only: turn run_on_modal off for clips"
+__all__ = ["ModalCaptionOptions", "run_captions_on_modal"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +88,9 @@ def run_captions_on_modal(
     refuse_local_folder_on_modal(job.model)
     remote = modal_remote()
     started = time.monotonic()
+    chunk_images = options.chunk_images or remote.DEFAULT_CHUNK_IMAGES
+    if options.chunk_images is None and any(is_video(item.path) for item in items):
+        chunk_images = max(1, chunk_images // defaults.VIDEO_FRAMES)  # a clip is many pictures
     fan_job = remote.FanOutJob(
         model=job.model,
         prompt=job.prompt,
@@ -89,7 +98,7 @@ def run_captions_on_modal(
         settings=job.settings,
         gpu=options.gpu,
         workers=options.workers,
-        chunk_images=options.chunk_images or remote.DEFAULT_CHUNK_IMAGES,
+        chunk_images=chunk_images,
         batch_size=job.batch_size,
         reserve_gb=job.reserve_gb,
     )
@@ -103,8 +112,6 @@ def run_captions_on_modal(
             assert existing is not None
             captions[index] = read_caption_file(existing)
             records[index].update(status="kept_existing", seconds=0.0)
-        elif is_video(item.path):  # the fan-out sends images; a clip is captioned locally
-            records[index].update(status="failed", error=VIDEO_ON_MODAL, seconds=0.0)
         else:
             images.append(remote.FanOutImage(index, item.name, _encoder(remote, index, item)))
     writer = _Writer(job, items, captions, records, started)
@@ -120,7 +127,8 @@ def run_captions_on_modal(
             progress=progress,
             check_interrupt=check_interrupt or (lambda: None),
         )
-    metadata = _summary(job, items, records, time.monotonic() - started, writer.last_request)
+    elapsed = time.monotonic() - started
+    metadata = _summary(job, items, records, elapsed, writer.last_request, captions=captions)
     metadata["execution_target"] = "modal"
     if report is not None:
         metadata.update(report.to_dict())
@@ -138,10 +146,25 @@ def run_captions_on_modal(
 
 
 def _encoder(remote: Any, index: int, item: CaptionItem) -> Callable[[], Any]:
-    """Bytes worth sending for one item: a file as is when it fits, else reduced JPEG."""
+    """Bytes worth sending for one item: a file as is when it fits, else reduced JPEG.
+
+    A clip: its sampled frames. The item keeps its name in the job (its path
+    below the folder), from which the worker derives its seed as the local
+    batch does.
+    """
+    if item.path is not None and is_video(item.path):
+        clip = item.path
+        return lambda: remote.encode_video_file(
+            clip, index=index, name=item.name, frames=defaults.VIDEO_FRAMES
+        )
     if item.path is not None:
         path = item.path
-        return lambda: remote.encode_image_file(path, index=index)
+
+        def from_file() -> Any:
+            encoded = remote.encode_image_file(path, index=index)
+            return dataclasses.replace(encoded, name=item.name)
+
+        return from_file
 
     def from_pixels() -> Any:
         from comfy_llm_inputs import images_from_comfy

@@ -8,11 +8,13 @@ the wire between them and the local :class:`Dispatcher` the node uses when
 
 from ._chunk_wire import (
     WIRE_IMAGE_SIDE,
+    ChunkFrame,
     ChunkImage,
     ChunkResult,
     ImageCaption,
     encode_image_file,
     encode_pil_image,
+    encode_video_file,
 )
 from ._chunk_worker import serve_chunk
 from ._connect import app_status, connect, stop_app, use_transport
@@ -67,6 +69,7 @@ __all__ = [
     "MAX_WORKERS",
     "WIRE_IMAGE_SIDE",
     "ChunkCollector",
+    "ChunkFrame",
     "ChunkImage",
     "ChunkResult",
     "ChunkTransport",
@@ -106,6 +109,7 @@ __all__ = [
     "connect",
     "encode_image_file",
     "encode_pil_image",
+    "encode_video_file",
     "image_spec",
     "installation_id",
     "serve_chunk",

@@ -13,17 +13,28 @@ is 0.1-0.4 MB), anything else is reduced and encoded as JPEG at
 local path prepares decoded files (``prepare_inputs`` with the profile's
 limits), so an image the worker cannot decode is that image's error and the
 rest of the chunk goes on.
+
+A video clip travels as its sampled frames, typed ``video_frame`` parts
+(:class:`ChunkFrame`: each frame's timestamp and position, the frame itself
+reduced and encoded like an image): the clip is sampled here as the
+describe node samples a video (``comfy_llm_inputs.sample_video_frames``,
+evenly over the clip), and the worker rebuilds the
+:class:`~comfy_llm_inputs.VideoFramePart` tuple and the prompt with the
+frames' timestamps exactly as ``prepare_inputs`` does for a video. Frames
+are JPEG, not the inputs wire's lossless PNG: twelve 1536-px frames are
+~5 MB as JPEG and ~25 MB as PNG, per clip, per upload.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import math
 import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import RemoteExecutionError
 
@@ -32,6 +43,7 @@ __all__ = [
     "WIRE_VERSION_ERROR",
     "JPEG_QUALITY",
     "WIRE_IMAGE_SIDE",
+    "ChunkFrame",
     "ChunkImage",
     "ChunkRequest",
     "ChunkResult",
@@ -39,12 +51,14 @@ __all__ = [
     "decode_wire_image",
     "encode_image_file",
     "encode_pil_image",
+    "encode_video_file",
 ]
 
-CHUNK_WIRE_VERSION = 2
-"""2: the request carries the dispatching machine's code fingerprint. A worker of
-another version answers ``WireVersionError``, which the fan-out treats as a
-deployment mismatch (it redeploys once)."""
+CHUNK_WIRE_VERSION = 3
+"""2: the request carries the dispatching machine's code fingerprint; 3: an item
+may be a video clip's frames (:class:`ChunkFrame`). A worker of another version
+answers ``WireVersionError``, which the fan-out treats as a deployment mismatch
+(it redeploys once)."""
 JPEG_QUALITY = 92
 WIRE_IMAGE_SIDE = 1536
 """Longest side sent for captioning: above what the captioning VLMs of the
@@ -57,16 +71,57 @@ WIRE_VERSION_ERROR = "WireVersionError"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ChunkFrame:
+    """One sampled frame of a video clip: a ``video_frame`` part with its image as bytes.
+
+    Attributes:
+        data: The frame, encoded (JPEG or PNG).
+        width: Width of the encoded frame.
+        height: Height of the encoded frame.
+        timestamp_seconds: Seconds from the start of the clip (finite).
+        index: Position among the clip's sampled frames (0-based).
+    """
+
+    data: bytes
+    width: int
+    height: int
+    timestamp_seconds: float
+    index: int
+    kind: ClassVar[str] = "video_frame"
+
+    def to_wire(self) -> dict[str, Any]:
+        """Plain data, tagged with its kind as the inputs wire tags a part."""
+        return {"kind": self.kind, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> ChunkFrame:
+        """Rebuild, checking the tag, the bytes and the timestamp."""
+        if data.get("kind") != cls.kind:
+            raise ValueError(f"a clip part of kind {data.get('kind')!r}, not {cls.kind!r}")
+        timestamp = float(data["timestamp_seconds"])
+        if not math.isfinite(timestamp):
+            raise ValueError(f"frame timestamp {timestamp!r} is not finite")
+        return cls(
+            data=_bytes(data["data"]),
+            width=int(data["width"]),
+            height=int(data["height"]),
+            timestamp_seconds=timestamp,
+            index=int(data["index"]),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ChunkImage:
-    """One image of a chunk.
+    """One image of a chunk, or one video clip as its sampled frames.
 
     Attributes:
         index: The image's position in the whole job (the collector's key).
-        name: The file name, for messages.
-        data: Encoded bytes (JPEG or PNG).
-        width: Width of the encoded image.
-        height: Height of the encoded image.
+        name: Its name in the job (its seed derives from it), for messages.
+        data: Encoded bytes (JPEG or PNG); empty for a clip.
+        width: Width of the encoded image (a clip: its widest frame's).
+        height: Height of the encoded image (a clip: its tallest frame's).
         original: True when ``data`` is the file's own bytes.
+        frames: A clip's frames in time order; empty for an image.
     """
 
     index: int
@@ -75,25 +130,36 @@ class ChunkImage:
     width: int
     height: int
     original: bool = False
+    frames: tuple[ChunkFrame, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         """Plain data."""
-        return dataclasses.asdict(self)
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {**fields, "frames": [frame.to_wire() for frame in self.frames]}
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> ChunkImage:
         """Rebuild, checking types."""
-        payload = data["data"]
-        if not isinstance(payload, (bytes, bytearray)):
-            raise TypeError(f"image data is a {type(payload).__name__}, not bytes")
         return cls(
             index=int(data["index"]),
             name=str(data["name"]),
-            data=bytes(payload),
+            data=_bytes(data["data"]),
             width=int(data["width"]),
             height=int(data["height"]),
             original=bool(data.get("original", False)),
+            frames=tuple(ChunkFrame.from_wire(frame) for frame in data.get("frames") or ()),
         )
+
+    @property
+    def wire_bytes(self) -> int:
+        """Bytes of image data it carries (a clip: all its frames)."""
+        return len(self.data) + sum(len(frame.data) for frame in self.frames)
+
+
+def _bytes(payload: Any) -> bytes:
+    if not isinstance(payload, (bytes, bytearray)):
+        raise TypeError(f"image data is a {type(payload).__name__}, not bytes")
+    return bytes(payload)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -170,7 +236,7 @@ class ChunkRequest:
     @property
     def image_bytes(self) -> int:
         """Bytes of image data this chunk carries."""
-        return sum(len(image.data) for image in self.images)
+        return sum(image.wire_bytes for image in self.images)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -304,6 +370,37 @@ def encode_pil_image(
     buffer = io.BytesIO()
     image.save(buffer, format="JPEG", quality=JPEG_QUALITY)
     return ChunkImage(index, name, buffer.getvalue(), image.size[0], image.size[1])
+
+
+def encode_video_file(
+    path: str | os.PathLike[str],
+    *,
+    index: int,
+    name: str,
+    frames: int,
+    max_side: int = WIRE_IMAGE_SIDE,
+) -> ChunkImage:
+    """A video clip as ``frames`` sampled frames, each reduced and encoded as an image.
+
+    Sampled as the describe node samples a video (evenly over the clip, the
+    first and last frames included), so the worker's request is the local one.
+
+    Raises:
+        VideoInputError: Not a readable video (the inputs package's checks and messages).
+    """
+    from comfy_llm_core import VideoLimits
+    from comfy_llm_inputs import sample_video_frames
+
+    limits = VideoLimits(max_video_frames=max(frames, 1))
+    encoded = []
+    for part in sample_video_frames(os.fspath(path), frames, limits=limits):
+        image = encode_pil_image(part.image, index=index, name=name, max_side=max_side)
+        encoded.append(
+            ChunkFrame(image.data, image.width, image.height, part.timestamp_seconds, part.index)
+        )
+    width = max(frame.width for frame in encoded)
+    height = max(frame.height for frame in encoded)
+    return ChunkImage(index, name, b"", width, height, frames=tuple(encoded))
 
 
 def decode_wire_image(image: ChunkImage) -> Any:

@@ -7,7 +7,8 @@ Per chunk, on the container's one :class:`EngineService`::
     carried promotion state         (a retry after auto promotion stays compiled)
     snapshot visible?               (reload once, as for one request)
     decode + prepare every image    an image that fails is that image's error;
-                                    each its own seed (core.item_seed(seed, name))
+                                    each its own seed (core.item_seed(seed, name));
+                                    a clip's frames become its video frame parts
     run_batch on the resident engine: the whole chunk under vLLM (continuous
                                     batching), batch_size at a time otherwise
       memory recovery exhausted     → retire, WorkerUnsafeError
@@ -46,12 +47,19 @@ from comfy_llm_core import (
     item_seed,
     render_error,
 )
-from comfy_llm_inputs import InputError, prepare_inputs
+from comfy_llm_inputs import (
+    InputError,
+    PreparedInputs,
+    VideoFramePart,
+    VideoInputError,
+    assemble_prompt,
+    prepare_inputs,
+)
 from comfy_llm_profiles import ModelProfile, engine_spec
 from comfy_llm_residency import InsufficientMemoryError
 from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
-from ._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
+from ._chunk_wire import ChunkImage, ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
 from ._container import ProgressChannel
 from ._engine import EngineService, _CancelShield
 from ._settings import FINGERPRINT_ENV
@@ -99,11 +107,15 @@ def caption_chunk(
     limits = MediaLimits(image=ImageLimits(max_images=1, max_image_side=max(1, *_sides(request))))
     for image in request.images:
         try:
-            prepared = prepare_inputs(
-                request.prompt,
-                system_prompt=request.system_prompt or None,
-                images=[decode_wire_image(image)],
-                limits=limits,
+            prepared = (
+                _clip_inputs(request, image, profile)
+                if image.frames
+                else prepare_inputs(
+                    request.prompt,
+                    system_prompt=request.system_prompt or None,
+                    images=[decode_wire_image(image)],
+                    limits=limits,
+                )
             )
         except (InputError, ValueError, OSError) as error:
             answers[image.index] = ImageCaption(image.index, error=render_error(error))
@@ -152,6 +164,43 @@ def caption_chunk(
         worker_seconds=round(time.monotonic() - started, 3),
         container=f"{platform.node()}:{os.getpid()}:{id(service):x}",
     )
+
+
+def _clip_inputs(request: ChunkRequest, clip: ChunkImage, profile: ModelProfile) -> Any:
+    """A clip's request as ``prepare_inputs`` builds one for a video: frames, then the prompt.
+
+    The prompt carries the frames' timestamps (``assemble_prompt``); a model
+    that takes no video, or fewer frames than were sent, refuses this clip.
+
+    Raises:
+        VideoInputError: The model takes no video, or not this many frames.
+        ImageInputError: A frame could not be decoded.
+    """
+    limit = profile.limits.media.video.max_video_frames
+    if len(clip.frames) > limit:
+        takes = f"at most {limit} frames per clip" if limit else "no video"
+        raise VideoInputError(
+            f"{clip.name!r} is a video clip ({len(clip.frames)} frames) and this model takes "
+            f"{takes}: leave clips out (exclude_patterns *.mp4) or pick a model reviewed for "
+            "video, e.g. the curated qwen2.5-vl-3b-instruct",
+            value=len(clip.frames),
+            limit=limit,
+        )
+    frames = tuple(
+        VideoFramePart(
+            decode_wire_image(
+                ChunkImage(clip.index, f"{clip.name} frame {f.index}", f.data, f.width, f.height)
+            ),
+            timestamp_seconds=f.timestamp_seconds,
+            index=f.index,
+        )
+        for f in clip.frames
+    )
+    text = assemble_prompt(request.prompt, video_timestamps=[f.timestamp_seconds for f in frames])
+    system = (
+        request.system_prompt if request.system_prompt and request.system_prompt.strip() else None
+    )
+    return PreparedInputs.text(text, *frames, system_prompt=system)
 
 
 def _commit_after_cold_load(service: EngineService, metadata: Mapping[str, Any]) -> None:

@@ -341,7 +341,7 @@ class _FanOut:
         for index, message in call.unreadable:
             self._fail_images([index], message)
         if call.encoded_here and task.encoded:
-            report.bytes_sent += sum(len(e.data) for e in task.encoded)
+            report.bytes_sent += sum(e.wire_bytes for e in task.encoded)
             report.images_sent += len(task.encoded)
         if call.error is not None:
             if isinstance(call.error, ModalAppMissingError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -118,6 +119,12 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
     caption.add_argument(
         "--limit", type=int, default=0, help="caption at most N files, in sorted order (0: all)"
     )
+    caption.add_argument(
+        "--clip-tokenizer",
+        metavar="FOLDER",
+        help="a CLIP tokenizer folder (ComfyUI/comfy/sd1_tokenizer) to warn about captions over "
+        "CLIP's 75 tokens; inside ComfyUI's Python its own is found",
+    )
     caption.add_argument("--max-new-tokens", type=int, default=128)
     caption.add_argument("--temperature", type=float, default=0.0)
     caption.add_argument("--seed", type=int, default=0)
@@ -153,6 +160,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
     from comfy_llm_residency.backend import GenerationSettings
 
     from comfy_llm._caption import CaptionJob, caption_items, run_captions
+    from comfy_llm._caption_clip import check_clip_folder, clip_warnings
     from comfy_llm._caption_conventions import (
         CaptionConventions,
         check_template,
@@ -160,6 +168,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
     )
     from comfy_llm._caption_presets import preset_prompt
     from comfy_llm._cli._console import ConsoleProgress
+    from comfy_llm._cli._wording import in_cli_words
 
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens,
@@ -168,6 +177,8 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         enable_reasoning=args.reasoning,
         response_schema=read_schema_file(args.schema),
     )
+    if args.clip_tokenizer:  # a typo is refused before any image is captioned
+        check_clip_folder(args.clip_tokenizer)
     check_template("--prefix", args.prefix)
     check_template("--suffix", args.suffix)
     conventions = CaptionConventions(
@@ -198,6 +209,7 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
         storage_root=args.storage_root,
         batch_size=args.batch_size,
         conventions=conventions,
+        clip_tokenizer=args.clip_tokenizer,
     )
     console = ConsoleProgress()
     try:
@@ -211,4 +223,6 @@ def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         console.close()
     write_batch_manifest(conventions, args.folder, items, batch.captions, batch.metadata)
+    for warning in clip_warnings(batch.metadata):  # stderr: --json's stdout stays one object
+        print(f"comfy-llm: warning: {in_cli_words(warning)}", file=sys.stderr)
     return {"captions": batch.captions, "metadata": batch.metadata}

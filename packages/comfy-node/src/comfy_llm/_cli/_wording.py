@@ -20,6 +20,8 @@ _FLAGS = {
     "response_schema": "--schema",
     "system_prompt": "--system",
     "batch_size": "--batch-size",
+    "prompt_preset": "--preset",
+    "clip_tokenizer": "--clip-tokenizer",
     "enable_reasoning": "--no-reasoning",
 }
 _LEADING = {"seed": "--seed", "temperature": "--temperature"}

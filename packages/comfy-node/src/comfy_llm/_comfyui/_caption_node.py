@@ -295,7 +295,13 @@ SUMMARY_CAPTIONS = 3
 
 
 def caption_summary(captions: list[str], metadata: dict[str, Any]) -> str:
-    """What the node shows when a batch ends: counts, where files went, a few captions."""
+    """What the node shows when a batch ends: counts, where files went, a few captions.
+
+    Captions over CLIP's 75 tokens are named right after the counts
+    (``_caption_clip``): the run succeeded, but a trainer would cut them.
+    """
+    from comfy_llm._caption_clip import clip_warnings
+
     written = metadata["written"]
     counts = (
         f"Captioned {metadata['captioned']} of {metadata['images']}, "
@@ -308,6 +314,11 @@ def caption_summary(captions: list[str], metadata: dict[str, Any]) -> str:
     cleaned = [f"{rule} {n}" for rule, n in (metadata.get("cleanup") or {}).items() if n]
     if cleaned:
         lines.append(f"Cleaned (images per rule): {', '.join(cleaned)}.")
+    long = clip_warnings(metadata)
+    for warning in long[:SUMMARY_CAPTIONS]:
+        lines.append(f"Warning: {warning}")
+    if len(long) > SUMMARY_CAPTIONS:
+        lines.append(f"… and {len(long) - SUMMARY_CAPTIONS} more over CLIP's 75 tokens.")
     failed = [r for r in metadata.get("per_image", []) if r.get("status") == "failed"]
     for record in failed[:SUMMARY_CAPTIONS]:
         lines.append(f"Failed: {record['name']}: {record.get('error', '')}"[:200])
