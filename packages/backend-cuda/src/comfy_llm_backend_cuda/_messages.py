@@ -8,11 +8,13 @@ and encodes the text and the pictures in order.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from comfy_llm_inputs import chat_messages
 from comfy_llm_reasoning import prompt_opens_reasoning
+
+from ._processor import render_chat
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
@@ -56,9 +58,7 @@ def encode_prompt(
     """
     images = [_rgb(image) for image in inputs.images_in_order()]
     messages = chat_messages(inputs)
-    rendered = _render(processor, messages, template_kwargs)
-    if not isinstance(rendered, str):  # some processors return one string per conversation
-        rendered = _single(rendered)
+    rendered = render_chat(processor, messages, template_kwargs)
     call: dict[str, Any] = {"text": [rendered], "return_tensors": "pt"}
     bos = getattr(getattr(processor, "tokenizer", None), "bos_token", None)
     if isinstance(bos, str) and bos and rendered.startswith(bos):
@@ -75,44 +75,5 @@ def encode_prompt(
     )
 
 
-def _render(
-    processor: Any, messages: list[dict[str, Any]], template_kwargs: Mapping[str, object]
-) -> Any:
-    """The chat template's output for ``messages``.
-
-    Some templates read ``content`` as a string and write the image tokens
-    themselves (JoyCaption Beta One's Llama 3.1 template calls
-    ``content.replace``; reviews/llava.md): when typed parts make the
-    template fail, the same conversation is rendered again with each
-    content's text as a plain string. A template that fails both ways raises
-    the first error.
-    """
-
-    def render(conversation: list[dict[str, Any]]) -> Any:
-        return processor.apply_chat_template(
-            conversation, tokenize=False, add_generation_prompt=True, **dict(template_kwargs)
-        )
-
-    try:
-        return render(messages)
-    except Exception as error:  # jinja2 raises its own classes and the template's TypeErrors
-        as_text = [
-            {"role": message["role"], "content": _text_of(message["content"])}
-            for message in messages
-        ]
-        try:
-            return render(as_text)
-        except Exception:
-            raise error from None
-
-
-def _text_of(content: Sequence[Mapping[str, Any]]) -> str:
-    return "".join(str(part["text"]) for part in content if part.get("type") == "text")
-
-
 def _rgb(image: Image.Image) -> Image.Image:
     return image if image.mode == "RGB" else image.convert("RGB")
-
-
-def _single(rendered: Sequence[str]) -> str:
-    return str(rendered[0])

@@ -1,9 +1,9 @@
-"""What both engines' loads share: engine names, the LOAD reporter, Transformers' processor."""
+"""What both engines share: engine names, the LOAD reporter, Transformers' processor, chat."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ __all__ = [
     "hide_library_bars",
     "load_processor",
     "load_reporter",
+    "render_chat",
 ]
 
 
@@ -98,3 +99,47 @@ def _processor_class(transformers: Any, model_type: str) -> Any:
     if isinstance(name, str) and hasattr(transformers, name):
         return getattr(transformers, name)
     return transformers.AutoProcessor
+
+
+def render_chat(
+    processor: Any, messages: list[dict[str, Any]], template_kwargs: Mapping[str, object]
+) -> str:
+    """The chat template's output for ``messages`` (one conversation, one string).
+
+    Both CUDA engines render with the processor's template (vLLM gets the
+    text), so both share this fallback.
+
+    Some templates read ``content`` as a string and write the image tokens
+    themselves (JoyCaption Beta One's Llama 3.1 template calls
+    ``content.replace``; reviews/llava.md): when typed parts make the
+    template fail, the same conversation is rendered again with each
+    content's text as a plain string. A template that fails both ways raises
+    the first error.
+    """
+
+    def render(conversation: list[dict[str, Any]]) -> Any:
+        return processor.apply_chat_template(
+            conversation, tokenize=False, add_generation_prompt=True, **dict(template_kwargs)
+        )
+
+    try:
+        rendered = render(messages)
+    except Exception as error:  # jinja2 raises its own classes and the template's TypeErrors
+        as_text = [
+            {"role": message["role"], "content": _text_of(message["content"])}
+            for message in messages
+        ]
+        try:
+            rendered = render(as_text)
+        except Exception:
+            raise error from None
+    # some processors return one string per conversation
+    return rendered if isinstance(rendered, str) else _single(rendered)
+
+
+def _text_of(content: Sequence[Mapping[str, Any]]) -> str:
+    return "".join(str(part["text"]) for part in content if part.get("type") == "text")
+
+
+def _single(rendered: Sequence[str]) -> str:
+    return str(rendered[0])

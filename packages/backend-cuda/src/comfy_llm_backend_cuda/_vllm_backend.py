@@ -42,7 +42,7 @@ from comfy_llm_residency.backend import (
 )
 from comfy_llm_staging import require_completed_snapshot
 
-from ._processor import VLLM_ENGINE_NAME, load_processor, load_reporter
+from ._processor import VLLM_ENGINE_NAME, load_processor, load_reporter, render_chat
 from ._stream import stream_decoder
 from ._vllm_batch import generate_batch
 from ._vllm_cache import CompileCache, apply_compile_cache, current_stack
@@ -284,10 +284,7 @@ class VllmBackend:
             self.profile.architecture,
             enable_reasoning=settings.enable_reasoning,
         )
-        rendered = self._processor.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True, **dict(kwargs)
-        )
-        return (rendered if isinstance(rendered, str) else str(rendered[0])), images
+        return render_chat(self._processor, messages, kwargs), images
 
     def generate(
         self, inputs: PreparedInputs, settings: GenerationSettings, sink: TokenSink

@@ -242,7 +242,7 @@ class MlxVlmBackend:
             cap_thinking = bool(settings.enable_reasoning and kwargs.get("enable_thinking"))
             result: BackendResult = self._engine.generate(
                 loaded,
-                messages=chat_messages(inputs, plain_text=True),
+                messages=chat_messages(inputs),
                 images=inputs.images_in_order(),
                 template_kwargs=kwargs,
                 settings=settings,
@@ -292,9 +292,7 @@ class MlxVlmBackend:
             results: list[BackendResult] = _batch.generate_rows(
                 loaded,
                 [
-                    _batch.BatchRow(
-                        chat_messages(i.inputs, plain_text=True), i.inputs.images_in_order()
-                    )
+                    _batch.BatchRow(chat_messages(i.inputs), i.inputs.images_in_order())
                     for i in items
                 ],
                 template_kwargs=template_kwargs(

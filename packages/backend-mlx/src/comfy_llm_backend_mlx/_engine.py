@@ -208,7 +208,11 @@ def generate(
 
     Args:
         loaded: The loaded model.
-        messages: Chat messages (system, user).
+        messages: Chat messages (system, user) with typed parts: MLX-VLM keeps
+            an image part where it stands (``mlx_vlm/prompt_utils.py:434-451``);
+            told only a count it would place images by its own per-model table
+            (``:33-130``: after the text for Qwen2-VL, LLaVA, Gemma 3, ...),
+            unlike Transformers and vLLM.
         images: Images then video frames, in order.
         template_kwargs: Extra chat-template arguments (``enable_thinking``).
         settings: Sampling settings.

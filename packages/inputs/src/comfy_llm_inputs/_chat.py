@@ -28,8 +28,9 @@ def chat_messages(
     Args:
         inputs: The prepared inputs.
         plain_text: Give each turn its text as a plain string instead, for
-            engines that place the media themselves: MLX-VLM (told how many
-            images come) or llama.cpp's libmtmd (``media_marker``).
+            engines that place the media themselves: llama.cpp's libmtmd
+            (``media_marker``). Not MLX-VLM: told only how many images come,
+            it places them by its own per-model table.
         media_marker: With ``plain_text``, the text each media part becomes,
             before the prompt (libmtmd's marker; empty: none).
 

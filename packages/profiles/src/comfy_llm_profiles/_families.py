@@ -233,15 +233,11 @@ FAMILIES: Final = {
             ),
             reasoning_parser="none",
             allow_mixed_image_video=False,
-            engines=("transformers",),
+            # vLLM first where it is installed: both CUDA engines render a template that
+            # reads content as a string (JoyCaption's) with the text alone.
+            engines=("vllm", "transformers"),
             limits=(("max_images", 1),),
             refused_engines=(
-                (
-                    "vllm",
-                    "vLLM 0.32 runs LLaVA-1.5, but comfy-llm's vLLM path renders typed "
-                    "parts, which JoyCaption Beta One's chat template (content read as a "
-                    "string) refuses",
-                ),
                 (
                     "mlx_vlm",
                     "MLX-VLM 0.7.10's LlavaProcessor passes 'padding' to Transformers "

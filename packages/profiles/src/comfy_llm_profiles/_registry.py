@@ -258,8 +258,8 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.LOCAL_CUDA: _Target(
-        version="local_cuda/2026.12.5",
-        fingerprint="d66be41afc475a39",
+        version="local_cuda/2026.12.6",
+        fingerprint="7c103db06cfa86b4",
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
@@ -268,8 +268,8 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.MODAL: _Target(
-        version="modal/2026.12.4",
-        fingerprint="08967da647600fe6",
+        version="modal/2026.12.5",
+        fingerprint="09f2d03d6ac08aaf",
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
@@ -277,8 +277,8 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.LOCAL_CPU: _Target(
-        version="local_cpu/2026.12.3",
-        fingerprint="feae30a85e643904",
+        version="local_cpu/2026.12.4",
+        fingerprint="e543712f3236a9f0",
         policy=TargetPolicy(
             context_cap=8192,
             default_context=4096,
