@@ -223,7 +223,7 @@ class NodeHooks:
     def installed(self) -> Iterator[NodeHooks]:
         from comfy_llm._comfyui._glue import ComfyGlue
         from comfy_llm_core import ProgressStage
-        from comfy_llm_residency._generation import TokenRelay
+        from comfy_llm_residency import TokenRelay
 
         generate = ProgressStage.GENERATE
         hooks = self
@@ -447,7 +447,7 @@ class TimingSink:
     """A token sink that only measures (the same ``DecodeTiming`` the manager's relay keeps)."""
 
     def __init__(self) -> None:
-        from comfy_llm_residency._generation import DecodeTiming
+        from comfy_llm_residency import DecodeTiming
 
         self.timing = DecodeTiming(time.monotonic())
 
@@ -493,7 +493,7 @@ def run_raw_with_node_callbacks(
     """
     import comfy.utils
     from comfy_llm._comfyui._glue import ComfyGlue
-    from comfy_llm_residency._generation import TokenRelay
+    from comfy_llm_residency import TokenRelay
     from server import PromptServer
 
     comfy.utils.updates.clear()

@@ -135,10 +135,15 @@ def _median(values: list[float | None]) -> float | None:
 # -- raw AsyncLLM ---------------------------------------------------------------------------
 def _raw(profile: Any, path: Path, mode: str, runs: int, tokens: int) -> dict[str, Any]:
     import torch
-    from comfy_llm_backend_cuda._processor import _processor_class
-    from comfy_llm_backend_cuda._vllm_cache import apply_compile_cache, current_stack
-    from comfy_llm_backend_cuda._vllm_engine import engine_kwargs, engine_variables, vllm_version
-    from comfy_llm_backend_cuda._vllm_process import engine_process_scope
+    from comfy_llm_backend_cuda.vllm import (
+        apply_compile_cache,
+        current_stack,
+        engine_kwargs,
+        engine_process_scope,
+        engine_variables,
+        processor_class,
+        vllm_version,
+    )
     from comfy_llm_inputs import PreparedInputs, chat_messages
     from transformers import AutoConfig
     from vllm import SamplingParams
@@ -152,7 +157,7 @@ def _raw(profile: Any, path: Path, mode: str, runs: int, tokens: int) -> dict[st
     import transformers
 
     model_type = AutoConfig.from_pretrained(str(path)).model_type
-    processor = _processor_class(transformers, model_type).from_pretrained(str(path))
+    processor = processor_class(transformers, model_type).from_pretrained(str(path))
     prompt = processor.apply_chat_template(
         chat_messages(PreparedInputs.text(PROMPT)),
         tokenize=False,

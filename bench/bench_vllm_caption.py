@@ -76,17 +76,19 @@ def _arm(
 ) -> dict[str, Any]:
     import torch
     import transformers
-    from comfy_llm_backend_cuda._processor import _processor_class
-    from comfy_llm_backend_cuda._vllm_cache import apply_compile_cache, current_stack
-    from comfy_llm_backend_cuda._vllm_engine import (
+    from comfy_llm_backend_cuda.vllm import (
+        EngineLoad,
+        apply_compile_cache,
+        capped_image,
+        current_stack,
         engine_kwargs,
+        engine_process_scope,
         engine_variables,
         image_pixel_cap,
+        processor_class,
+        stat_logger_factory,
         vllm_version,
     )
-    from comfy_llm_backend_cuda._vllm_process import engine_process_scope
-    from comfy_llm_backend_cuda._vllm_requests import capped_image
-    from comfy_llm_backend_cuda._vllm_stats import EngineLoad, stat_logger_factory
     from comfy_llm_inputs import ImagePart, PreparedInputs, chat_messages
     from transformers import AutoConfig
     from vllm import SamplingParams
@@ -98,7 +100,7 @@ def _arm(
     on_cpu = not torch.cuda.is_available()
     variables = engine_variables(profile, cache.directories, on_cpu=on_cpu, eager=eager)
     model_type = AutoConfig.from_pretrained(str(path)).model_type
-    processor = _processor_class(transformers, model_type).from_pretrained(str(path))
+    processor = processor_class(transformers, model_type).from_pretrained(str(path))
     prompt = processor.apply_chat_template(
         chat_messages(PreparedInputs.text(CAPTION_PROMPT, ImagePart(images[0]))),
         tokenize=False,

@@ -102,7 +102,7 @@ def facts() -> dict[str, Any]:
         result["nvidia_smi"] = smi.stdout.strip() or smi.stderr.strip()
     except (OSError, subprocess.TimeoutExpired) as error:
         result["nvidia_smi"] = f"unavailable: {error}"
-    from comfy_llm_backend_cuda._vllm_kernels import cuda_driver_version
+    from comfy_llm_backend_cuda.vllm import cuda_driver_version
 
     result["driver_cuda_version"] = cuda_driver_version()
     return result
@@ -163,8 +163,11 @@ def start_check() -> dict[str, Any]:
     """Stage 1: CUDA context sizes and vLLM's start-up check beside fake tenants."""
     if not _cuda():
         return {"status": "skipped", "why": "no CUDA device"}
-    from comfy_llm_backend_cuda._vllm_memory import gpu_memory_utilization, nvml_memory
-    from comfy_llm_backend_cuda._vllm_process import engine_process_scope
+    from comfy_llm_backend_cuda.vllm import (
+        engine_process_scope,
+        gpu_memory_utilization,
+        nvml_memory,
+    )
 
     result: dict[str, Any] = {"context_bytes": _child(_CONTEXT)}
     tenants: dict[str, Any] = {}

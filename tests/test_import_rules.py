@@ -113,14 +113,35 @@ KNOWN_CIRCLE_EDGES = {
 }
 
 
-@pytest.mark.parametrize("folder", PACKAGES)
+#: Every workspace package with sources: the product packages and the test world.
+SOURCE_FOLDERS = {p: REPO_ROOT / "packages" / p / "src" for p in PACKAGES}
+SOURCE_FOLDERS["testing"] = REPO_ROOT / "testing" / "src"
+
+
+def test_the_circle_walk_covers_every_workspace_package() -> None:
+    """A package added to the workspace is walked for circles without editing this file."""
+    members = {
+        init.parent.name
+        for source in (*REPO_ROOT.glob("packages/*/src"), REPO_ROOT / "testing" / "src")
+        for init in source.glob("*/__init__.py")
+    }
+    walked = {
+        init.parent.name
+        for source in SOURCE_FOLDERS.values()
+        for init in source.glob("*/__init__.py")
+    }
+    assert walked == members
+    assert len(walked) == len(SOURCE_FOLDERS)
+
+
+@pytest.mark.parametrize("folder", sorted(SOURCE_FOLDERS))
 def test_no_import_circle_inside_a_package(folder: str) -> None:
     """Modules of one package import each other one way only (lazy imports count).
 
     History: comfy-node's two faces and pipeline, profiles' _curated -> _decide ->
     _profile -> _reference and backend-cuda's backends each had a circle once.
     """
-    source = REPO_ROOT / "packages" / folder / "src"
+    source = SOURCE_FOLDERS[folder]
     (package,) = [init.parent.name for init in source.glob("*/__init__.py")]
     graph = house_figures.internal_imports(source, package)
     allowed = KNOWN_CIRCLE_EDGES.get(folder, set())

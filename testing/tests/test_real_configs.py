@@ -66,7 +66,8 @@ def test_the_fake_hub_serves_it_as_the_hub_would(
     hf_env: object, tmp_path: Path, repository: str
 ) -> None:
     from comfy_llm_core import ExecutionTarget
-    from comfy_llm_profiles import inspect_repository, read_settings
+    from comfy_llm_profiles import read_settings
+    from comfy_llm_profiles._inspect import inspect_repository
 
     entry = REAL_CHECKPOINTS[repository]
     sha = serve_real_checkpoint(hf_env, repository)  # type: ignore[arg-type]

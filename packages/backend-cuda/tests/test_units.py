@@ -17,17 +17,18 @@ from comfy_llm_backend_cuda import (
     PromptTooLongError,
     UnsupportedBackendError,
 )
-from comfy_llm_backend_cuda._engine import import_engine, plan_device
-from comfy_llm_backend_cuda._generate import eos_ids
 from comfy_llm_backend_cuda._stream import (
     IncrementalDecoder,
     NativeStreamDecoder,
     TokenStreamer,
     stream_decoder,
 )
+from comfy_llm_backend_cuda.transformers._engine import import_engine, plan_device
+from comfy_llm_backend_cuda.transformers._generate import eos_ids
 from comfy_llm_core import ExecutionTarget, install_command
 from comfy_llm_inputs import ImagePart, PreparedInputs, VideoFramePart, chat_messages
-from comfy_llm_profiles import ModelProfile, ProfileLimits
+from comfy_llm_profiles import ModelProfile
+from comfy_llm_profiles._profile import ProfileLimits
 from PIL import Image
 
 

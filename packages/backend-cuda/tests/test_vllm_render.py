@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from comfy_llm_backend_cuda._messages import encode_prompt
 from comfy_llm_backend_cuda._processor import load_processor
-from comfy_llm_backend_cuda._vllm_backend import VllmBackend
+from comfy_llm_backend_cuda.transformers._messages import encode_prompt
+from comfy_llm_backend_cuda.vllm import VllmBackend
 from comfy_llm_core import ExecutionTarget
 from comfy_llm_inputs import ImagePart, PreparedInputs, TextPart
 from comfy_llm_profiles import resolve_profile

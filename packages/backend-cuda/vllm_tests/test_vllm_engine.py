@@ -317,7 +317,7 @@ def test_unload_shuts_the_engine_down(world: Path) -> None:
 @pytest.mark.parametrize("method", ["fp8", "modelopt_fp4"])
 def test_quantization_below_vllms_minimum_capability_is_refused(method: str) -> None:
     from comfy_llm_backend_cuda import UnsupportedQuantizationError
-    from comfy_llm_backend_cuda._vllm_engine import check_quantization
+    from comfy_llm_backend_cuda.vllm._engine import check_quantization
     from vllm.model_executor.layers.quantization import get_quantization_config
 
     minimum = int(get_quantization_config(method).get_min_capability())  # vLLM's answer

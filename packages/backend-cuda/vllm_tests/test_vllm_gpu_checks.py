@@ -40,7 +40,7 @@ def _profile(weight_bytes: int) -> Any:
 
 def _cache_config(profile: Any, admitted: Any) -> Any:
     """The CacheConfig vLLM builds from the backend's engine arguments (arg_utils.py:2265-2268)."""
-    from comfy_llm_backend_cuda._vllm_engine import engine_kwargs
+    from comfy_llm_backend_cuda.vllm._engine import engine_kwargs
     from vllm.config import CacheConfig, StructuredOutputsConfig
     from vllm.engine.arg_utils import AsyncEngineArgs
 
@@ -127,7 +127,7 @@ class _CpuBacked:
 
 @pytest.mark.parametrize("seed", [0, 2**63 - 1, 2**63, 2**64 - 1])
 def test_every_comfyui_seed_fits_the_gpu_runner_seed_storage(seed: int, monkeypatch):
-    from comfy_llm_backend_cuda._vllm_requests import sampling_params
+    from comfy_llm_backend_cuda.vllm._requests import sampling_params
     from comfy_llm_residency.backend import GenerationSettings
     from vllm.v1.worker.gpu.sample import states
 

@@ -43,7 +43,7 @@ CAPTION_TEXT, CAPTION_OUTPUT = 64, 128
 
 def _cuda_vllm_config(profile: Any, config: dict[str, Any], folder: Path) -> Any:
     """vLLM's config from the backend's engine arguments, with CUDA's block size."""
-    from comfy_llm_backend_cuda._vllm_engine import engine_kwargs
+    from comfy_llm_backend_cuda.vllm._engine import engine_kwargs
     from comfy_llm_residency import MemorySnapshot
     from vllm.engine.arg_utils import EngineArgs
     from vllm.platforms.interface import Platform

@@ -16,7 +16,8 @@ from comfy_llm_backend_llamacpp import (
     check_files,
     find_gguf_files,
 )
-from comfy_llm_profiles import GGML_TYPES, GgufLimits, check_model_file, check_projector_file
+from comfy_llm_profiles import check_model_file, check_projector_file
+from comfy_llm_profiles._gguf_format import GGML_TYPES, GgufLimits
 from comfy_llm_testworld.gguf_checkpoints import GgufPair, build_gguf_files
 from comfy_llm_testworld.gguf_hostile import hostile_model_variants, hostile_projector_variants
 
@@ -136,7 +137,7 @@ def test_engine_knows_every_allowed_name() -> None:
     the terminating NUL is required after the name.
     """
     import llama_cpp
-    from comfy_llm_profiles import TEXT_ARCHITECTURES, VISION_PROJECTORS
+    from comfy_llm_profiles._gguf_rules import TEXT_ARCHITECTURES, VISION_PROJECTORS
 
     lib = Path(llama_cpp.__file__).parent / "lib"
     llama = next(lib.glob("libllama.*")).read_bytes()

@@ -16,7 +16,8 @@ from comfy_llm_backend_llamacpp import (
     plan_offload,
 )
 from comfy_llm_core import ExecutionTarget, ignore_progress
-from comfy_llm_profiles import ModelProfile, ProfileLimits
+from comfy_llm_profiles import ModelProfile
+from comfy_llm_profiles._profile import ProfileLimits
 
 GIB = 2**30
 

@@ -10,7 +10,8 @@ import pytest
 from comfy_llm._cli import main
 from comfy_llm._cli._args import default_model
 from comfy_llm_core import ExecutionTarget
-from comfy_llm_profiles import load_curated_registry, load_manifest
+from comfy_llm_profiles import load_curated_registry
+from comfy_llm_profiles._manifest import load_manifest
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.checkpoints import build_checkpoint_files
 

@@ -112,8 +112,7 @@ def test_a_curated_id_the_registry_refuses_here_is_not_offered(
     # the decision is the registry's, per curated id (no hand list): a commit whose stored
     # facts the target refuses (here: a config naming custom code) leaves the picker
     from comfy_llm._comfyui._inputs import DEFAULT_MODEL
-    from comfy_llm_profiles import PinnedFacts
-    from comfy_llm_profiles._pins import save_pinned_facts
+    from comfy_llm_profiles._pins import PinnedFacts, save_pinned_facts
 
     monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
     entry = load_curated_registry().get("smolvlm2-500m-video-instruct")

@@ -23,7 +23,8 @@ from comfy_llm_testworld import FakeHub
 
 @pytest.fixture
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from comfy_llm_profiles import ENGINES, FAMILIES
+    from comfy_llm_profiles import ENGINES
+    from comfy_llm_profiles._families import FAMILIES
     from comfy_llm_testworld import fake_engine
 
     monkeypatch.setitem(ENGINES, fake_engine.RECORD.name, fake_engine.RECORD)  # the engine

@@ -8,7 +8,8 @@ import pytest
 from comfy_llm_core import ProgressEvent
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_modal_remote import Dispatcher, RemoteRun
-from comfy_llm_profiles import ModelNotFoundError, ModelProfile
+from comfy_llm_profiles import ModelProfile
+from comfy_llm_profiles.errors import ModelNotFoundError
 from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import GIB, FixedMemoryProbe, StrictTransport

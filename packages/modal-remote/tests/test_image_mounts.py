@@ -95,7 +95,7 @@ def test_every_mount_enumerates_and_carries_exactly_the_workspace_sources(
     # The data files the containers read travel with the modules.
     assert "/root/comfy_llm_profiles/curated_profiles.json" in remotes
     assert "/root/comfy_llm_modal_remote/image_lock.json" in remotes
-    assert "/root/comfy_llm_backend_cuda/_vllm_backend.py" in remotes
+    assert "/root/comfy_llm_backend_cuda/vllm/_backend.py" in remotes
     for remote in remotes:
         parts = remote.split("/")
         assert not {"tests", "bench", "vllm_tests", "__pycache__"} & set(parts), remote

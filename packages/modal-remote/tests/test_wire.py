@@ -16,7 +16,7 @@ from comfy_llm_modal_remote._wire import (
     error_envelope,
     unwrap,
 )
-from comfy_llm_profiles import ModelNotFoundError
+from comfy_llm_profiles.errors import ModelNotFoundError
 
 
 def _plain_only(value: Any) -> None:

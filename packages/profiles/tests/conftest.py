@@ -182,7 +182,8 @@ def make_files() -> Callable[..., dict[str, bytes]]:
 def build_profile(**overrides: Any) -> Any:
     """A valid ModelProfile (local_cpu, transformers) with ``overrides`` applied."""
     from comfy_llm_core import ExecutionTarget
-    from comfy_llm_profiles import ModelProfile, ProfileLimits
+    from comfy_llm_profiles import ModelProfile
+    from comfy_llm_profiles._profile import ProfileLimits
 
     fields: dict[str, Any] = {
         "repository": "owner/model",

@@ -9,14 +9,10 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ExecutionTarget
-from comfy_llm_profiles import (
-    FAMILIES,
-    load_curated_registry,
-    load_manifest,
-    parse_curated_registry,
-    registry_for,
-    resolve_profile,
-)
+from comfy_llm_profiles import load_curated_registry, registry_for, resolve_profile
+from comfy_llm_profiles._curated import parse_curated_registry
+from comfy_llm_profiles._families import FAMILIES
+from comfy_llm_profiles._manifest import load_manifest
 from comfy_llm_profiles.errors import CuratedRegistryError, DownloadTooLargeError
 from comfy_llm_testworld import FakeHub
 

@@ -6,17 +6,11 @@ import dataclasses
 
 import pytest
 from comfy_llm_core import ExecutionTarget, install_command
-from comfy_llm_profiles import (
-    ENGINES,
-    FAMILIES,
-    REGISTRY_VERSIONS,
-    EngineSpec,
-    ProfileValidationError,
-    engine_spec,
-    registry_for,
-)
+from comfy_llm_profiles import ENGINES, EngineSpec, engine_spec, registry_for
 from comfy_llm_profiles._engines import quantization_methods
-from comfy_llm_profiles._registry import _TARGETS
+from comfy_llm_profiles._families import FAMILIES
+from comfy_llm_profiles._registry import _TARGETS, REGISTRY_VERSIONS
+from comfy_llm_profiles.errors import ProfileValidationError
 
 APPLE, CUDA, CPU, MODAL = (
     ExecutionTarget.LOCAL_APPLE,

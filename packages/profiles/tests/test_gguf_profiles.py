@@ -7,15 +7,9 @@ from pathlib import Path
 
 import pytest
 from comfy_llm_core import ExecutionTarget
-from comfy_llm_profiles import (
-    REGISTRY_VERSIONS,
-    EngineUnavailableError,
-    LocalFolderError,
-    UnsafeGgufError,
-    UnsupportedArchitectureError,
-    gguf_file_names,
-    resolve_profile,
-)
+from comfy_llm_profiles import LocalFolderError, UnsafeGgufError, gguf_file_names, resolve_profile
+from comfy_llm_profiles._registry import REGISTRY_VERSIONS
+from comfy_llm_profiles.errors import EngineUnavailableError, UnsupportedArchitectureError
 from comfy_llm_testworld.gguf_checkpoints import GGUF_MMPROJ_NAME, write_gguf_pair
 from comfy_llm_testworld.gguf_hostile import hostile_model_variants, hostile_projector_variants
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from comfy_llm_profiles import (
+from comfy_llm_profiles._hub_gguf import (
     DEFAULT_GGUF_QUANTIZATION,
-    GgufRepositoryError,
-    RepositoryFile,
     choose_hub_gguf,
     hub_gguf_quantizations,
 )
-from comfy_llm_profiles.errors import UnsupportedQuantizationError
+from comfy_llm_profiles._inspect import RepositoryFile
+from comfy_llm_profiles.errors import GgufRepositoryError, UnsupportedQuantizationError
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ErrorAction, ExecutionTarget, InvalidSettingError
-from comfy_llm_profiles import (
+from comfy_llm_profiles import resolve_profile
+from comfy_llm_profiles.errors import (
     HubAccessError,
     HubDataError,
     HubTimeoutError,
     HubUnavailableError,
-    resolve_profile,
+    InvalidConfigError,
 )
-from comfy_llm_profiles.errors import InvalidConfigError
 
 REPO = "owner/tiny-qwen"
 CPU = ExecutionTarget.LOCAL_CPU

@@ -10,13 +10,9 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ProgressStage
-from comfy_llm_profiles import (
-    LocalFolderError,
-    OfflineResolutionError,
-    hf_cache_snapshot,
-    load_manifest,
-    resolve_profile,
-)
+from comfy_llm_profiles import LocalFolderError, OfflineResolutionError, resolve_profile
+from comfy_llm_profiles._hf_cache import hf_cache_snapshot
+from comfy_llm_profiles._manifest import load_manifest
 from comfy_llm_profiles.errors import RemoteCodeError
 from comfy_llm_testworld import FakeHub
 from huggingface_hub import snapshot_download

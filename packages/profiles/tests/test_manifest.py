@@ -9,14 +9,9 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ExecutionTarget
-from comfy_llm_profiles import (
-    ManifestError,
-    ModelProfile,
-    load_manifest,
-    manifest_path,
-    write_manifest,
-)
-from comfy_llm_profiles.errors import ManifestConflictError
+from comfy_llm_profiles import ModelProfile
+from comfy_llm_profiles._manifest import load_manifest, manifest_path, write_manifest
+from comfy_llm_profiles.errors import ManifestConflictError, ManifestError
 
 MakeProfile = Callable[..., ModelProfile]
 

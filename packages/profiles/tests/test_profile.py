@@ -8,12 +8,8 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ExecutionTarget
-from comfy_llm_profiles import (
-    ModelProfile,
-    ProfileLimits,
-    compute_profile_id,
-    estimated_vram_gb,
-)
+from comfy_llm_profiles import ModelProfile
+from comfy_llm_profiles._profile import ProfileLimits, compute_profile_id, estimated_vram_gb
 from comfy_llm_profiles.errors import ProfileValidationError
 
 MakeProfile = Callable[..., ModelProfile]

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from comfy_llm_profiles import QuantizationInfo, detect_quantization
+from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
 
 BLOCK_FP8 = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
 NVFP4 = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from comfy_llm_profiles import ModelReference, ProfileError, load_curated_registry, parse_reference
+from comfy_llm_profiles import ProfileError, load_curated_registry, parse_reference
+from comfy_llm_profiles._reference import ModelReference
 from comfy_llm_profiles.errors import InvalidModelReferenceError
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

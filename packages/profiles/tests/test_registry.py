@@ -7,20 +7,14 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ExecutionTarget, install_command
-from comfy_llm_profiles import (
-    ENGINES,
-    FAMILIES,
-    REGISTRY_VERSIONS,
-    UnsupportedArchitectureError,
-    available_backends,
-    decide,
-    known_architectures,
-    registry_for,
-)
+from comfy_llm_profiles import ENGINES, available_backends, decide, registry_for
+from comfy_llm_profiles._families import FAMILIES
+from comfy_llm_profiles._registry import REGISTRY_VERSIONS, known_architectures
 from comfy_llm_profiles.errors import (
     InvalidConfigError,
     ModelRejectedError,
     RemoteCodeError,
+    UnsupportedArchitectureError,
     UnsupportedQuantizationError,
 )
 

@@ -11,22 +11,20 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ExecutionTarget, ProgressStage
-from comfy_llm_profiles import (
-    HubAccessError,
-    HubUnavailableError,
-    ModelNotFoundError,
-    UnsupportedArchitectureError,
-    load_manifest,
-    resolve_profile,
-)
+from comfy_llm_profiles import resolve_profile
+from comfy_llm_profiles._manifest import load_manifest
 from comfy_llm_profiles.errors import (
     DownloadTooLargeError,
+    HubAccessError,
+    HubUnavailableError,
     InvalidConfigError,
     MissingConfigError,
+    ModelNotFoundError,
     ModelRejectedError,
     RemoteCodeError,
     SecurityScanError,
     UnsafeWeightsError,
+    UnsupportedArchitectureError,
     UnsupportedQuantizationError,
 )
 

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from comfy_llm_core import ExecutionTarget, Modality, ProgressEvent
 from comfy_llm_inputs import ImagePart, PreparedInputs
-from comfy_llm_profiles import ModelProfile, ProfileLimits
+from comfy_llm_profiles import ModelProfile
+from comfy_llm_profiles._profile import ProfileLimits
 from comfy_llm_reasoning import TokenVocabulary
 from comfy_llm_residency import MemorySnapshot, ResidentModelManager, reset_managers
 from comfy_llm_residency.backend import BackendResult, BackendTimings, GenerationSettings

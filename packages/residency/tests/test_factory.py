@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import install_command
-from comfy_llm_profiles import ENGINES, ProfileValidationError, engine_spec
+from comfy_llm_profiles import ENGINES, engine_spec
+from comfy_llm_profiles.errors import ProfileValidationError
 from comfy_llm_residency import EngineNotInstalledError, create_backend
 
 

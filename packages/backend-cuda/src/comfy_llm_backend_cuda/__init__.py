@@ -9,14 +9,14 @@ and serves it synchronously; its eager/throughput mode is deployment-scoped
 (``COMFY_MODAL_LLM_VLLM_EXECUTION_MODE``) and its compile caches live under
 a namespace of the accelerator stack.
 
-torch, transformers and vllm are imported only when a model is loaded, so
+Layout: :mod:`._factory` on top dispatches to :mod:`.transformers` or
+:mod:`.vllm` (engine subpackages that never import each other); below them
+sit the shared ``_processor``, ``_stream`` and ``errors``. torch,
+transformers and vllm are imported only when a model is loaded, so
 importing this package works without them.
 """
 
-from ._backend import ATTENTION_IMPLEMENTATION, TransformersBackend
 from ._factory import ENGINE_NAMES, create_backend
-from ._vllm_cache import COMPILE_CACHE_ROOT_ENV, CacheStack
-from ._vllm_modes import EXECUTION_MODE_ENV, ExecutionModes, execution_modes
 from .errors import (
     BackendUnloadedError,
     CudaBackendError,
@@ -28,6 +28,14 @@ from .errors import (
     PromptTooLongError,
     UnsupportedBackendError,
     UnsupportedQuantizationError,
+)
+from .transformers import ATTENTION_IMPLEMENTATION, TransformersBackend
+from .vllm import (
+    COMPILE_CACHE_ROOT_ENV,
+    EXECUTION_MODE_ENV,
+    CacheStack,
+    ExecutionModes,
+    execution_modes,
 )
 
 __version__ = "0.1.0"

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Final
 from comfy_llm_core import ProgressCallback
 from comfy_llm_profiles import ModelProfile
 
-from ._backend import TransformersBackend
 from .errors import ENGINE_NAME, VLLM_ENGINE_NAME, UnsupportedBackendError
+from .transformers import TransformersBackend
 
 if TYPE_CHECKING:
-    from ._vllm_backend import VllmBackend
+    from .vllm import VllmBackend
 
 __all__ = ["ENGINE_NAMES", "create_backend", "create_vllm_backend"]
 
@@ -35,7 +35,7 @@ def create_vllm_backend(
         UnsupportedQuantizationError: vLLM says the GPU cannot run the format.
         ModelLoadError: vLLM or the processor could not load the files.
     """
-    from ._vllm_backend import VllmBackend
+    from .vllm import VllmBackend
 
     return VllmBackend.load(profile, snapshot_path, progress)
 

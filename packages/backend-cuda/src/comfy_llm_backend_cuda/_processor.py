@@ -24,6 +24,7 @@ __all__ = [
     "hide_library_bars",
     "load_processor",
     "load_reporter",
+    "processor_class",
     "render_chat",
 ]
 
@@ -77,7 +78,7 @@ def load_processor(transformers: Any, profile: ModelProfile, path: Path) -> Any:
     """
     try:
         with env_scope({}):
-            return _processor_class(transformers, profile.model_type).from_pretrained(
+            return processor_class(transformers, profile.model_type).from_pretrained(
                 str(path), local_files_only=True, trust_remote_code=False
             )
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -85,7 +86,7 @@ def load_processor(transformers: Any, profile: ModelProfile, path: Path) -> Any:
         raise ModelLoadError(*where, "processor", str(error)) from error
 
 
-def _processor_class(transformers: Any, model_type: str) -> Any:
+def processor_class(transformers: Any, model_type: str) -> Any:
     """Transformers' own processor class for ``model_type``.
 
     Looked up in Transformers' mapping rather than through

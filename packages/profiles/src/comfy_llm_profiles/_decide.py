@@ -38,25 +38,22 @@ from comfy_llm_core import ExecutionTarget
 
 from comfy_llm_profiles._config_defaults import with_class_defaults
 from comfy_llm_profiles._engines import ENGINES, EngineFacts, EngineSpec
-from comfy_llm_profiles._families import family_of
 from comfy_llm_profiles._kv_cache import kv_cache_bytes, positive_int, text_config
 from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
 from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
+from comfy_llm_profiles._refusals import (
+    check_remote_code,
+    quantization_advice,
+    refuse_architecture,
+    unsupported_quantization,
+)
 from comfy_llm_profiles._registry import (
     ArchitectureRule,
     CompatibilityRegistry,
     known_architectures,
     registry_for,
 )
-from comfy_llm_profiles._unreviewed import REFUSED, transformers_kind
-from comfy_llm_profiles._unreviewed import catalogue as transformers_catalogue
-from comfy_llm_profiles.errors import (
-    InvalidConfigError,
-    RemoteCodeError,
-    UnreviewedArchitectureError,
-    UnsupportedArchitectureError,
-    UnsupportedQuantizationError,
-)
+from comfy_llm_profiles.errors import InvalidConfigError
 
 __all__ = ["CompatibilityDecision", "available_backends", "decide", "estimate_memory_bytes"]
 
@@ -163,23 +160,6 @@ def _dtype(config: Mapping[str, Any]) -> str:
             if isinstance(value, str) and value:
                 return value.removeprefix("torch.")
     return "auto"
-
-
-def _check_remote_code(config: Mapping[str, Any], raise_remote: Any) -> None:
-    for name, section in (
-        ("", config),
-        ("text_config.", config.get("text_config")),
-        ("vision_config.", config.get("vision_config")),
-    ):
-        if isinstance(section, Mapping):
-            if "auto_map" in section:
-                raise raise_remote(f"{name}auto_map is set")
-            if section.get("trust_remote_code") is True:
-                raise raise_remote(f"{name}trust_remote_code is true")
-    if "model_file" in config:
-        # mlx_vlm/utils.py (get_model_and_args) imports that file from the snapshot and
-        # runs it: code from the checkpoint, whatever the architecture says.
-        raise raise_remote(f"model_file is set ({config['model_file']!r}: MLX-VLM would run it)")
 
 
 def _architecture(config: Mapping[str, Any], invalid: Any) -> tuple[str, str]:
@@ -340,44 +320,15 @@ def decide(
     def invalid(problem: str) -> InvalidConfigError:
         return InvalidConfigError(*where, problem)
 
-    def remote(reason: str) -> RemoteCodeError:
-        return RemoteCodeError(*where, reason)
-
     if not isinstance(config, Mapping):
         raise invalid("it is not a JSON object")
-    _check_remote_code(config, remote)
+    check_remote_code(config, where)
     architecture, model_type = _architecture(config, invalid)
     config = with_class_defaults(config)
-    if architecture not in known_architectures():
-        kind = transformers_kind(architecture)
-        if kind is None:
-            raise remote(
-                f"architecture {architecture!r} is built into no engine comfy-llm runs "
-                f"(not in {transformers_catalogue()['transformers']} Transformers' auto "
-                "classes), i.e. a custom architecture"
-            )
-        raise UnreviewedArchitectureError(
-            *where,
-            architecture=architecture,
-            kind=kind,
-            reason=REFUSED.get(architecture, ""),
-            reviewed=sorted({rule.family for rule in registry.rules}),
-        )
     rule = registry.rule_for(architecture)
     if rule is None:
-        others = [t.value for t in ExecutionTarget if registry_for(t).rule_for(architecture)]
-        family = family_of(architecture)
-        refused = dict(family.refused_engines) if family else {}
-        raise UnsupportedArchitectureError(
-            *where,
-            architecture=architecture,
-            supported=registry.architectures,
-            other_targets=others,
-            registry_version=registry.version,
-            reason="; ".join(
-                why for engine, why in refused.items() if target in ENGINES[engine].targets
-            ),
-        )
+        known = architecture in known_architectures()
+        refuse_architecture(architecture, registry, where, known=known)
     expected_type = rule.model_type_for(architecture)
     if model_type != expected_type:
         raise invalid(
@@ -396,11 +347,11 @@ def decide(
         label = (
             quantization.method if quantization.known else f"unknown ({quantization.description})"
         )
-        raise UnsupportedQuantizationError(
-            *where,
+        raise unsupported_quantization(
+            where,
             quantization=label,
             allowed=allowed,
-            advice=_advice(registry, rule, usable, quantization),
+            advice=quantization_advice(registry, rule, usable, quantization),
         )
     dtype = _dtype(config)
     limits = _capped(_limits(config, registry, rule, limit_overrides), rule)
@@ -430,31 +381,4 @@ def decide(
         family=rule.family,
         advertised_context_tokens=positive_int(config, "max_position_embeddings"),
         runtime_requirements=choice.requirements,
-    )
-
-
-def _advice(
-    registry: CompatibilityRegistry,
-    rule: ArchitectureRule,
-    usable: Collection[str],
-    quantization: QuantizationInfo,
-) -> str:
-    """The target's advice, plus how to install an engine that would load the format.
-
-    Only an engine that is not installed here but accepts the quantization is
-    named; its command comes from ``install_command`` (one place for all advice).
-    """
-    missing = [
-        c
-        for c in rule.backends
-        if c.name not in usable
-        and c.weight_format == "safetensors"
-        and rule.accepts(c, quantization.method)
-    ]
-    if not missing:
-        return registry.quantization_advice
-    spec = ENGINES[missing[0].name]
-    return (
-        f"{registry.quantization_advice} The {spec.label} engine loads it here once installed: "
-        f"{spec.install_hint}"
     )

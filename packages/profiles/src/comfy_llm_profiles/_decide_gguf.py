@@ -34,17 +34,29 @@ from comfy_llm_profiles._decide import (
 from comfy_llm_profiles._families import FAMILIES
 from comfy_llm_profiles._gguf_rules import GgufModel, GgufProjector
 from comfy_llm_profiles._quantization import QuantizationInfo
+from comfy_llm_profiles._refusals import Where, unsupported_architecture, unsupported_quantization
 from comfy_llm_profiles._registry import ArchitectureRule, registry_for
 from comfy_llm_profiles.errors import (
     EngineUnavailableError,
-    UnsupportedArchitectureError,
-    UnsupportedQuantizationError,
 )
 
 __all__ = ["GGUF_DTYPE", "decide_gguf", "gguf_pair_label"]
 
 GGUF_DTYPE = "gguf"
 """A GGUF profile's ``dtype``: the file's tensors keep their own types (see ``quantization``)."""
+
+
+def _engine_unavailable(where: Where, engine: str, install_hint: str) -> EngineUnavailableError:
+    repository, revision, target = where
+    return EngineUnavailableError(
+        f"{repository!r} needs the {engine} engine, which is not installed in this Python "
+        f"(target {target!r}). Install it: {install_hint}, then restart.",
+        repository=repository,
+        revision=revision,
+        target=target,
+        engine=engine,
+        install_hint=install_hint,
+    )
 
 
 def gguf_pair_label(architecture: str, projector_type: str) -> str:
@@ -119,8 +131,8 @@ def decide_gguf(
     if found is None:
         pair = gguf_pair_label(model.architecture, projector_type)
         others = [t.value for t in ExecutionTarget if _rule(t, model.architecture, projector_type)]
-        raise UnsupportedArchitectureError(
-            *where,
+        raise unsupported_architecture(
+            where,
             architecture=f"GGUF {pair}",
             supported=_reviewed_pairs(),
             other_targets=others,
@@ -129,15 +141,15 @@ def decide_gguf(
     rule, architecture = found
     engine = next((e for e in rule.backends if e.weight_format == "gguf"), None)
     if engine is None:  # pragma: no cover - a family with GGUF pairs lists a GGUF engine
-        raise EngineUnavailableError(*where, engine="GGUF", install_hint="")
+        raise _engine_unavailable(where, "GGUF", "")
     usable = available_backends(target) if backends is None else frozenset(backends)
     if engine.name not in usable:
-        raise EngineUnavailableError(*where, engine=engine.label, install_hint=engine.install_hint)
+        raise _engine_unavailable(where, engine.label, engine.install_hint)
     method = model.quantization or "unknown"
     if not rule.accepts(engine, method):
         reviewed = rule.record.quantizations
-        raise UnsupportedQuantizationError(
-            *where,
+        raise unsupported_quantization(
+            where,
             quantization=method,
             allowed=[q for q in engine.quantizations if reviewed is None or q in reviewed],
             advice="Pick another GGUF file of the model (Q4_K_M is the usual choice).",

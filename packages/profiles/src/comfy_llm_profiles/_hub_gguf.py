@@ -20,7 +20,7 @@ from typing import Final
 from comfy_llm_profiles._gguf_rules import FILE_TYPES
 from comfy_llm_profiles._inspect import RepositoryFile
 from comfy_llm_profiles._local_gguf import GGUF_SUFFIX, is_projector_name
-from comfy_llm_profiles.errors import GgufRepositoryError, UnsupportedQuantizationError
+from comfy_llm_profiles._refusals import unsupported_quantization, unusable_gguf_repository
 
 __all__ = [
     "DEFAULT_GGUF_QUANTIZATION",
@@ -118,8 +118,8 @@ def choose_hub_gguf(
     where = (repository, revision, target)
     if not offered:
         ggufs = [f.path for f in files if f.path.lower().endswith(GGUF_SUFFIX)]
-        raise GgufRepositoryError(
-            *where, f"no single-file model .gguf (GGUF files: {', '.join(ggufs) or 'none'})"
+        raise unusable_gguf_repository(
+            where, f"no single-file model .gguf (GGUF files: {', '.join(ggufs) or 'none'})"
         )
     wanted = quantization.upper() if quantization else None
     if wanted is None:
@@ -128,8 +128,8 @@ def choose_hub_gguf(
         elif len(offered) == 1:
             wanted = next(iter(offered))
     if wanted is None or wanted not in offered:
-        raise UnsupportedQuantizationError(
-            *where,
+        raise unsupported_quantization(
+            where,
             quantization=quantization or f"{DEFAULT_GGUF_QUANTIZATION} (the default)",
             allowed=sorted(offered),
             advice="Choose one of the quantizations this GGUF repository offers.",
@@ -137,7 +137,7 @@ def choose_hub_gguf(
     choice = HubGgufChoice(wanted, offered[wanted], _projector(files), tuple(sorted(offered)))
     unverifiable = [f.path for f in choice.files if f.sha256 is None]
     if unverifiable:
-        raise GgufRepositoryError(
-            *where, f"{unverifiable[0]} has no LFS sha256, so it could not be verified"
+        raise unusable_gguf_repository(
+            where, f"{unverifiable[0]} has no LFS sha256, so it could not be verified"
         )
     return choice

@@ -129,7 +129,7 @@ def check_security_findings(
             f"The Hugging Face security scan flagged {len(findings)} file(s) in {repository!r} "
             f"at {revision}: {'; '.join(findings[:5])}. No finding is tolerated; pick another "
             "repository or a revision without findings.",
-            findings=findings,
+            findings=tuple(findings),
             repository=repository,
             revision=revision,
             target=target.value,
@@ -163,7 +163,7 @@ def _check_files(
             f"Model repository {at} has {found}; only *.safetensors weights are accepted "
             "because pickle formats (.bin, .pt, .pth, .pkl, .ckpt) can run code when loaded. "
             "Pick a repository or revision that ships safetensors.",
-            weight_files=pickles,
+            weight_files=tuple(pickles),
             **where,
         )
     unsized = [f.path for f in weights if f.size is None]

@@ -41,10 +41,10 @@ from comfy_llm_profiles._local_gguf import scan_gguf_files
 from comfy_llm_profiles._pins import save_branch_pin
 from comfy_llm_profiles._profile import ModelProfile
 from comfy_llm_profiles._reference import ModelReference, is_commit
+from comfy_llm_profiles._refusals import unusable_gguf_repository
 from comfy_llm_profiles._settings import ProfileSettings
 from comfy_llm_profiles.errors import (
     DownloadTooLargeError,
-    GgufRepositoryError,
     UnsafeGgufError,
 )
 
@@ -90,10 +90,10 @@ def resolve_hub_gguf(
     repository, revision = str(ref.repository), ref.revision
     where = (repository, revision, target.value)
     if not any(e.weight_format == "gguf" and target in e.targets for e in ENGINES.values()):
-        raise GgufRepositoryError(*where, f"no GGUF engine runs on target {target.value!r}")
+        raise unusable_gguf_repository(where, f"no GGUF engine runs on target {target.value!r}")
     if fetch is None:
-        raise GgufRepositoryError(
-            *where,
+        raise unusable_gguf_repository(
+            where,
             "a GGUF model is decided from its files' headers, and this caller cannot "
             "download them; run it through the node or `comfy-llm run`",
         )

@@ -11,7 +11,6 @@ so generic handlers keep working, and ComfyUI shows that kind.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from comfy_llm_core import ComfyLLMError, ErrorAction
@@ -239,17 +238,23 @@ class HubDataError(HubError, ValueError):
 class ModelRejectedError(ProfileError):
     """The repository was inspected and is refused before any weight byte is downloaded.
 
+    The raise site composes the message; a subclass's own facts (named on it
+    as annotations) are keyword arguments kept as attributes.
+
     Attributes:
         repository: The repository inspected.
         revision: The pinned 40-hex commit (or the requested revision if not pinned yet).
         target: The execution target the check was made for.
     """
 
-    def __init__(self, message: str, *, repository: str, revision: str | None, target: str) -> None:
+    def __init__(
+        self, message: str, *, repository: str, revision: str | None, target: str, **facts: object
+    ) -> None:
         super().__init__(message)
         self.repository = repository
         self.revision = revision
         self.target = target
+        vars(self).update(facts)
 
 
 class MissingConfigError(ModelRejectedError):
@@ -281,17 +286,7 @@ class UnsafeWeightsError(ModelRejectedError):
         weight_files: The weight-like files found (pickle formats), possibly empty.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        weight_files: Sequence[str],
-        repository: str,
-        revision: str | None,
-        target: str,
-    ) -> None:
-        super().__init__(message, repository=repository, revision=revision, target=target)
-        self.weight_files = tuple(weight_files)
+    weight_files: tuple[str, ...]
 
 
 class DownloadTooLargeError(ModelRejectedError):
@@ -324,17 +319,7 @@ class SecurityScanError(ModelRejectedError):
         findings: One line per finding (file path and level where known).
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        findings: Sequence[str],
-        repository: str,
-        revision: str | None,
-        target: str,
-    ) -> None:
-        super().__init__(message, repository=repository, revision=revision, target=target)
-        self.findings = tuple(findings)
+    findings: tuple[str, ...]
 
 
 class RemoteCodeError(ModelRejectedError):
@@ -344,17 +329,7 @@ class RemoteCodeError(ModelRejectedError):
         reason: What in config.json asks for it.
     """
 
-    def __init__(self, repository: str, revision: str | None, target: str, reason: str) -> None:
-        self.reason = reason
-        super().__init__(
-            f"{repository!r} needs its own Python code to run ({reason}); comfy-llm never runs "
-            "a repository's code (trust_remote_code is never enabled). Pick a repository whose "
-            "architecture is built into Transformers/MLX-VLM (its config.json was read at "
-            f"commit {revision}).",
-            repository=repository,
-            revision=revision,
-            target=target,
-        )
+    reason: str
 
 
 class UnreviewedArchitectureError(ModelRejectedError):
@@ -369,36 +344,9 @@ class UnreviewedArchitectureError(ModelRejectedError):
         reason: Why a reviewed-but-refused family is refused, else empty.
     """
 
-    def __init__(
-        self,
-        repository: str,
-        revision: str | None,
-        target: str,
-        *,
-        architecture: str,
-        kind: str,
-        reason: str,
-        reviewed: Sequence[str],
-    ) -> None:
-        self.architecture = architecture
-        self.kind = kind
-        self.reason = reason
-        why = (
-            f"It was reviewed and is refused: {reason}"
-            if reason
-            else (
-                "It is not reviewed yet (its modalities, chat template and memory terms "
-                "are unchecked). To ask for it, open an issue naming the repository."
-            )
-        )
-        super().__init__(
-            f"Architecture {architecture!r} of {repository!r} is built into Transformers "
-            f"({kind}), but comfy-llm does not run it. {why} Reviewed families run here: "
-            f"{', '.join(reviewed)}.",
-            repository=repository,
-            revision=revision,
-            target=target,
-        )
+    architecture: str
+    kind: str
+    reason: str
 
 
 class UnsupportedArchitectureError(ModelRejectedError):
@@ -411,35 +359,10 @@ class UnsupportedArchitectureError(ModelRejectedError):
         reason: Why the engines of this target cannot run a reviewed family.
     """
 
-    def __init__(
-        self,
-        repository: str,
-        revision: str | None,
-        target: str,
-        *,
-        architecture: str,
-        supported: Sequence[str],
-        other_targets: Sequence[str],
-        registry_version: str,
-        reason: str = "",
-    ) -> None:
-        self.architecture = architecture
-        self.supported = tuple(supported)
-        self.other_targets = tuple(other_targets)
-        self.reason = reason
-        elsewhere = (
-            f" It is supported on: {', '.join(self.other_targets)}." if self.other_targets else ""
-        )
-        if reason:
-            elsewhere = f" It was reviewed, but not for this machine: {reason}.{elsewhere}"
-        super().__init__(
-            f"Architecture {architecture!r} of {repository!r} is not supported on target "
-            f"{target!r} (registry {registry_version} accepts: {', '.join(self.supported)})."
-            f"{elsewhere} Pick a model with a supported architecture.",
-            repository=repository,
-            revision=revision,
-            target=target,
-        )
+    architecture: str
+    supported: tuple[str, ...]
+    other_targets: tuple[str, ...]
+    reason: str
 
 
 class UnsupportedQuantizationError(ModelRejectedError):
@@ -451,25 +374,8 @@ class UnsupportedQuantizationError(ModelRejectedError):
         allowed: The formats the target accepts for this architecture.
     """
 
-    def __init__(
-        self,
-        repository: str,
-        revision: str | None,
-        target: str,
-        *,
-        quantization: str,
-        allowed: Sequence[str],
-        advice: str,
-    ) -> None:
-        self.quantization = quantization
-        self.allowed = tuple(allowed)
-        super().__init__(
-            f"Quantization {quantization!r} of {repository!r} at {revision} is not allowed on "
-            f"target {target!r} (allowed: {', '.join(self.allowed)}). {advice}",
-            repository=repository,
-            revision=revision,
-            target=target,
-        )
+    quantization: str
+    allowed: tuple[str, ...]
 
 
 class LocalFolderError(ModelRejectedError):
@@ -516,18 +422,8 @@ class EngineUnavailableError(ModelRejectedError):
         install_hint: The command that installs it.
     """
 
-    def __init__(
-        self, repository: str, revision: str | None, target: str, *, engine: str, install_hint: str
-    ) -> None:
-        super().__init__(
-            f"{repository!r} needs the {engine} engine, which is not installed in this Python "
-            f"(target {target!r}). Install it: {install_hint}, then restart.",
-            repository=repository,
-            revision=revision,
-            target=target,
-        )
-        self.engine = engine
-        self.install_hint = install_hint
+    engine: str
+    install_hint: str
 
 
 class GgufRepositoryError(ModelRejectedError):
@@ -537,12 +433,4 @@ class GgufRepositoryError(ModelRejectedError):
         problem: What is missing (named files, the reason).
     """
 
-    def __init__(self, repository: str, revision: str | None, target: str, problem: str) -> None:
-        super().__init__(
-            f"GGUF repository {repository!r} at {revision} cannot be used: {problem}. Pick "
-            "another repository (one model .gguf per quantization, plus its mmproj-*.gguf).",
-            repository=repository,
-            revision=revision,
-            target=target,
-        )
-        self.problem = problem
+    problem: str

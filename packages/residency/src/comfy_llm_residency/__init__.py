@@ -12,7 +12,7 @@ record names (``comfy_llm_profiles.ENGINES``).
 """
 
 from ._factory import create_backend
-from ._generation import BatchTokenCallback, TokenCallback
+from ._generation import BatchTokenCallback, DecodeTiming, TokenCallback, TokenRelay
 from ._host import HostListener, ResidentInfo
 from ._loading import admitted_memory, serving_batch
 from ._manager import ResidentModelManager
@@ -62,6 +62,8 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DecodeTiming",
+    "TokenRelay",
     "admitted_memory",
     "serving_batch",
     "BatchTokenCallback",

@@ -25,7 +25,7 @@ from typing import Any
 
 from comfy_llm_profiles import ModelProfile
 
-from .errors import ENGINE_NAME, EngineNotInstalledError
+from ..errors import ENGINE_NAME, EngineNotInstalledError
 
 __all__ = ["DevicePlan", "import_engine", "plan_device"]
 

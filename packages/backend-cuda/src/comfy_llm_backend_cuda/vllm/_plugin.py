@@ -11,7 +11,7 @@ processes, EngineCore included (v1/engine/core.py:129,
 ``load_general_plugins``). This one (``comfy_llm_backend_cuda`` declares
 it in its pyproject) acts only in a process that multiprocessing spawned
 from the process that set :data:`PARENT_PID_ENV` (the backend sets it for
-the engine's spawn only, ``_vllm_engine.engine_variables``;
+the engine's spawn only, ``_engine.engine_variables``;
 ``multiprocessing.parent_process()`` names the spawner even when it is
 already gone): the host itself and vLLM's own worker processes (spawned by
 EngineCore) are left alone. There it

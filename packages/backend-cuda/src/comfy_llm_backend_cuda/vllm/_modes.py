@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from comfy_llm_core import env_choice
 
-from .errors import InvalidExecutionStateError
+from ..errors import InvalidExecutionStateError
 
 __all__ = [
     "EXECUTION_MODE_ENV",

@@ -26,24 +26,24 @@ from typing import TYPE_CHECKING, Any, Protocol
 from comfy_llm_reasoning import prompt_opens_reasoning
 from comfy_llm_residency.backend import BackendResult, BackendTimings, BatchItem, BatchTokenSink
 
-from ._stream import IncrementalDecoder, NativeStreamDecoder, stream_decoder
-from ._vllm_drain import EngineGone, dead_reason, hand_over, stop_streams, take_drain
-from ._vllm_reasoning import native_reasoning
-from ._vllm_requests import (
+from .._stream import IncrementalDecoder, NativeStreamDecoder, stream_decoder
+from ..errors import BackendUnloadedError, EngineDiedError
+from ._drain import EngineGone, dead_reason, hand_over, stop_streams, take_drain
+from ._reasoning import native_reasoning
+from ._requests import (
     CAPTION_STREAM_INTERVAL,
     next_request_id,
     raise_translated,
     sampling_params,
 )
-from .errors import BackendUnloadedError, EngineDiedError
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_profiles import ModelProfile
     from comfy_llm_residency.backend import GenerationSettings
 
-    from ._vllm_engine import LoopThread
-    from ._vllm_stats import EngineLoad
+    from ._engine import LoopThread
+    from ._stats import EngineLoad
 
 
 class BatchEngine(Protocol):

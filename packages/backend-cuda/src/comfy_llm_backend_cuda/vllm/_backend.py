@@ -2,9 +2,10 @@
 
 Order of one load: snapshot check -> import vLLM -> quantization check ->
 compile-cache namespace -> engine on the backend's loop thread (eager or
-throughput, from :mod:`._vllm_modes`) -> processor for the chat template.
+throughput, from :mod:`._modes`; started by :mod:`._start`) -> processor for
+the chat template.
 
-Order of one batch: see ``_vllm_batch`` (all items submitted at once).
+Order of one batch: see ``_batch`` (all items submitted at once).
 
 Order of one request: images downscaled to the processor's cap (a caption
 batch's to the caption cap) -> chat template (``enable_thinking`` from the
@@ -31,7 +32,7 @@ from comfy_llm_core import Modality, ProgressCallback
 from comfy_llm_inputs import chat_messages
 from comfy_llm_profiles import ModelProfile
 from comfy_llm_reasoning import TokenVocabulary, chat_template_kwargs, prompt_opens_reasoning
-from comfy_llm_residency import admitted_memory, serving_batch
+from comfy_llm_residency import serving_batch
 from comfy_llm_residency.backend import (
     BackendResult,
     BackendTimings,
@@ -42,35 +43,33 @@ from comfy_llm_residency.backend import (
 )
 from comfy_llm_staging import require_completed_snapshot
 
-from ._processor import VLLM_ENGINE_NAME, load_processor, load_reporter, render_chat
-from ._stream import stream_decoder
-from ._vllm_batch import generate_batch
-from ._vllm_cache import CompileCache, apply_compile_cache, current_stack
-from ._vllm_drain import EngineGone, dead_reason, end_request, hand_over, take_drain
-from ._vllm_engine import (
+from .._processor import VLLM_ENGINE_NAME, load_processor, load_reporter, render_chat
+from .._stream import stream_decoder
+from ..errors import BackendUnloadedError, EngineDiedError
+from ._batch import generate_batch
+from ._cache import CompileCache, apply_compile_cache, current_stack
+from ._drain import EngineGone, dead_reason, end_request, hand_over, take_drain
+from ._engine import (
     LoopThread,
     check_quantization,
     cuda_capability,
-    engine_kwargs,
-    engine_variables,
     image_pixel_cap,
     import_vllm,
     quantization_kernel,
     vllm_version,
 )
-from ._vllm_kernels import check_driver, cuda_driver_version
-from ._vllm_memory import memory_terms, nvml_memory
-from ._vllm_modes import execution_modes
-from ._vllm_process import engine_process_scope
-from ._vllm_reasoning import native_reasoning
-from ._vllm_requests import (
+from ._kernels import check_driver, cuda_driver_version
+from ._memory import memory_terms
+from ._modes import execution_modes
+from ._reasoning import native_reasoning
+from ._requests import (
     capped_image,
     next_request_id,
     raise_translated,
     sampling_params,
 )
-from ._vllm_stats import EngineLoad, stat_logger_factory
-from .errors import BackendUnloadedError, EngineDiedError, ModelLoadError
+from ._start import start_engine
+from ._stats import EngineLoad
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
@@ -168,53 +167,15 @@ class VllmBackend:
         self._tokenizer = getattr(self._processor, "tokenizer", self._processor)
         self._vocabulary = TokenVocabulary.from_tokenizer(self._tokenizer)
         report(f"Starting vLLM engine ({self.mode} mode)")
-        admitted = None if self.on_cpu else (admitted_memory() or nvml_memory())
-        kwargs = engine_kwargs(
+        self._loop, self._engine, self.engine_memory = start_engine(
             self.profile,
             self.snapshot_path,
+            self.compile_cache,
             eager=self.mode == "eager",
             on_cpu=self.on_cpu,
-            admitted=admitted,
             capability=capability,
+            load_stats=self.load_stats,
         )
-        self.engine_memory = {
-            key: kwargs[key]
-            for key in ("kv_cache_memory_bytes", "gpu_memory_utilization")
-            if key in kwargs
-        }
-        loop = LoopThread(f"vllm-{self.profile.profile_id[:12]}")
-
-        variables = engine_variables(
-            self.profile,
-            self.compile_cache.directories,
-            on_cpu=self.on_cpu,
-            eager=self.mode == "eager",
-        )
-
-        async def create() -> Any:
-            # The child's environment, not ComfyUI's. The imports belong inside:
-            # importing AsyncLLM imports OpenCV, whose loader writes LD_LIBRARY_PATH.
-            with engine_process_scope(variables):
-                from vllm.config import StructuredOutputsConfig
-                from vllm.engine.arg_utils import AsyncEngineArgs
-                from vllm.v1.engine.async_llm import AsyncLLM
-
-                structured = StructuredOutputsConfig(**kwargs["structured_outputs_config"])
-                arguments = {**kwargs, "structured_outputs_config": structured}
-                return AsyncLLM.from_engine_args(
-                    AsyncEngineArgs(**arguments),
-                    stat_loggers=[stat_logger_factory(self.load_stats)],
-                )
-
-        try:
-            self._engine = loop.call(create())
-        except BaseException as error:
-            loop.stop()
-            if isinstance(error, ValueError | RuntimeError | OSError):
-                where = (VLLM_ENGINE_NAME, self.profile.profile_id, str(self.snapshot_path))
-                raise ModelLoadError(*where, "engine", str(error)) from error
-            raise
-        self._loop = loop
         self.load_seconds = time.perf_counter() - started
         report(f"vLLM engine ready ({self.mode} mode)")
 
@@ -396,7 +357,7 @@ class VllmBackend:
     def generate_batch(
         self, items: Sequence[BatchItem], sink: BatchTokenSink
     ) -> list[BackendResult]:
-        """Submit every item to the engine at once (see ``_vllm_batch``)."""
+        """Submit every item to the engine at once (see ``_batch``)."""
         return generate_batch(self, items, sink)
 
     def unload(self) -> None:

@@ -23,17 +23,17 @@ from comfy_llm_residency.backend import (
 from comfy_llm_staging import require_completed_snapshot
 from comfy_llm_structured import JsonConstraint, llg_tokenizer
 
-from ._batch import batchable, generate_groups
-from ._engine import DevicePlan, import_engine, plan_device
-from ._generate import eos_ids, run_generate
-from ._messages import encode_prompt
-from ._processor import ENGINE_NAME, hide_library_bars, load_processor, load_reporter
-from .errors import (
+from .._processor import ENGINE_NAME, hide_library_bars, load_processor, load_reporter
+from ..errors import (
     BackendUnloadedError,
     ModelLoadError,
     PromptTooLongError,
     UnsupportedBackendError,
 )
+from ._batch import batchable, generate_groups
+from ._engine import DevicePlan, import_engine, plan_device
+from ._generate import eos_ids, run_generate
+from ._messages import encode_prompt
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs

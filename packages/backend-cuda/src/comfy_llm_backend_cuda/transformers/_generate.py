@@ -13,8 +13,8 @@ from comfy_llm_core import SEED_BITS_UINT64, fold_seed
 from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_structured import JsonConstraint
 
+from .._stream import TokenStreamer
 from ._constraint import constrained_processors
-from ._stream import TokenStreamer
 
 __all__ = ["GenerationRun", "build_generation_config", "eos_ids", "run_generate"]
 

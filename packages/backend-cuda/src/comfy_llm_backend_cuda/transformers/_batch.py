@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from comfy_llm_residency.backend import BackendResult, BatchItem, BatchTokenSink, GenerationSettings
 
+from .._stream import IncrementalDecoder
 from ._generate import GenerationRun, build_generation_config, eos_ids
-from ._stream import IncrementalDecoder
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from comfy_llm_core import SEED_BITS_INT64, fold_seed
 
-from .errors import PromptTooLongError
+from ..errors import PromptTooLongError
 
 if TYPE_CHECKING:
     from comfy_llm_residency.backend import GenerationSettings

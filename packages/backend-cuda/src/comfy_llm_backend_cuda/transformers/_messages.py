@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from comfy_llm_inputs import chat_messages
 from comfy_llm_reasoning import prompt_opens_reasoning
 
-from ._processor import render_chat
+from .._processor import render_chat
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
