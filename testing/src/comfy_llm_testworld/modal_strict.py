@@ -149,6 +149,11 @@ class StrictTransport(OutsideOperations):
         cold_start_seconds: How long a new container takes before its first input.
         unobtainable_gpus: GPU types no container of ever starts (no capacity, or
             not this workspace's): their inputs stay pending until cancelled.
+        platform_seconds: Real seconds one of Modal's own seconds takes here, for
+            the platform's clocks (None: they never run out, the kinder world):
+            an input ends at its function's ``timeout`` with
+            ``FunctionTimeoutError`` and an idle container scales down after its
+            pool's ``scaledown_window`` (see :meth:`_idle`).
     """
 
     def __init__(
@@ -167,6 +172,7 @@ class StrictTransport(OutsideOperations):
         upload_bytes_per_second: float | None = None,
         cold_start_seconds: float = 0.0,
         unobtainable_gpus: tuple[str, ...] = (),
+        platform_seconds: float | None = None,
     ) -> None:
         from comfy_llm_modal_remote._deploy import DEPLOY_STRATEGY
 
@@ -204,6 +210,9 @@ class StrictTransport(OutsideOperations):
         self._cold_start = cold_start_seconds
         self._unobtainable = {gpu.upper() for gpu in unobtainable_gpus}
         self._deploy_errors: list[BaseException] = []
+        self.platform_seconds = platform_seconds
+        self.scaled_down: list[StrictContainer] = []
+        """Containers that ended after their idle window (``platform_seconds`` only)."""
         self.uploads: list[int] = []
         """Bytes each spawn uploaded to blob storage (0: sent inline)."""
 
@@ -451,6 +460,53 @@ class StrictTransport(OutsideOperations):
         container = self.containers.get(self._resolve(affinity_key))
         if container is not None:
             container.kill()
+
+    def _idle(self, container: StrictContainer) -> None:
+        """An idle container ends after its pool's ``scaledown_window`` (platform seconds).
+
+        The window is the variant's option when the product passes one
+        (``engine_options``: a caption key's 60 s), else the class's decoration
+        (``ENGINE_SCALEDOWN_SECONDS``); the stager passes none, so the client
+        sends 0 (modal/_functions.py:1120 ``task_idle_timeout_secs=scaledown_window
+        or 0``) and the server's default, 60 s, applies.
+        """
+        if self.platform_seconds is None:
+            return
+        from comfy_llm_modal_remote._settings import ENGINE_SCALEDOWN_SECONDS
+
+        window = 60.0 if container.key == _STAGER else float(ENGINE_SCALEDOWN_SECONDS)
+        for option in container.key.partition("|")[2].split(","):
+            if option.startswith("scaledown_window="):
+                window = float(option.split("=", 1)[1])
+        idle_round = container.idle_round = container.idle_round + 1
+
+        def end() -> None:
+            with self._lock:
+                if container.idle_round != idle_round or container.busy() or container.stopped:
+                    return  # an input came meanwhile, or it already went
+                if self.containers.get(container.key) is container:
+                    del self.containers[container.key]
+                self.retired.append(container)
+                self.scaled_down.append(container)
+            container.stop()
+
+        timer = threading.Timer(window * self.platform_seconds, end)
+        timer.daemon = True
+        timer.start()
+
+    def preempt(self, affinity_key: str, grace_seconds: float | None = None) -> StrictContainer:
+        """Modal preempts the key's container; the input it ran runs again on a new one.
+
+        See :meth:`StrictContainer.preempt` (SIGINT, then SIGKILL after the
+        grace: 30 platform seconds, or 5 s when the platform is not timed).
+        """
+        with self._lock:
+            container = self.containers.pop(self._resolve(affinity_key))
+            self.retired.append(container)
+        scale = self.platform_seconds
+        grace = grace_seconds if grace_seconds is not None else 30 * scale if scale else 5.0
+        container.preempt(grace)
+        return container
 
     def scaledown(self, affinity_key: str) -> None:
         """The key's container scales down (idle): its process ends."""

@@ -55,7 +55,7 @@ from ._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_im
 from ._container import ProgressChannel
 from ._engine import EngineService, _CancelShield
 from ._settings import FINGERPRINT_ENV
-from ._wire import EventSender, error_envelope, ok_envelope
+from ._wire import EventSender, error_envelope, ok_envelope, say_preempted
 from .errors import DeploymentMismatchError, WorkerUnsafeError
 
 __all__ = ["caption_chunk", "serve_chunk"]
@@ -72,6 +72,9 @@ def serve_chunk(
     except Exception as error:
         logger.info("Chunk failed: %s: %s", type(error).__name__, error)
         return error_envelope(error)
+    except KeyboardInterrupt:  # Modal's preemption: the chunk runs again elsewhere
+        say_preempted(channel, "GPU")
+        raise
     return ok_envelope(result.to_wire())
 
 

@@ -41,6 +41,7 @@ from comfy_llm_residency.backend import GenerationSettings
 
 from ._client_errors import call_outcome, ensure_ready, spawn_checked
 from ._gpu import gpu_choices, gpu_wait_seconds
+from ._settings import ENGINE_TIMEOUT_SECONDS, STAGER_TIMEOUT_SECONDS
 from ._transport import RemoteCall, Transport
 from ._wire import EngineRequest, StageRequest, StageResult, result_from_wire, unwrap
 from .errors import (
@@ -303,7 +304,8 @@ class Dispatcher:
         except BaseException:
             call.cancel()
             raise
-        return unwrap(call_outcome(call, what))
+        limit = STAGER_TIMEOUT_SECONDS if what == "staging" else ENGINE_TIMEOUT_SECONDS
+        return unwrap(call_outcome(call, what, limit_seconds=limit))
 
     def _with_telemetry(  # noqa: PLR0917
         self,

@@ -57,7 +57,7 @@ from comfy_llm_staging import IncompleteSnapshotError, require_completed_snapsho
 
 from ._container import ContainerControl, ProgressChannel, VolumeStore
 from ._settings import COMPILE_CACHE_ROOT_ENV, FINGERPRINT_ENV
-from ._wire import EngineRequest, EventSender, error_envelope, ok_envelope
+from ._wire import EngineRequest, EventSender, error_envelope, ok_envelope, say_preempted
 from .errors import DeploymentMismatchError, SnapshotNotVisibleError, WorkerUnsafeError
 
 __all__ = ["EngineService"]
@@ -143,6 +143,9 @@ class EngineService:
         except Exception as error:
             logger.info("Request failed: %s: %s", type(error).__name__, error)
             return error_envelope(error)
+        except KeyboardInterrupt:  # Modal's preemption: the request runs again elsewhere
+            say_preempted(channel, "GPU")
+            raise
         return ok_envelope(result.to_dict())
 
     def generate(self, request: EngineRequest, channel: ProgressChannel) -> InferenceResult:

@@ -85,6 +85,7 @@ from .errors import (
     DeploymentMismatchError,
     ModalAppMissingError,
     RemoteCallCancelledError,
+    RemoteTimeoutError,
     RemoteExecutionError,
     WorkerUnsafeError,
 )
@@ -364,6 +365,10 @@ class _FanOut:
                 return
             self.tasks.appendleft(task)  # another comfy-llm version answered
             raise _Restart(DeploymentMismatchError(self.expected, "another version")) from None
+        except RemoteTimeoutError as error:  # as long again on another key: not retried
+            task.attempt = 1
+            self._failed(slot, task, error)
+            return
         except Exception as error:
             if isinstance(error, ComfyLLMError) and error.action is ErrorAction.FIX_INPUT:
                 raise  # every chunk would meet it: stop the job, say why

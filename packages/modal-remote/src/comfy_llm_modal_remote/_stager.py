@@ -38,7 +38,14 @@ from comfy_llm_staging import break_lease, find_completed_snapshot, snapshot_pat
 from ._container import ProgressChannel, VolumeStore
 from ._settings import FINGERPRINT_ENV
 from ._stage_lease import StageLeases, snapshot_lease
-from ._wire import EventSender, StageRequest, StageResult, error_envelope, ok_envelope
+from ._wire import (
+    EventSender,
+    StageRequest,
+    StageResult,
+    error_envelope,
+    ok_envelope,
+    say_preempted,
+)
 
 __all__ = ["serve_stage", "stage_model"]
 
@@ -148,6 +155,10 @@ def serve_stage(
         )
     except Exception as error:
         return error_envelope(error)
+    except KeyboardInterrupt:  # Modal's preemption: it stages again elsewhere
+        sender.flush()
+        say_preempted(channel, "staging")
+        raise
     finally:
         sender.flush()
     return ok_envelope(result.to_wire())
