@@ -51,8 +51,8 @@ from .errors import (
     ModalRemoteError,
     ModalUnavailableError,
     RemoteCallCancelledError,
-    RemoteTimeoutError,
     RemoteExecutionError,
+    RemoteTimeoutError,
     SnapshotNotVisibleError,
     WorkerUnsafeError,
 )

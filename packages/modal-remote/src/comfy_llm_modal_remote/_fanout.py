@@ -85,8 +85,8 @@ from .errors import (
     DeploymentMismatchError,
     ModalAppMissingError,
     RemoteCallCancelledError,
-    RemoteTimeoutError,
     RemoteExecutionError,
+    RemoteTimeoutError,
     WorkerUnsafeError,
 )
 
