@@ -84,7 +84,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cycles", type=_count(1), default=2, help="cold cycles (each a new container)"
     )
     parser.add_argument("--repeats", type=_count(0), default=2, help="resident repeats per cycle")
-    parser.add_argument("--max-new-tokens", type=_count(1), default=128)
+    parser.add_argument(
+        "--max-new-tokens",
+        type=_count(1),
+        default=None,
+        help="tokens per request (default 128); with --caption, exactly this many per caption "
+        "(default 64, the caption goal's workload)",
+    )
     parser.add_argument(
         "--image-size", type=_count(0), default=512, help="side of the synthetic image, 0 for none"
     )
@@ -148,6 +154,8 @@ def run_from_args(
 
     steps = plan_benchmark(args.cycles, args.repeats)
     counts = parse_workers(args.workers) if getattr(args, "caption", False) else []
+    if args.max_new_tokens is None:
+        args.max_new_tokens = 64 if counts else 128
     factory = transport_factory()
     if factory is None:
         check_modal_available()
@@ -219,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m comfy_llm_modal_remote.bench")
     add_arguments(parser)
     report = run_from_args(parser.parse_args(argv))
+    for sample in [*report.get("steps", []), *report.get("refused_chunks", [])]:
+        if "refused" in sample:  # not in the summary: say why
+            print(f"refused: {sample['refused']}", file=sys.stderr)
     print(f"wrote {report['output']}")
     return 0
 
