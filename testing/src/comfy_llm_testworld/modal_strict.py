@@ -55,6 +55,15 @@ client implements (each rule cites ``site-packages/modal``):
   (:meth:`StrictTransport._pool`); unknown GPU types are refused,
   ``unobtainable_gpus`` never start; deploys can fail and the app can be
   stopped from outside (:mod:`._modal_outside`: ``NotFoundError`` on spawn).
+* **Modal's clocks, when a test asks** (``platform_seconds``): an input ends
+  at its function's ``timeout`` with ``FunctionTimeoutError``
+  (function_utils.py:533-534); an idle container ends after its pool's
+  ``scaledown_window`` (:meth:`StrictTransport._idle`).
+* **Preemption** (:meth:`StrictTransport.preempt`): SIGINT, SIGKILL after the
+  grace (exception.py:300-305); the input runs again on a new container, up
+  to 8 times (_functions.py:121, 487), its events in the same partition.
+* **Hosts' clocks** (``clock_offset_seconds``): an installation's containers
+  read another wall clock; a Dict value is never stamped by the server.
 
 API (what tests and the fan-out's helpers use)::
 
@@ -71,7 +80,7 @@ API (what tests and the fan-out's helpers use)::
     container.import_promotion_state(state); container.hold_open(relative_path)
     container.mark_unsafe(); container.unload_all(); container.residents()
     container.set_available_bytes(n)   # the GPU's free memory from now on
-    transport.kill(key); transport.scaledown(key); transport.stop_app()
+    transport.kill(key); transport.scaledown(key); transport.preempt(key); transport.stop_app()
     transport.redeploy(strategy="rolling"|"recreate"); transport.deploy_elsewhere(fp)
     transport.queue.partition_size(request_id)  # items, bytes
     transport.calls  # [(kind, info, call)], transport.deploys, transport.stops
@@ -154,6 +163,10 @@ class StrictTransport(OutsideOperations):
             an input ends at its function's ``timeout`` with
             ``FunctionTimeoutError`` and an idle container scales down after its
             pool's ``scaledown_window`` (see :meth:`_idle`).
+        clock_offset_seconds: How far this installation's containers' wall
+            clocks are off the test process's (other hosts; see
+            ``_modal_container._set_clock``): two transports on one root with
+            different offsets are two installations whose clocks disagree.
     """
 
     def __init__(
@@ -173,6 +186,7 @@ class StrictTransport(OutsideOperations):
         cold_start_seconds: float = 0.0,
         unobtainable_gpus: tuple[str, ...] = (),
         platform_seconds: float | None = None,
+        clock_offset_seconds: float = 0.0,
     ) -> None:
         from comfy_llm_modal_remote._deploy import DEPLOY_STRATEGY
 
@@ -211,6 +225,7 @@ class StrictTransport(OutsideOperations):
         self._unobtainable = {gpu.upper() for gpu in unobtainable_gpus}
         self._deploy_errors: list[BaseException] = []
         self.platform_seconds = platform_seconds
+        self._clock_offset = clock_offset_seconds
         self.scaled_down: list[StrictContainer] = []
         """Containers that ended after their idle window (``platform_seconds`` only)."""
         self.uploads: list[int] = []
@@ -338,6 +353,7 @@ class StrictTransport(OutsideOperations):
             "view": str(home / "storage"),
             "event_interval": self._event_interval,
             "background_commit_seconds": self._background,
+            "clock_offset": self._clock_offset,
         }
         if kind == "stager":
             env.update({k: v for k, v in os.environ.items() if k.startswith(_SECRET_ENV_PREFIXES)})
