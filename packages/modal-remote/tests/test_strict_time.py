@@ -78,8 +78,8 @@ def test_a_chunk_past_modal_time_limit_is_named_failed_not_run_again(
 def test_an_idle_container_scales_down_and_the_next_request_starts_cold(
     model_hub: FakeHub, make_transport: Any
 ) -> None:
-    """The engine's 600 s window is 0.5 s here: warmth is never assumed across it."""
-    transport = _timed(make_transport)
+    """The engine's 600 s window is 10 s here (its 3600 s limit 60 s: a cold load fits)."""
+    transport = make_transport(platform_seconds=60 / 3600)
     dispatcher = Dispatcher(transport)
     first = dispatcher.run(_run(SCRIPTED))
     _wait_for(lambda: any(c.key != "__stager__" for c in transport.scaled_down))

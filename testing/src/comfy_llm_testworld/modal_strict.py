@@ -105,6 +105,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ._modal_clocks import STAGER_KEY, PlatformClocks
 from ._modal_dict import StrictDict
 from ._modal_forks import ENGINE_PRELOAD, check_zygote_home_untouched
 from ._modal_host import StrictCall, StrictContainer
@@ -134,7 +135,7 @@ class _Deployment:
     env: dict[str, str]
 
 
-class StrictTransport(OutsideOperations):
+class StrictTransport(OutsideOperations, PlatformClocks):
     """A ``Transport`` whose containers are processes under Modal's rules.
 
     Args:
@@ -477,53 +478,6 @@ class StrictTransport(OutsideOperations):
         if container is not None:
             container.kill()
 
-    def _idle(self, container: StrictContainer) -> None:
-        """An idle container ends after its pool's ``scaledown_window`` (platform seconds).
-
-        The window is the variant's option when the product passes one
-        (``engine_options``: a caption key's 60 s), else the class's decoration
-        (``ENGINE_SCALEDOWN_SECONDS``); the stager passes none, so the client
-        sends 0 (modal/_functions.py:1120 ``task_idle_timeout_secs=scaledown_window
-        or 0``) and the server's default, 60 s, applies.
-        """
-        if self.platform_seconds is None:
-            return
-        from comfy_llm_modal_remote._settings import ENGINE_SCALEDOWN_SECONDS
-
-        window = 60.0 if container.key == _STAGER else float(ENGINE_SCALEDOWN_SECONDS)
-        for option in container.key.partition("|")[2].split(","):
-            if option.startswith("scaledown_window="):
-                window = float(option.split("=", 1)[1])
-        idle_round = container.idle_round = container.idle_round + 1
-
-        def end() -> None:
-            with self._lock:
-                if container.idle_round != idle_round or container.busy() or container.stopped:
-                    return  # an input came meanwhile, or it already went
-                if self.containers.get(container.key) is container:
-                    del self.containers[container.key]
-                self.retired.append(container)
-                self.scaled_down.append(container)
-            container.stop()
-
-        timer = threading.Timer(window * self.platform_seconds, end)
-        timer.daemon = True
-        timer.start()
-
-    def preempt(self, affinity_key: str, grace_seconds: float | None = None) -> StrictContainer:
-        """Modal preempts the key's container; the input it ran runs again on a new one.
-
-        See :meth:`StrictContainer.preempt` (SIGINT, then SIGKILL after the
-        grace: 30 platform seconds, or 5 s when the platform is not timed).
-        """
-        with self._lock:
-            container = self.containers.pop(self._resolve(affinity_key))
-            self.retired.append(container)
-        scale = self.platform_seconds
-        grace = grace_seconds if grace_seconds is not None else 30 * scale if scale else 5.0
-        container.preempt(grace)
-        return container
-
     def scaledown(self, affinity_key: str) -> None:
         """The key's container scales down (idle): its process ends."""
         container = self.containers.pop(self._resolve(affinity_key), None)
@@ -532,5 +486,4 @@ class StrictTransport(OutsideOperations):
             self.retired.append(container)
 
 
-STAGER_KEY = _STAGER = "__stager__"
-"""The stager's container key (``transport.kill(STAGER_KEY)`` kills it mid-stage)."""
+_STAGER = STAGER_KEY
