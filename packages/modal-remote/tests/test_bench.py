@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_modal_remote._bench import (
+from comfy_llm_modal_remote.bench import TransportBenchTarget
+from comfy_llm_modal_remote.bench._requests import (
     BenchStep,
     Workload,
     classify,
@@ -15,7 +16,6 @@ from comfy_llm_modal_remote._bench import (
     run_benchmark,
     source_revision,
 )
-from comfy_llm_modal_remote.bench import TransportBenchTarget
 from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import StrictTransport
@@ -115,7 +115,7 @@ def test_report_from_two_cold_cycles(model_hub: FakeHub, transport: StrictTransp
 
 
 def test_a_sample_that_is_not_what_was_planned_is_refused_with_its_reason() -> None:
-    from comfy_llm_modal_remote._bench import refusal
+    from comfy_llm_modal_remote.bench._requests import refusal
 
     cold, warm = BenchStep(0, "request", cold=True), BenchStep(0, "request")
     vllm_warm = {"cache_status": "warm", "backend": "vllm", "vllm_execution_mode": "throughput"}
@@ -129,7 +129,7 @@ def test_a_sample_that_is_not_what_was_planned_is_refused_with_its_reason() -> N
 
 def test_the_caption_bench_keeps_cold_chunks_out_of_the_warm_rate_and_counts_tokens() -> None:
     from comfy_llm_modal_remote import ChunkResult, ImageCaption
-    from comfy_llm_modal_remote._bench_caption import _caption_figures, _Counter
+    from comfy_llm_modal_remote.bench._caption import _caption_figures, _Counter
 
     def chunk(chunk_id: int, status: str, seconds: float) -> ChunkResult:
         metadata = {
@@ -157,7 +157,7 @@ def test_the_caption_bench_keeps_cold_chunks_out_of_the_warm_rate_and_counts_tok
 def test_the_caption_bench_images_look_like_photographs_not_flat_colours() -> None:
     import io
 
-    from comfy_llm_modal_remote._bench_caption import photo_like
+    from comfy_llm_modal_remote.bench._caption import photo_like
 
     sizes = []
     for index in range(2):

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from comfy_llm_modal_remote import ModalSettings, StageRequest, StageResult
-from comfy_llm_modal_remote._settings import STAGE_LEASE_ENV, STAGE_LEASE_RENEW_ENV
-from comfy_llm_modal_remote._wire import unwrap
+from comfy_llm_modal_remote.wire._settings import STAGE_LEASE_ENV, STAGE_LEASE_RENEW_ENV
+from comfy_llm_modal_remote.wire._wire import unwrap
 from comfy_llm_staging import require_completed_snapshot
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.checkpoints import build_checkpoint_files

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from comfy_llm_core import ProgressEvent
 from comfy_llm_modal_remote import StageLeases
-from comfy_llm_modal_remote._stage_lease import snapshot_lease
+from comfy_llm_modal_remote.worker._stage_lease import snapshot_lease
 from comfy_llm_testworld.modal_strict import StrictDict
 
 REPOSITORY, REVISION = "owner/model", "a" * 40

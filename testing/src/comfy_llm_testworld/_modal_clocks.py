@@ -41,7 +41,7 @@ class PlatformClocks:
         """
         if self.platform_seconds is None:
             return
-        from comfy_llm_modal_remote._settings import ENGINE_SCALEDOWN_SECONDS
+        from comfy_llm_modal_remote.wire._settings import ENGINE_SCALEDOWN_SECONDS
 
         window = 60.0 if container.key == STAGER_KEY else float(ENGINE_SCALEDOWN_SECONDS)
         for option in container.key.partition("|")[2].split(","):
@@ -53,8 +53,9 @@ class PlatformClocks:
             with self._lock:
                 if container.idle_round != idle_round or container.busy() or container.stopped:
                     return  # an input came meanwhile, or it already went
-                if self.containers.get(container.key) is container:
-                    del self.containers[container.key]
+                key = container.key
+                if self.containers.get(key) is container:
+                    del self.containers[key]
                 self.retired.append(container)
                 self.scaled_down.append(container)
             container.stop()

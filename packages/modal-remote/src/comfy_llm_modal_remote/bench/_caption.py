@@ -32,9 +32,9 @@ from typing import Any
 from comfy_llm_core import ProgressCallback, ignore_progress
 from comfy_llm_residency.backend import GenerationSettings
 
-from ._chunk_wire import ChunkImage, ChunkResult, encode_image_file
-from ._dispatch import Dispatcher
-from ._fanout import DEFAULT_CHUNK_IMAGES, FanOutImage, FanOutJob, caption_fan_out
+from ..client._dispatch import Dispatcher
+from ..client._fanout import DEFAULT_CHUNK_IMAGES, FanOutImage, FanOutJob, caption_fan_out
+from ..wire._chunk_wire import ChunkImage, ChunkResult, encode_image_file
 
 __all__ = ["CaptionWorkload", "parse_workers", "photo_like", "run_caption_benchmark"]
 

@@ -22,11 +22,12 @@ from typing import Any, Protocol
 
 from comfy_llm_core import ProgressCallback, env_set, ignore_progress
 
-from ._bench import Workload, exact_gpu, plan_benchmark, run_benchmark, source_revision
-from ._bench_caption import CaptionWorkload, parse_workers, run_caption_benchmark
-from ._dispatch import Dispatcher
-from ._fanout import DEFAULT_CHUNK_IMAGES
-from ._transport import Transport, check_modal_available, code_fingerprint
+from ..client._dispatch import Dispatcher
+from ..client._fanout import DEFAULT_CHUNK_IMAGES
+from ..client._transport import Transport, check_modal_available
+from ..wire._fingerprint import code_fingerprint
+from ._caption import CaptionWorkload, parse_workers, run_caption_benchmark
+from ._requests import Workload, exact_gpu, plan_benchmark, run_benchmark, source_revision
 
 __all__ = [
     "EXECUTION_MODES",
@@ -121,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _source() -> dict[str, Any]:
-    from ._image import _lock
+    from ..wire._image import _lock
 
     lock = _lock()
     pins = [pin for pin in lock["requirements"] if pin.split("==")[0].lower() in _STACK]
@@ -150,7 +151,7 @@ def run_from_args(
         ValueError: ``--cycles`` < 1, ``--repeats`` < 0, or ``--workers`` not
             a list of counts >= 1.
     """
-    from ._connect import transport_factory
+    from ..client._connect import transport_factory
 
     steps = plan_benchmark(args.cycles, args.repeats)
     counts = parse_workers(args.workers) if getattr(args, "caption", False) else []
@@ -179,7 +180,7 @@ def run_from_args(
     if factory is not None:
         transport: Any = factory(name, record_dir)
     else:
-        from ._transport import ModalTransport
+        from ..client._transport import ModalTransport
 
         transport = ModalTransport(name, record_dir)
     target = TransportBenchTarget(transport)
@@ -232,7 +233,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"refused: {sample['refused']}", file=sys.stderr)
     print(f"wrote {report['output']}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

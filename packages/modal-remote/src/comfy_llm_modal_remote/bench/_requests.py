@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 
-from ._dispatch import Dispatcher, RemoteRun
+from ..client._dispatch import Dispatcher, RemoteRun
 
 __all__ = [
     "STATES",

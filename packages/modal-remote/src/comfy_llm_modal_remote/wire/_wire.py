@@ -29,8 +29,8 @@ from comfy_llm_core import ComfyLLMError, ProgressEvent, ProgressStage, rebuild_
 from comfy_llm_residency import InferenceResult
 from comfy_llm_residency.backend import GenerationSettings
 
-from ._container import ProgressChannel
-from .errors import RemoteExecutionError
+from ..errors import RemoteExecutionError
+from ._channel import ProgressChannel
 
 __all__ = [
     "ERROR_PACKAGES",
@@ -227,7 +227,7 @@ def _error_modules() -> dict[str, ModuleType]:
     from comfy_llm_staging import errors as staging
     from comfy_llm_structured import errors as structured
 
-    from . import errors as modal_remote
+    from .. import errors as modal_remote
 
     try:  # absent with [apple]+[modal] (sources shipped as data): RemoteExecutionError then
         backend_cuda: ModuleType | None = importlib.import_module("comfy_llm_backend_cuda.errors")

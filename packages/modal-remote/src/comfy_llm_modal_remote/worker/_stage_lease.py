@@ -66,7 +66,7 @@ from typing import Any, Protocol
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
-from ._settings import ModalSettings
+from ..wire._settings import ModalSettings
 
 __all__ = ["CLOCK_TOLERANCE_SECONDS", "HeldLease", "LeaseStore", "StageLeases", "snapshot_lease"]
 

@@ -23,14 +23,14 @@ from typing import Any, Protocol
 
 from comfy_llm_core import ProgressCallback
 
-from ._settings import ENGINE_TIMEOUT_SECONDS
-from .errors import (
+from ..errors import (
     ModalAppMissingError,
     ModalDeployError,
     ModalUnavailableError,
     RemoteCallCancelledError,
     RemoteTimeoutError,
 )
+from ..wire._settings import ENGINE_TIMEOUT_SECONDS
 
 __all__ = [
     "call_outcome",

@@ -51,12 +51,12 @@ from comfy_llm_profiles import ModelProfile, engine_spec
 from comfy_llm_residency import InsufficientMemoryError
 from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
-from ._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
-from ._container import ProgressChannel
+from ..errors import DeploymentMismatchError, WorkerUnsafeError
+from ..wire._channel import ProgressChannel
+from ..wire._chunk_wire import ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
+from ..wire._settings import FINGERPRINT_ENV
+from ..wire._wire import EventSender, error_envelope, ok_envelope, say_preempted
 from ._engine import EngineService, _CancelShield
-from ._settings import FINGERPRINT_ENV
-from ._wire import EventSender, error_envelope, ok_envelope, say_preempted
-from .errors import DeploymentMismatchError, WorkerUnsafeError
 
 __all__ = ["caption_chunk", "serve_chunk"]
 

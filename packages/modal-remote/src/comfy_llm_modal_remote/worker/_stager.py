@@ -35,10 +35,9 @@ from comfy_llm_core import ExecutionTarget, ProgressCallback, env_str
 from comfy_llm_profiles import resolve_profile
 from comfy_llm_staging import break_lease, find_completed_snapshot, snapshot_path, stage_snapshot
 
-from ._container import ProgressChannel, VolumeStore
-from ._settings import FINGERPRINT_ENV
-from ._stage_lease import StageLeases, snapshot_lease
-from ._wire import (
+from ..wire._channel import ProgressChannel
+from ..wire._settings import FINGERPRINT_ENV
+from ..wire._wire import (
     EventSender,
     StageRequest,
     StageResult,
@@ -46,6 +45,8 @@ from ._wire import (
     ok_envelope,
     say_preempted,
 )
+from ._container import VolumeStore
+from ._stage_lease import StageLeases, snapshot_lease
 
 __all__ = ["serve_stage", "stage_model"]
 
