@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module")
 def app_module() -> Any:
-    from comfy_llm_modal_remote import _app
+    from comfy_llm_modal_remote.worker import _app
 
     return _app
 
@@ -173,7 +173,7 @@ def test_worker_settings_set_here_reach_the_container_and_redeploy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from comfy_llm_modal_remote import ModalSettings, image_spec
-    from comfy_llm_modal_remote.client._transport import code_fingerprint
+    from comfy_llm_modal_remote.wire._fingerprint import code_fingerprint
     from comfy_llm_modal_remote.wire._settings import WORKER_SETTINGS
 
     for name in WORKER_SETTINGS:
@@ -305,7 +305,7 @@ def test_engine_resources_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_image_carries_the_fingerprint_and_a_cuda_toolkit(app_module: Any) -> None:
-    from comfy_llm_modal_remote.client._transport import code_fingerprint
+    from comfy_llm_modal_remote.wire._fingerprint import code_fingerprint
 
     commands, _ = _layers(app_module.image)
     assert f"ENV COMFY_MODAL_LLM_CODE_FINGERPRINT={code_fingerprint()}" in commands

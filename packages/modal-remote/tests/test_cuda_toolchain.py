@@ -74,7 +74,7 @@ def site_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _image_commands() -> list[str]:
     """The GPU image's Dockerfile commands, from the app's own definition."""
-    from comfy_llm_modal_remote import _app
+    from comfy_llm_modal_remote.worker import _app
     from modal._utils.async_utils import synchronizer
 
     commands: list[str] = []

@@ -61,7 +61,7 @@ def _uploads(mounts: list[Any]) -> list[tuple[Path, str]]:
 
 @pytest.fixture(scope="module")
 def app_module() -> Any:
-    from comfy_llm_modal_remote import _app
+    from comfy_llm_modal_remote.worker import _app
 
     return _app
 
@@ -89,7 +89,8 @@ def test_every_mount_enumerates_and_carries_exactly_the_workspace_sources(
     for name in packages:
         base = ROOT / "packages" / name.removeprefix("comfy_llm_").replace("_", "-") / "src" / name
         for path in base.rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            skipped = {"__pycache__", "bench"} & set(path.relative_to(base).parts)
+            if path.is_file() and not skipped and path.suffix != ".pyc":  # bench: not in images
                 expected.add(f"/root/{name}/{path.relative_to(base).as_posix()}")
     assert set(remotes) == expected
     # The data files the containers read travel with the modules.
@@ -144,7 +145,7 @@ def test_ignore_rule_drops_caches_tests_and_dot_folders_modal_calls_it(tmp_path:
 
 def test_fingerprint_hashes_exactly_the_uploaded_files(uploads: list[tuple[Path, str]]) -> None:
     from comfy_llm_modal_remote import ModalSettings
-    from comfy_llm_modal_remote.client._transport import code_fingerprint
+    from comfy_llm_modal_remote.wire._fingerprint import code_fingerprint
     from comfy_llm_modal_remote.wire._image import _lock
 
     digest = hashlib.sha256(json.dumps(_lock(), sort_keys=True).encode())
@@ -156,8 +157,8 @@ def test_fingerprint_hashes_exactly_the_uploaded_files(uploads: list[tuple[Path,
 
 
 def test_a_changed_data_file_redeploys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from comfy_llm_modal_remote import _image
-    from comfy_llm_modal_remote.client._transport import code_fingerprint
+    from comfy_llm_modal_remote.wire import _image
+    from comfy_llm_modal_remote.wire._fingerprint import code_fingerprint
 
     package = tmp_path / "comfy_llm_probe2"
     package.mkdir()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ._image import _lock, local_source_files
+from . import _image
 from ._settings import ModalSettings
 
 __all__ = ["code_fingerprint"]
@@ -26,10 +26,10 @@ def code_fingerprint() -> str:
     ``curated_profiles.json``): a change of any of them redeploys. A package
     that is not installed fails here, before any deploy, with the install to run.
     """
-    lock = _lock()
+    lock = _image._lock()  # looked up when called: a test swaps the lock
     digest = hashlib.sha256(json.dumps(lock, sort_keys=True).encode())
     digest.update(json.dumps(ModalSettings.from_env().container_env(), sort_keys=True).encode())
-    for local, remote in local_source_files(lock["local_packages"]):
+    for local, remote in _image.local_source_files(lock["local_packages"]):
         digest.update(remote.encode() + b"\0")
         digest.update(hashlib.sha256(local.read_bytes()).digest())
     return digest.hexdigest()
