@@ -102,14 +102,9 @@ assert _SPEC and _SPEC.loader
 house_figures = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(house_figures)
 
-KNOWN_CIRCLE_EDGES = {
-    # Allowed since 2026-12 (reviews/architecture-2026-12.md §1.3), until issue 28 step 4
-    # splits modal-remote into client/ worker/ wire/: the app takes code_fingerprint from
-    # the transport, which itself imports the app (lazily, to look it up when deploying).
-    # Step 4 cuts this arrow; then this entry goes.
-    "modal-remote": {
-        ("comfy_llm_modal_remote._app", "comfy_llm_modal_remote._transport"),
-    },
+KNOWN_CIRCLE_EDGES: dict[str, set[tuple[str, str]]] = {
+    # None since issue 28 step 4 split modal-remote into client/ worker/ wire/ bench/
+    # (the app took code_fingerprint from the transport, which imported the app).
 }
 
 

@@ -29,8 +29,7 @@ TOP_LEVEL = {
 # CLI-only helpers .comfyignore leaves out (a registry install has no `comfy-llm` command).
 CLI_ONLY = (
     "packages/comfy-node/src/comfy_llm/_cli/",
-    "packages/modal-remote/src/comfy_llm_modal_remote/bench.py",
-    "packages/modal-remote/src/comfy_llm_modal_remote/_bench.py",
+    "packages/modal-remote/src/comfy_llm_modal_remote/bench/",
 )
 
 
@@ -153,4 +152,4 @@ def test_the_node_never_reaches_what_the_archive_leaves_out() -> None:
     left_out = {module for module, path in known.items() if path not in packed}
     assert left_out, "the archive leaves out the CLI-only helpers"
     assert not reached & left_out, sorted(reached & left_out)
-    assert "comfy_llm_modal_remote._transport" in reached  # the walk does follow lazy imports
+    assert "comfy_llm_modal_remote.client._transport" in reached  # the walk follows lazy imports

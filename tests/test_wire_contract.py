@@ -216,7 +216,7 @@ def test_recorded_progress_events_settings_and_results_keep_their_form() -> None
 
 
 def test_recorded_modal_exchange_decodes() -> None:
-    from comfy_llm_modal_remote._wire import (
+    from comfy_llm_modal_remote.wire._wire import (
         EngineRequest,
         StageRequest,
         StageResult,

@@ -46,7 +46,7 @@ def test_modal_bench_runs_cold_cycles_and_writes_the_report(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from comfy_llm._cli import main
-    from comfy_llm_modal_remote._transport import code_fingerprint
+    from comfy_llm_modal_remote.wire._fingerprint import code_fingerprint
 
     monkeypatch.setenv("COMFY_MODAL_LLM_VLLM_EXECUTION_MODE", "auto")  # restored afterwards
     output = tmp_path / "bench.json"

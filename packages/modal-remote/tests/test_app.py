@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module")
 def app_module() -> Any:
-    from comfy_llm_modal_remote import _app
+    from comfy_llm_modal_remote.worker import _app
 
     return _app
 
@@ -173,8 +173,8 @@ def test_worker_settings_set_here_reach_the_container_and_redeploy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from comfy_llm_modal_remote import ModalSettings, image_spec
-    from comfy_llm_modal_remote._settings import WORKER_SETTINGS
-    from comfy_llm_modal_remote._transport import code_fingerprint
+    from comfy_llm_modal_remote.wire._fingerprint import code_fingerprint
+    from comfy_llm_modal_remote.wire._settings import WORKER_SETTINGS
 
     for name in WORKER_SETTINGS:
         monkeypatch.delenv(name, raising=False)
@@ -228,7 +228,7 @@ def test_a_modal_call_reads_an_empty_queue_as_no_events() -> None:
     import threading
     import time
 
-    from comfy_llm_modal_remote._transport import _ModalCall
+    from comfy_llm_modal_remote.client._transport import _ModalCall
 
     class ContractQueue:
         """modal 1.6's Queue.get_many contract: a blocking read that times out raises Empty."""
@@ -305,7 +305,7 @@ def test_engine_resources_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_image_carries_the_fingerprint_and_a_cuda_toolkit(app_module: Any) -> None:
-    from comfy_llm_modal_remote._transport import code_fingerprint
+    from comfy_llm_modal_remote.wire._fingerprint import code_fingerprint
 
     commands, _ = _layers(app_module.image)
     assert f"ENV COMFY_MODAL_LLM_CODE_FINGERPRINT={code_fingerprint()}" in commands
@@ -334,7 +334,7 @@ def test_only_the_image_mounts_local_sources(app_module: Any) -> None:
 
 
 def test_benchmarks_pin_the_gpu_modal_could_upgrade() -> None:
-    from comfy_llm_modal_remote._bench import exact_gpu
+    from comfy_llm_modal_remote.bench._requests import exact_gpu
 
     assert exact_gpu("H100") == "H100!" and exact_gpu("h100") == "h100!"
     assert exact_gpu("H200") == "H200" and exact_gpu("RTX-PRO-6000") == "RTX-PRO-6000"
@@ -344,7 +344,7 @@ def test_benchmarks_pin_the_gpu_modal_could_upgrade() -> None:
 
 
 def test_caption_workers_are_a_variant_that_scales_down_after_a_minute(app_module: Any) -> None:
-    from comfy_llm_modal_remote._fanout import CAPTION_SCALEDOWN_SECONDS
+    from comfy_llm_modal_remote.client._fanout import CAPTION_SCALEDOWN_SECONDS
 
     # The options ModalTransport.start_chunk spawns with, built by the real client.
     variant = _unwrap(
@@ -380,7 +380,7 @@ def test_every_modal_name_fits_modals_rule_long_names_hash_user_names_are_checke
     """Review r2 finding 6: a 50-character Volume or 58-character app name broke at import."""
     from comfy_llm_core import InvalidSettingError
     from comfy_llm_modal_remote import ModalSettings
-    from comfy_llm_modal_remote._settings import object_name, progress_queue_name
+    from comfy_llm_modal_remote.wire._settings import object_name, progress_queue_name
     from modal._utils.name_utils import check_object_name
 
     monkeypatch.setenv("COMFY_MODAL_VOLUME_NAME", "v" * 50)

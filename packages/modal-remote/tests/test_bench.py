@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from comfy_llm_inputs import PreparedInputs
-from comfy_llm_modal_remote._bench import (
+from comfy_llm_modal_remote.bench import TransportBenchTarget
+from comfy_llm_modal_remote.bench._requests import (
     BenchStep,
     Workload,
     classify,
@@ -15,7 +16,6 @@ from comfy_llm_modal_remote._bench import (
     run_benchmark,
     source_revision,
 )
-from comfy_llm_modal_remote.bench import TransportBenchTarget
 from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.modal_strict import StrictTransport
@@ -112,3 +112,57 @@ def test_report_from_two_cold_cycles(model_hub: FakeHub, transport: StrictTransp
     assert [s["modal_affinity_key"] for s in steps] == ["bench"] * 4
     assert report["summary"]["resident_reuse"]["count"] == 2
     assert set(report["summary"]) == {"first_load_in_container", "resident_reuse"}
+
+
+def test_a_sample_that_is_not_what_was_planned_is_refused_with_its_reason() -> None:
+    from comfy_llm_modal_remote.bench._requests import refusal
+
+    cold, warm = BenchStep(0, "request", cold=True), BenchStep(0, "request")
+    vllm_warm = {"cache_status": "warm", "backend": "vllm", "vllm_execution_mode": "throughput"}
+    assert refusal(warm, vllm_warm, "throughput") is None
+    assert "cache hit" in str(refusal(cold, vllm_warm, "throughput"))
+    assert "not a warm figure" in str(refusal(warm, {"cache_status": "cold"}, "throughput"))
+    eager = {**vllm_warm, "vllm_execution_mode": "eager"}
+    assert "'eager'" in str(refusal(warm, eager, "throughput"))
+    assert refusal(cold, {"cache_status": "cold", "backend": "transformers"}, "throughput") is None
+
+
+def test_the_caption_bench_keeps_cold_chunks_out_of_the_warm_rate_and_counts_tokens() -> None:
+    from comfy_llm_modal_remote import ChunkResult, ImageCaption
+    from comfy_llm_modal_remote.bench._caption import _caption_figures, _Counter
+
+    def chunk(chunk_id: int, status: str, seconds: float) -> ChunkResult:
+        metadata = {
+            "cache_status": status,
+            "backend": "vllm",
+            "vllm_execution_mode": "throughput",
+            "output_tokens": 64,
+            "vllm_engine_load": {"peak_running_requests": 96, "peak_kv_cache_usage": 0.41},
+        }
+        captions = tuple(ImageCaption(i, "a scene", None, metadata) for i in range(4))
+        return ChunkResult(chunk_id, captions, seconds)
+
+    counter = _Counter("throughput")
+    counter.captions(chunk(0, "cold", 40.0))  # the container's load and compile
+    counter.captions(chunk(1, "warm", 2.0))
+    figures = _caption_figures(counter)
+    assert figures["warm_images_per_gpu_second"] == 2.0  # 4 images in 2 s, the cold chunk out
+    assert figures["tokens_per_caption"] == {"mean": 64.0, "min": 64, "max": 64}
+    assert figures["peak_running_requests"] == 96 and figures["peak_kv_cache_usage"] == 0.41
+    assert [(r["chunk"], "cold load" in r["refused"]) for r in figures["refused_chunks"]] == [
+        (0, True)
+    ]
+
+
+def test_the_caption_bench_images_look_like_photographs_not_flat_colours() -> None:
+    import io
+
+    from comfy_llm_modal_remote.bench._caption import photo_like
+
+    sizes = []
+    for index in range(2):
+        encoded = io.BytesIO()
+        photo_like(index, 512).save(encoded, "JPEG", quality=90)
+        sizes.append(len(encoded.getvalue()))
+    assert min(sizes) > 60_000  # a flat 512² JPEG is ~3 KB
+    assert photo_like(0, 64).tobytes() == photo_like(0, 64).tobytes() != photo_like(1, 64).tobytes()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from comfy_llm_modal_remote._engine import _compiled_graphs, _found_own_graphs
+from comfy_llm_modal_remote.worker._engine import _compiled_graphs, _found_own_graphs
 
 NAMESPACE = "H100_80GB-py3.11-vllm0.32.0-abc"
 

@@ -48,7 +48,7 @@ extern "C" int sample(float* probs, int n) {
 
 
 def _pins() -> dict[str, str]:
-    from comfy_llm_modal_remote._image import _lock
+    from comfy_llm_modal_remote.wire._image import _lock
 
     return dict(pin.split("==", 1) for pin in _lock()["requirements"])
 
@@ -74,7 +74,7 @@ def site_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _image_commands() -> list[str]:
     """The GPU image's Dockerfile commands, from the app's own definition."""
-    from comfy_llm_modal_remote import _app
+    from comfy_llm_modal_remote.worker import _app
     from modal._utils.async_utils import synchronizer
 
     commands: list[str] = []
@@ -139,7 +139,7 @@ def _layout(site: Path, target: Path) -> Path:
 
 def _compile_and_link(site: Path, home: Path, work: Path) -> subprocess.CompletedProcess[str]:
     """FlashInfer's JIT for one module: nvcc (its flags, Hopper SASS), then its link rule."""
-    from comfy_llm_modal_remote._cuda_toolchain import FLASHINFER_CUDA_FLAGS
+    from comfy_llm_modal_remote.wire._cuda_toolchain import FLASHINFER_CUDA_FLAGS
 
     work.mkdir(parents=True, exist_ok=True)
     (work / "sampling.cu").write_text(KERNEL, encoding="utf-8")
@@ -217,7 +217,7 @@ def test_the_bare_pip_layout_cannot_link_what_flashinfer_builds(
 def test_the_link_flags_the_image_proves_are_flashinfers(site_packages: Path) -> None:
     """The build step's probe uses the pinned FlashInfer's own link flags (a new wheel that
     changes them fails here, before an image is built)."""
-    from comfy_llm_modal_remote._cuda_toolchain import FLASHINFER_LDFLAGS
+    from comfy_llm_modal_remote.wire._cuda_toolchain import FLASHINFER_LDFLAGS
 
     ldflags, rule = _flashinfer_link(site_packages)
     assert tuple(ldflags) == FLASHINFER_LDFLAGS

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import ProgressEvent
-from comfy_llm_modal_remote._deploy import DEPLOY_STRATEGY, DeployJob, progress_output
+from comfy_llm_modal_remote.client._deploy import DEPLOY_STRATEGY, DeployJob, progress_output
 
 
 def test_recreate_is_a_strategy_modal_accepts_and_deploy_takes() -> None:
@@ -124,7 +124,7 @@ def test_a_missing_default_secret_is_created_empty_a_missing_named_one_is_refuse
     import modal
     import modal.exception
     from comfy_llm_modal_remote import ModalUnavailableError
-    from comfy_llm_modal_remote._transport import _require_secret
+    from comfy_llm_modal_remote.client._transport import _require_secret
 
     parameters = inspect.signature(modal.Secret.objects.create).parameters
     assert {"name", "env_dict", "allow_existing"} <= set(parameters)

@@ -17,7 +17,7 @@ from comfy_llm_modal_remote import (
     StageResult,
     WorkerUnsafeError,
 )
-from comfy_llm_modal_remote._wire import unwrap
+from comfy_llm_modal_remote.wire._wire import unwrap
 from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub

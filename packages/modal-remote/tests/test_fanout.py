@@ -361,8 +361,8 @@ def test_a_cancel_during_a_chunks_cold_load_leaves_the_model_owned_and_the_next_
 ) -> None:
     """Cancel in the first seconds of a fan-out lands in every worker's cold load."""
     from comfy_llm_modal_remote import StageRequest, StageResult
-    from comfy_llm_modal_remote._chunk_wire import ChunkRequest
-    from comfy_llm_modal_remote._wire import unwrap
+    from comfy_llm_modal_remote.wire._chunk_wire import ChunkRequest
+    from comfy_llm_modal_remote.wire._wire import unwrap
     from modal.exception import RemoteError
 
     stage = transport.start_stage(StageRequest("s-chunk", SCRIPTED).to_wire())

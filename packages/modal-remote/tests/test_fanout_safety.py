@@ -243,8 +243,8 @@ def test_modal_workers_above_the_gpu_limit_are_said_before_any_spawn_and_capped(
 
 def test_caption_keys_are_one_container_each_with_every_option_spelled_out() -> None:
     """``with_options`` of the real client accepts them (modal/cls.py:736-754)."""
-    from comfy_llm_modal_remote import _app
-    from comfy_llm_modal_remote._transport import engine_options
+    from comfy_llm_modal_remote.client._transport import engine_options
+    from comfy_llm_modal_remote.worker import _app
 
     caption = engine_options("H100!", caption=True)
     assert caption["max_containers"] == 1 and caption["scaledown_window"] == 60

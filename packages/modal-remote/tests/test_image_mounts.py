@@ -61,7 +61,7 @@ def _uploads(mounts: list[Any]) -> list[tuple[Path, str]]:
 
 @pytest.fixture(scope="module")
 def app_module() -> Any:
-    from comfy_llm_modal_remote import _app
+    from comfy_llm_modal_remote.worker import _app
 
     return _app
 
@@ -80,7 +80,7 @@ def uploads(app_module: Any) -> list[tuple[Path, str]]:
 def test_every_mount_enumerates_and_carries_exactly_the_workspace_sources(
     app_module: Any, uploads: list[tuple[Path, str]]
 ) -> None:
-    from comfy_llm_modal_remote._image import _lock
+    from comfy_llm_modal_remote.wire._image import _lock
 
     remotes = [remote for _, remote in uploads]
     assert len(remotes) == len(set(remotes)), "a file is mounted twice"
@@ -89,7 +89,8 @@ def test_every_mount_enumerates_and_carries_exactly_the_workspace_sources(
     for name in packages:
         base = ROOT / "packages" / name.removeprefix("comfy_llm_").replace("_", "-") / "src" / name
         for path in base.rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            skipped = {"__pycache__", "bench"} & set(path.relative_to(base).parts)
+            if path.is_file() and not skipped and path.suffix != ".pyc":  # bench: not in images
                 expected.add(f"/root/{name}/{path.relative_to(base).as_posix()}")
     assert set(remotes) == expected
     # The data files the containers read travel with the modules.
@@ -107,7 +108,7 @@ def test_every_mount_enumerates_and_carries_exactly_the_workspace_sources(
 
 def test_ignore_rule_drops_caches_tests_and_dot_folders_modal_calls_it(tmp_path: Path) -> None:
     """The rule goes through Modal's own mount walk (mount.py:189-218), not only ours."""
-    from comfy_llm_modal_remote._image import local_source_files, source_ignored
+    from comfy_llm_modal_remote.wire._image import local_source_files, source_ignored
     from modal.mount import _MountDir
 
     package = tmp_path / "site" / "comfy_llm_probe"
@@ -144,8 +145,8 @@ def test_ignore_rule_drops_caches_tests_and_dot_folders_modal_calls_it(tmp_path:
 
 def test_fingerprint_hashes_exactly_the_uploaded_files(uploads: list[tuple[Path, str]]) -> None:
     from comfy_llm_modal_remote import ModalSettings
-    from comfy_llm_modal_remote._image import _lock
-    from comfy_llm_modal_remote._transport import code_fingerprint
+    from comfy_llm_modal_remote.wire._fingerprint import code_fingerprint
+    from comfy_llm_modal_remote.wire._image import _lock
 
     digest = hashlib.sha256(json.dumps(_lock(), sort_keys=True).encode())
     digest.update(json.dumps(ModalSettings.from_env().container_env(), sort_keys=True).encode())
@@ -156,8 +157,8 @@ def test_fingerprint_hashes_exactly_the_uploaded_files(uploads: list[tuple[Path,
 
 
 def test_a_changed_data_file_redeploys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from comfy_llm_modal_remote import _image
-    from comfy_llm_modal_remote._transport import code_fingerprint
+    from comfy_llm_modal_remote.wire import _image
+    from comfy_llm_modal_remote.wire._fingerprint import code_fingerprint
 
     package = tmp_path / "comfy_llm_probe2"
     package.mkdir()
@@ -174,7 +175,7 @@ def test_a_changed_data_file_redeploys(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_a_package_the_image_mounts_missing_here_is_one_clear_error() -> None:
     from comfy_llm_modal_remote import ModalUnavailableError
-    from comfy_llm_modal_remote._image import check_local_sources
+    from comfy_llm_modal_remote.wire._image import check_local_sources
 
     check_local_sources(["comfy_llm_backend_cuda", "comfy_llm_staging"])
     with pytest.raises(ModalUnavailableError) as raised:
@@ -207,7 +208,7 @@ def test_the_modal_extra_installs_every_package_the_image_mounts(platform: dict[
     """``comfy-llm[modal]`` alone (an [apple] user adding it) can deploy: on each platform
     the declared dependencies reach every workspace package ``image_lock.json`` mounts,
     except backend-cuda, whose sources modal-remote's wheel ships (test_mac_install.py)."""
-    from comfy_llm_modal_remote._image import _lock
+    from comfy_llm_modal_remote.wire._image import _lock
     from packaging.requirements import Requirement
 
     requirements = _workspace_requirements()

@@ -59,7 +59,7 @@ def test_the_wheel_ships_backend_cudas_sources_and_does_not_require_it(wheel: Pa
 def test_without_backend_cuda_the_image_mounts_the_shipped_copy_file_for_file(
     wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from comfy_llm_modal_remote import _image
+    from comfy_llm_modal_remote.wire import _image
 
     installed = _image.local_source_files(["comfy_llm_backend_cuda"])
     with zipfile.ZipFile(wheel) as archive:

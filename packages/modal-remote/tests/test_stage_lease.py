@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from comfy_llm_modal_remote import ModalSettings, StageRequest, StageResult
-from comfy_llm_modal_remote._settings import STAGE_LEASE_ENV, STAGE_LEASE_RENEW_ENV
-from comfy_llm_modal_remote._wire import unwrap
+from comfy_llm_modal_remote.wire._settings import STAGE_LEASE_ENV, STAGE_LEASE_RENEW_ENV
+from comfy_llm_modal_remote.wire._wire import unwrap
 from comfy_llm_staging import require_completed_snapshot
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.checkpoints import build_checkpoint_files
@@ -165,3 +165,29 @@ def test_a_cancel_while_waiting_on_the_lease_ends_cleanly(
     weights = _weight_requests(model_hub)
     assert weights and len(weights) == len(set(weights)), weights
     assert _leases(tmp_path).keys() == []
+
+
+def test_installations_whose_clocks_disagree_still_download_once(
+    model_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first host's clock is 5 minutes behind: its lease reads as expired (finding 23).
+
+    Today's default lease is 120 s: on a deadline alone the second stager
+    would take over a holder that is downloading, and download again.
+    """
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "600")
+    first_app, second_app = (
+        StrictTransport(name, tmp_path / name, root=tmp_path / "modal", clock_offset_seconds=offset)
+        for name, offset in (("comfy-llm-first", -300.0), ("comfy-llm-second", 0.0))
+    )
+    try:
+        gate, first, second = _second_waits_on_first(model_hub, first_app, second_app)
+        _wait_for_message(second, WAITING)  # a second poll: still waiting, not taking over
+        gate.release()
+        results = [_answer(first), _answer(second)]
+        assert [r.downloaded for r in results] == [True, False]
+        weights = _weight_requests(model_hub)
+        assert weights and len(weights) == len(set(weights)), weights
+    finally:
+        first_app.close()
+        second_app.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from comfy_llm_core import ProgressEvent
 from comfy_llm_modal_remote import StageLeases
-from comfy_llm_modal_remote._stage_lease import snapshot_lease
+from comfy_llm_modal_remote.worker._stage_lease import snapshot_lease
 from comfy_llm_testworld.modal_strict import StrictDict
 
 REPOSITORY, REVISION = "owner/model", "a" * 40
@@ -27,7 +27,7 @@ def _leases(tmp_path: Path, expiry: float, renew: float) -> StageLeases:
 
 def test_an_expired_holder_is_taken_over_by_exactly_one_waiter(tmp_path: Path) -> None:
     leases = _leases(tmp_path, expiry=30.0, renew=0.05)
-    leases.store.put(KEY, {"holder": "dead", "deadline": time.time() - 1})
+    leases.store.put(KEY, {"holder": "dead", "deadline": time.time() - 3600})  # long past
     start = threading.Barrier(6)
     lock = threading.Lock()
     inside: list[int] = []
@@ -112,3 +112,34 @@ def test_a_holder_that_fails_releases_at_once(tmp_path: Path) -> None:
     assert leases.store.keys() == []  # no expiry to wait out: the next stager claims at once
     with snapshot_lease(leases, REPOSITORY, REVISION, progress=lambda event: None) as held:
         assert not held.waited
+
+
+def test_a_live_holder_whose_clock_is_behind_is_not_taken_over(tmp_path: Path) -> None:
+    """Its deadline reads as past on the waiter's clock; its beat still moves (finding 23)."""
+    leases = _leases(tmp_path, expiry=1.0, renew=0.1)
+    beat = f"{KEY}#beat#slow-clock"
+    leases.store.put(KEY, {"holder": "slow-clock", "deadline": time.time() - 300})
+    alive, claimed = threading.Event(), threading.Event()
+
+    def renew_like_a_host_five_minutes_behind() -> None:
+        while not alive.wait(0.1):
+            leases.store.put(beat, time.time() - 300 + leases.expiry_seconds)
+
+    renewer = threading.Thread(target=renew_like_a_host_five_minutes_behind)
+    renewer.start()
+    waited: list[float] = []
+
+    def waiting(event: ProgressEvent) -> None:
+        waited.append(event.elapsed_seconds or 0.0)
+        if waited[-1] > 3 * leases.expiry_seconds:  # three expiries of renewals seen
+            alive.set()  # the holder stops renewing (and dies): now it may be taken over
+
+    try:
+        with snapshot_lease(leases, REPOSITORY, REVISION, progress=waiting) as held:
+            claimed.set()
+            assert alive.is_set(), "took over a holder that was still renewing"
+            assert held.took_over_from == "slow-clock"
+    finally:
+        alive.set()
+        renewer.join(10)
+    assert claimed.is_set()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_modal_remote import Dispatcher, EngineRequest, RemoteRun, StageRequest, StageResult
-from comfy_llm_modal_remote._wire import unwrap
+from comfy_llm_modal_remote.wire._wire import unwrap
 from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency.backend import GenerationSettings
 from comfy_llm_testworld import FakeHub

@@ -80,7 +80,7 @@ def test_another_gpu_or_the_caption_variant_on_one_key_is_another_container(
 ) -> None:
     from comfy_llm_inputs import PreparedInputs
     from comfy_llm_modal_remote import StageResult
-    from comfy_llm_modal_remote._wire import EngineRequest, unwrap
+    from comfy_llm_modal_remote.wire._wire import EngineRequest, unwrap
     from comfy_llm_residency.backend import GenerationSettings
 
     staged = StageResult.from_wire(

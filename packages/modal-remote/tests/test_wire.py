@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from comfy_llm_core import ProgressEvent, ProgressStage
 from comfy_llm_modal_remote import RemoteExecutionError, WorkerUnsafeError
-from comfy_llm_modal_remote._wire import (
+from comfy_llm_modal_remote.wire._wire import (
     LIVE_TEXT_BYTES,
     EventSender,
     error_envelope,
@@ -121,7 +121,7 @@ def test_a_foreign_exception_becomes_a_remote_error() -> None:
 
 
 def test_the_envelope_module_holds_no_pickle() -> None:
-    import comfy_llm_modal_remote._wire as wire
+    import comfy_llm_modal_remote.wire._wire as wire
 
     source = Path(wire.__file__).read_text()
     assert "import pickle" not in source and "pickle.loads" not in source
@@ -166,7 +166,7 @@ def test_the_modal_channel_puts_without_blocking_and_with_a_ttl() -> None:
     import inspect
 
     import modal
-    from comfy_llm_modal_remote._container import PROGRESS_TTL_SECONDS, ModalQueueChannel
+    from comfy_llm_modal_remote.worker._container import PROGRESS_TTL_SECONDS, ModalQueueChannel
 
     calls: list[dict[str, Any]] = []
 

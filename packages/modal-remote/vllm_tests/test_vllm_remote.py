@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from comfy_llm_core import ProgressEvent, ProgressStage
 from comfy_llm_inputs import ImagePart, PreparedInputs
-from comfy_llm_modal_remote._wire import unwrap
+from comfy_llm_modal_remote.wire._wire import unwrap
 from comfy_llm_residency.backend import GenerationSettings
 
 from .conftest import OTHER, SCRIPTED, RemoteWorld

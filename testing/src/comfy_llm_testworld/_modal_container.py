@@ -326,7 +326,7 @@ class _Container:
 
 
 def _serve_input(container: _Container, call_id: str, function: str, payload: Any) -> None:
-    from comfy_llm_modal_remote._container import ModalQueueChannel
+    from comfy_llm_modal_remote.worker._container import ModalQueueChannel
     from modal.exception import InputCancellation
 
     request = payload
@@ -350,12 +350,29 @@ def _serve_input(container: _Container, call_id: str, function: str, payload: An
     container.link.send(outcome)
 
 
+def _set_clock(offset: float) -> None:
+    """This container's wall clock is ``offset`` seconds off the test process's.
+
+    Containers run on different hosts; nothing in a named Dict is stamped by
+    the server (a value is what its writer put, dict.py:556-571, and the only
+    server-side time is the 7-day idle expiry, dict.py:265-266), so a
+    deadline one container writes is read against another host's clock.
+    ``time.monotonic`` stays the host's own: durations are not skewed.
+    """
+    if not offset:
+        return
+    real = time.time
+    time.time = lambda: real() + offset  # type: ignore[assignment]
+    time.time_ns = lambda: int((real() + offset) * 1e9)  # type: ignore[assignment]
+
+
 def main(address: str) -> None:
     """Connect to the test process and serve until told to stop (or retired)."""
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # between inputs a cancel finds nothing
     authkey = bytes.fromhex(os.environ.pop("STANDIN_AUTHKEY"))
     link = _Link(Client(address, family="AF_UNIX", authkey=authkey))
     spec = link.recv()
+    _set_clock(float(spec.get("clock_offset", 0.0)))
     container = _Container(link, spec)
     link.send(("ready", os.getpid()))
     while True:

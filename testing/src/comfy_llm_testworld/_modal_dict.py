@@ -204,7 +204,7 @@ class StrictDict:
 
 
 def stage_leases(root: Path) -> Any:
-    """The stager's leases as ``_app.py`` builds them, over the stand-in's Dicts at ``root``.
+    """The stager's leases as ``worker/_app.py`` builds them, over the stand-in's Dicts at ``root``.
 
     Read in the container, from the image's environment (the Volume's name and
     the lease times), as the real app reads its settings at import.

@@ -40,8 +40,8 @@ ENGINE_PRELOAD = (
     "modal",
     "modal.exception",
     "comfy_llm_modal_remote",
-    "comfy_llm_modal_remote._engine",
-    "comfy_llm_modal_remote._container",
+    "comfy_llm_modal_remote.worker._engine",
+    "comfy_llm_modal_remote.worker._container",
     "comfy_llm_backend_cuda",
     "comfy_llm_testworld._modal_container",
 )

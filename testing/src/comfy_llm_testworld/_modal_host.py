@@ -33,14 +33,22 @@ __all__ = ["Platform", "StrictCall", "StrictContainer"]
 _START_SECONDS = 120.0
 
 
+_MAX_INTERNAL_FAILURES = 8
+"""Replays of one input before ``get()`` raises ``InternalFailure``
+(modal/_functions.py:121 MAX_INTERNAL_FAILURE_COUNT)."""
+
+
 class Platform(Protocol):
     """What a container and its calls need of the platform (``StrictTransport``)."""
 
     queue: QueueService
     deployment: int
     preload: tuple[str, ...] | None
+    platform_seconds: float | None
 
     def _place(self, call: StrictCall) -> None: ...
+
+    def _idle(self, container: StrictContainer) -> None: ...
 
 
 class StrictCall:
@@ -66,6 +74,9 @@ class StrictCall:
         self.pending_forever = False
         """Its GPU type never gets a container (the platform holds the input)."""
         self.key = ""
+        self.attempts = 1
+        """Times the input started on a container (a preempted input runs again)."""
+        self.timed_out = False
 
     @property
     def busy_seconds(self) -> float:
@@ -135,6 +146,8 @@ class StrictContainer:
         self.deployment = transport.deployment
         self.stopped = False
         self.draining = False
+        self.preempting = False
+        self.idle_round = 0
         self.volume_view = Path(spec["view"])
         self._transport = transport
         self._pending: collections.deque[StrictCall] = collections.deque()
@@ -188,6 +201,7 @@ class StrictContainer:
                 if self._current is not None:
                     self._current.started_at = time.monotonic()
                     self._current.started.set()
+                    self._time_limit(self._current)
                     if self._current._cancel_requested:
                         self.signal(signal.SIGUSR1)
             elif kind in {"answer", "raised"}:
@@ -197,9 +211,74 @@ class StrictContainer:
             elif kind in {"reply", "reply-error"}:
                 self._replies.put((kind, message[1]))
 
+    def _time_limit(self, call: StrictCall) -> None:
+        """End the input at its function's ``timeout`` (in platform seconds, when timed).
+
+        The server ends an input past the function's ``timeout=`` and its
+        ``FunctionCall.get()`` raises ``FunctionTimeoutError``
+        (modal/_utils/function_utils.py:533-534); the container running it
+        is stopped with it (here: killed, as a preemption's SIGKILL).
+        """
+        scale = self._transport.platform_seconds
+        if scale is None:
+            return
+        from comfy_llm_modal_remote.wire._settings import (
+            ENGINE_TIMEOUT_SECONDS,
+            STAGER_TIMEOUT_SECONDS,
+        )
+
+        limit = STAGER_TIMEOUT_SECONDS if call.function == "stage" else ENGINE_TIMEOUT_SECONDS
+
+        def expire() -> None:
+            if self._current is call and not call.finished.is_set():
+                call.timed_out = True
+                self.kill()
+
+        timer = threading.Timer(limit * scale, expire)
+        timer.daemon = True
+        timer.start()
+
+    def _replayed(self, call: StrictCall) -> bool:
+        """A preempted container's input runs again elsewhere (True), or fails for good.
+
+        The server answers a preempted input with an internal failure and runs
+        it again, up to 8 times (modal/_functions.py:121, 487-518: "lost
+        inputs or worker preemption"); its events go to the same partition.
+        """
+        if not self.preempting or call.finished.is_set() or call._cancel_requested:
+            return False
+        if call.attempts >= _MAX_INTERNAL_FAILURES:
+            from modal.exception import InternalFailure
+
+            call._finish(None, InternalFailure("input preempted too many times"))
+            return True
+        call.attempts += 1
+        call.container = None
+        call.started.clear()
+        self._transport._place(call)
+        return True
+
+    def preempt(self, grace_seconds: float) -> None:
+        """Modal preempts this container: SIGINT now, SIGKILL after the grace.
+
+        ``KeyboardInterrupt`` lands in the body (modal/exception.py:300-305 says
+        so of the real one: SIGINT first, a second, uncatchable interrupt 30 s
+        later); whatever input ran is run again on another container.
+        """
+        self.preempting = True
+        self.stopped = True
+        self.signal(signal.SIGINT)
+        timer = threading.Timer(grace_seconds, self.kill)
+        timer.daemon = True
+        timer.start()
+
     def _done(self, message: tuple[Any, ...]) -> None:
         with self._lock:
             call, self._current = self._current, None
+        if call is not None and self._replayed(call):
+            self.kill()  # preempted: the container goes once the body unwound
+            self._next()
+            return
         if call is not None:
             if message[0] == "answer":
                 call._finish(message[2], None)
@@ -228,8 +307,13 @@ class StrictContainer:
         with self._lock:
             call, self._current = self._current, None
             pending, self._pending = list(self._pending), collections.deque()
-        if call is not None:
-            call._finish(None, _remote_error("Container terminated unexpectedly"))
+        if call is not None and not self._replayed(call):
+            if call.timed_out:
+                from modal.exception import FunctionTimeoutError
+
+                call._finish(None, FunctionTimeoutError("Function timed out"))
+            else:
+                call._finish(None, _remote_error("Container terminated unexpectedly"))
         for waiting in pending:  # never started here: the platform places them anew
             self._transport._place(waiting)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -238,6 +322,8 @@ class StrictContainer:
 
     def _next(self) -> None:
         with self._lock:
+            if self._current is None and not self._pending and not self.stopped:
+                self._transport._idle(self)
             if self._current is not None or not self._pending:
                 return
             if self.stopped or self.draining:

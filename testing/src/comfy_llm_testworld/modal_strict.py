@@ -55,6 +55,15 @@ client implements (each rule cites ``site-packages/modal``):
   (:meth:`StrictTransport._pool`); unknown GPU types are refused,
   ``unobtainable_gpus`` never start; deploys can fail and the app can be
   stopped from outside (:mod:`._modal_outside`: ``NotFoundError`` on spawn).
+* **Modal's clocks, when a test asks** (``platform_seconds``): an input ends
+  at its function's ``timeout`` with ``FunctionTimeoutError``
+  (function_utils.py:533-534); an idle container ends after its pool's
+  ``scaledown_window`` (:meth:`StrictTransport._idle`).
+* **Preemption** (:meth:`StrictTransport.preempt`): SIGINT, SIGKILL after the
+  grace (exception.py:300-305); the input runs again on a new container, up
+  to 8 times (_functions.py:121, 487), its events in the same partition.
+* **Hosts' clocks** (``clock_offset_seconds``): an installation's containers
+  read another wall clock; a Dict value is never stamped by the server.
 
 API (what tests and the fan-out's helpers use)::
 
@@ -71,7 +80,7 @@ API (what tests and the fan-out's helpers use)::
     container.import_promotion_state(state); container.hold_open(relative_path)
     container.mark_unsafe(); container.unload_all(); container.residents()
     container.set_available_bytes(n)   # the GPU's free memory from now on
-    transport.kill(key); transport.scaledown(key); transport.stop_app()
+    transport.kill(key); transport.scaledown(key); transport.preempt(key); transport.stop_app()
     transport.redeploy(strategy="rolling"|"recreate"); transport.deploy_elsewhere(fp)
     transport.queue.partition_size(request_id)  # items, bytes
     transport.calls  # [(kind, info, call)], transport.deploys, transport.stops
@@ -96,6 +105,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ._modal_clocks import STAGER_KEY, PlatformClocks
 from ._modal_dict import StrictDict
 from ._modal_forks import ENGINE_PRELOAD, check_zygote_home_untouched
 from ._modal_host import StrictCall, StrictContainer
@@ -125,7 +135,7 @@ class _Deployment:
     env: dict[str, str]
 
 
-class StrictTransport(OutsideOperations):
+class StrictTransport(OutsideOperations, PlatformClocks):
     """A ``Transport`` whose containers are processes under Modal's rules.
 
     Args:
@@ -149,6 +159,15 @@ class StrictTransport(OutsideOperations):
         cold_start_seconds: How long a new container takes before its first input.
         unobtainable_gpus: GPU types no container of ever starts (no capacity, or
             not this workspace's): their inputs stay pending until cancelled.
+        platform_seconds: Real seconds one of Modal's own seconds takes here, for
+            the platform's clocks (None: they never run out, the kinder world):
+            an input ends at its function's ``timeout`` with
+            ``FunctionTimeoutError`` and an idle container scales down after its
+            pool's ``scaledown_window`` (see :meth:`_idle`).
+        clock_offset_seconds: How far this installation's containers' wall
+            clocks are off the test process's (other hosts; see
+            ``_modal_container._set_clock``): two transports on one root with
+            different offsets are two installations whose clocks disagree.
     """
 
     def __init__(
@@ -167,8 +186,10 @@ class StrictTransport(OutsideOperations):
         upload_bytes_per_second: float | None = None,
         cold_start_seconds: float = 0.0,
         unobtainable_gpus: tuple[str, ...] = (),
+        platform_seconds: float | None = None,
+        clock_offset_seconds: float = 0.0,
     ) -> None:
-        from comfy_llm_modal_remote._deploy import DEPLOY_STRATEGY
+        from comfy_llm_modal_remote.client._deploy import DEPLOY_STRATEGY
 
         self.app_name = app_name
         self.directory = directory
@@ -204,6 +225,10 @@ class StrictTransport(OutsideOperations):
         self._cold_start = cold_start_seconds
         self._unobtainable = {gpu.upper() for gpu in unobtainable_gpus}
         self._deploy_errors: list[BaseException] = []
+        self.platform_seconds = platform_seconds
+        self._clock_offset = clock_offset_seconds
+        self.scaled_down: list[StrictContainer] = []
+        """Containers that ended after their idle window (``platform_seconds`` only)."""
         self.uploads: list[int] = []
         """Bytes each spawn uploaded to blob storage (0: sent inline)."""
 
@@ -329,6 +354,7 @@ class StrictTransport(OutsideOperations):
             "view": str(home / "storage"),
             "event_interval": self._event_interval,
             "background_commit_seconds": self._background,
+            "clock_offset": self._clock_offset,
         }
         if kind == "stager":
             env.update({k: v for k, v in os.environ.items() if k.startswith(_SECRET_ENV_PREFIXES)})
@@ -358,7 +384,7 @@ class StrictTransport(OutsideOperations):
         """
         if gpu is None:
             return key
-        from comfy_llm_modal_remote._transport import engine_options
+        from comfy_llm_modal_remote.client._transport import engine_options
 
         options = engine_options(gpu, caption=function == "chunk")
         return f"{key}|" + ",".join(f"{name}={value}" for name, value in sorted(options.items()))
@@ -460,5 +486,4 @@ class StrictTransport(OutsideOperations):
             self.retired.append(container)
 
 
-STAGER_KEY = _STAGER = "__stager__"
-"""The stager's container key (``transport.kill(STAGER_KEY)`` kills it mid-stage)."""
+_STAGER = STAGER_KEY

@@ -6,22 +6,9 @@ the wire between them and the local :class:`Dispatcher` the node uses when
 ``run_on_modal`` is on. Only this package imports ``modal``, and only lazily.
 """
 
-from ._chunk_wire import (
-    WIRE_IMAGE_SIDE,
-    ChunkFrame,
-    ChunkImage,
-    ChunkResult,
-    ImageCaption,
-    encode_image_file,
-    encode_pil_image,
-    encode_video_file,
-)
-from ._chunk_worker import serve_chunk
-from ._connect import app_status, connect, stop_app, use_transport
-from ._container import ContainerControl, ProgressChannel, VolumeStore
-from ._dispatch import DEFAULT_AFFINITY_KEY, Dispatcher, RemoteRun
-from ._engine import EngineService
-from ._fanout import (
+from .client._connect import app_status, connect, stop_app, use_transport
+from .client._dispatch import DEFAULT_AFFINITY_KEY, Dispatcher, RemoteRun
+from .client._fanout import (
     DEFAULT_CHUNK_IMAGES,
     MAX_WORKERS,
     ChunkCollector,
@@ -31,19 +18,13 @@ from ._fanout import (
     FanOutReport,
     caption_fan_out,
 )
-from ._image import ImageSpec, image_spec
-from ._installation import app_name, installation_id
-from ._settings import ModalSettings
-from ._stage_lease import LeaseStore, StageLeases
-from ._stager import serve_stage, stage_model
-from ._transport import (
+from .client._installation import app_name, installation_id
+from .client._transport import (
     ModalTransport,
     RemoteCall,
     Transport,
     check_modal_available,
-    code_fingerprint,
 )
-from ._wire import EngineRequest, StageRequest, StageResult
 from .errors import (
     DeploymentConflictError,
     DeploymentMismatchError,
@@ -54,9 +35,30 @@ from .errors import (
     ModalUnavailableError,
     RemoteCallCancelledError,
     RemoteExecutionError,
+    RemoteTimeoutError,
     SnapshotNotVisibleError,
     WorkerUnsafeError,
 )
+from .wire._channel import ProgressChannel
+from .wire._chunk_wire import (
+    WIRE_IMAGE_SIDE,
+    ChunkFrame,
+    ChunkImage,
+    ChunkResult,
+    ImageCaption,
+    encode_image_file,
+    encode_pil_image,
+    encode_video_file,
+)
+from .wire._fingerprint import code_fingerprint
+from .wire._image import ImageSpec, image_spec
+from .wire._settings import ModalSettings
+from .wire._wire import EngineRequest, StageRequest, StageResult
+from .worker._chunk_worker import serve_chunk
+from .worker._container import ContainerControl, VolumeStore
+from .worker._engine import EngineService
+from .worker._stage_lease import LeaseStore, StageLeases
+from .worker._stager import serve_stage, stage_model
 
 __version__ = "0.1.0"
 
@@ -92,6 +94,7 @@ __all__ = [
     "ProgressChannel",
     "RemoteCall",
     "RemoteCallCancelledError",
+    "RemoteTimeoutError",
     "RemoteExecutionError",
     "RemoteRun",
     "SnapshotNotVisibleError",

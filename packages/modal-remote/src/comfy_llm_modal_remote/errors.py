@@ -23,6 +23,7 @@ __all__ = [
     "ModalUnavailableError",
     "RemoteCallCancelledError",
     "RemoteExecutionError",
+    "RemoteTimeoutError",
     "SnapshotNotVisibleError",
     "WorkerUnsafeError",
 ]
@@ -192,6 +193,27 @@ class RemoteCallCancelledError(ModalRemoteError, RuntimeError):
     def __init__(self, message: str, *, what: str) -> None:
         super().__init__(message)
         self.what = what
+
+
+class RemoteTimeoutError(ModalRemoteError, RuntimeError):
+    """A Modal input ran past its function's ``timeout`` and Modal ended it.
+
+    ``FunctionCall.get()`` raises ``FunctionTimeoutError`` (a ``TimeoutError``)
+    for a TIMEOUT result (modal/_utils/function_utils.py:533-534). It is not a
+    network failure and not worth a retry: the same input would run as long
+    again, billed. The fan-out names the chunk failed instead of retrying it.
+
+    Attributes:
+        what: The call (``"the GPU request"``, ``"chunk 3"``, ...).
+        limit_seconds: The function's timeout.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(self, message: str, *, what: str, limit_seconds: float) -> None:
+        super().__init__(message)
+        self.what = what
+        self.limit_seconds = limit_seconds
 
 
 class WorkerUnsafeError(ModalRemoteError, RuntimeError):

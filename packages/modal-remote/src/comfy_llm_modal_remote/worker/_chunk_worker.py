@@ -59,12 +59,18 @@ from comfy_llm_profiles import ModelProfile, engine_spec
 from comfy_llm_residency import InsufficientMemoryError
 from comfy_llm_residency.backend import BatchItem, GenerationSettings
 
-from ._chunk_wire import ChunkImage, ChunkRequest, ChunkResult, ImageCaption, decode_wire_image
-from ._container import ProgressChannel
+from ..errors import DeploymentMismatchError, WorkerUnsafeError
+from ..wire._channel import ProgressChannel
+from ..wire._chunk_wire import (
+    ChunkImage,
+    ChunkRequest,
+    ChunkResult,
+    ImageCaption,
+    decode_wire_image,
+)
+from ..wire._settings import FINGERPRINT_ENV
+from ..wire._wire import EventSender, error_envelope, ok_envelope, say_preempted
 from ._engine import EngineService, _CancelShield
-from ._settings import FINGERPRINT_ENV
-from ._wire import EventSender, error_envelope, ok_envelope
-from .errors import DeploymentMismatchError, WorkerUnsafeError
 
 __all__ = ["caption_chunk", "serve_chunk"]
 
@@ -80,6 +86,9 @@ def serve_chunk(
     except Exception as error:
         logger.info("Chunk failed: %s: %s", type(error).__name__, error)
         return error_envelope(error)
+    except KeyboardInterrupt:  # Modal's preemption: the chunk runs again elsewhere
+        say_preempted(channel, "GPU")
+        raise
     return ok_envelope(result.to_wire())
 
 

@@ -22,11 +22,12 @@ from typing import Any, Protocol
 
 from comfy_llm_core import ProgressCallback, env_set, ignore_progress
 
-from ._bench import Workload, exact_gpu, plan_benchmark, run_benchmark, source_revision
-from ._bench_caption import CaptionWorkload, parse_workers, run_caption_benchmark
-from ._dispatch import Dispatcher
-from ._fanout import DEFAULT_CHUNK_IMAGES
-from ._transport import Transport, check_modal_available, code_fingerprint
+from ..client._dispatch import Dispatcher
+from ..client._fanout import DEFAULT_CHUNK_IMAGES
+from ..client._transport import Transport, check_modal_available
+from ..wire._fingerprint import code_fingerprint
+from ._caption import CaptionWorkload, parse_workers, run_caption_benchmark
+from ._requests import Workload, exact_gpu, plan_benchmark, run_benchmark, source_revision
 
 __all__ = [
     "EXECUTION_MODES",
@@ -84,7 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cycles", type=_count(1), default=2, help="cold cycles (each a new container)"
     )
     parser.add_argument("--repeats", type=_count(0), default=2, help="resident repeats per cycle")
-    parser.add_argument("--max-new-tokens", type=_count(1), default=128)
+    parser.add_argument(
+        "--max-new-tokens",
+        type=_count(1),
+        default=None,
+        help="tokens per request (default 128); with --caption, exactly this many per caption "
+        "(default 64, the caption goal's workload)",
+    )
     parser.add_argument(
         "--image-size", type=_count(0), default=512, help="side of the synthetic image, 0 for none"
     )
@@ -115,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _source() -> dict[str, Any]:
-    from ._image import _lock
+    from ..wire._image import _lock
 
     lock = _lock()
     pins = [pin for pin in lock["requirements"] if pin.split("==")[0].lower() in _STACK]
@@ -144,10 +151,12 @@ def run_from_args(
         ValueError: ``--cycles`` < 1, ``--repeats`` < 0, or ``--workers`` not
             a list of counts >= 1.
     """
-    from ._connect import transport_factory
+    from ..client._connect import transport_factory
 
     steps = plan_benchmark(args.cycles, args.repeats)
     counts = parse_workers(args.workers) if getattr(args, "caption", False) else []
+    if args.max_new_tokens is None:
+        args.max_new_tokens = 64 if counts else 128
     factory = transport_factory()
     if factory is None:
         check_modal_available()
@@ -171,7 +180,7 @@ def run_from_args(
     if factory is not None:
         transport: Any = factory(name, record_dir)
     else:
-        from ._transport import ModalTransport
+        from ..client._transport import ModalTransport
 
         transport = ModalTransport(name, record_dir)
     target = TransportBenchTarget(transport)
@@ -219,9 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m comfy_llm_modal_remote.bench")
     add_arguments(parser)
     report = run_from_args(parser.parse_args(argv))
+    for sample in [*report.get("steps", []), *report.get("refused_chunks", [])]:
+        if "refused" in sample:  # not in the summary: say why
+            print(f"refused: {sample['refused']}", file=sys.stderr)
     print(f"wrote {report['output']}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,7 +17,6 @@ __all__ = [
     "ModalContainerControl",
     "ModalQueueChannel",
     "ModalVolume",
-    "ProgressChannel",
     "VolumeStore",
 ]
 
@@ -41,19 +40,6 @@ class ContainerControl(Protocol):
 
     def stop_fetching_inputs(self) -> None:
         """Take no further inputs; the platform retires the container after this one."""
-        ...
-
-
-@runtime_checkable
-class ProgressChannel(Protocol):
-    """A per-request stream of plain-data progress events (worker → dispatcher)."""
-
-    def put_many(self, items: Sequence[dict[str, Any]]) -> None:
-        """Append events, in order, without blocking.
-
-        Raises:
-            queue.Full: The partition is full (the events were not added).
-        """
         ...
 
 

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .errors import RemoteExecutionError
+from ..errors import RemoteExecutionError
 
 __all__ = [
     "CHUNK_WIRE_VERSION",

@@ -16,6 +16,12 @@ separates four states:
 
 Image deployment is in ``wall_seconds`` only; the node-reported figures come
 from the metadata.
+
+A sample that is not what was planned is refused, kept in ``steps`` with
+its ``refused`` reason and left out of the summary (:func:`refusal`): a
+planned cold request that hit a resident engine, a planned warm repeat that
+paid a load or a compile, a vLLM request served in another execution mode
+than the benchmark deployed.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from comfy_llm_core import ProgressCallback, ignore_progress
+from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
 
-from ._dispatch import Dispatcher, RemoteRun
+from ..client._dispatch import Dispatcher, RemoteRun
 
 __all__ = [
     "STATES",
@@ -41,6 +47,7 @@ __all__ = [
     "classify",
     "exact_gpu",
     "plan_benchmark",
+    "refusal",
     "run_benchmark",
     "source_revision",
 ]
@@ -165,6 +172,22 @@ def classify(step: BenchStep, metadata: dict[str, Any]) -> str:
     return "cached_compilation_new_container" if warm else "first_compilation"
 
 
+def refusal(step: BenchStep, metadata: dict[str, Any], execution_mode: str) -> str | None:
+    """Why one sample is not the figure the plan asked for, or None when it is."""
+    warm = metadata.get("cache_status") == "warm"
+    if step.cold and warm:
+        return "planned cold, but the engine was already resident (a cache hit)"
+    if not step.cold and not warm:
+        return (
+            f"planned warm, but it paid a {metadata.get('cache_status') or 'cold'} load "
+            "or compile: not a warm figure"
+        )
+    mode = metadata.get("vllm_execution_mode")
+    if metadata.get("backend") == "vllm" and mode != execution_mode:
+        return f"served in vLLM mode {mode!r}, the benchmark deployed {execution_mode!r}"
+    return None
+
+
 def _git(repository: Path, *args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=repository, capture_output=True, text=True, check=True
@@ -231,6 +254,15 @@ def run_benchmark(
         metadata = result.metadata.to_dict()
         record = {"cycle": step.cycle, "cold": step.cold, "state": classify(step, metadata)}
         record["wall_seconds"] = round(clock() - started, 3)
+        refused = refusal(step, metadata, workload.execution_mode)
+        if refused is not None:
+            record["refused"] = refused
+            progress(
+                ProgressEvent(
+                    stage=ProgressStage.DONE,
+                    message=f"Refused the sample of cycle {step.cycle}: {refused}",
+                )
+            )
         record.update({name: metadata.get(name) for name in _STEP_FIELDS})
         record.update({k: v for k, v in metadata.items() if k.startswith("vllm_")})
         records.append(record)
@@ -258,7 +290,7 @@ def _median(values: list[Any]) -> float | None:
 def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for state in STATES:
-        chosen = [r for r in records if r["state"] == state]
+        chosen = [r for r in records if r["state"] == state and "refused" not in r]
         if not chosen:
             continue
         summary[state] = {

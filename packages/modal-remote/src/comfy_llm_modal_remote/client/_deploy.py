@@ -26,7 +26,7 @@ from typing import Any
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
-from .errors import ModalDeployError
+from ..errors import ModalDeployError
 
 __all__ = ["DEPLOY_STRATEGY", "DeployJob", "progress_output"]
 

@@ -55,10 +55,11 @@ from comfy_llm_residency import (
 from comfy_llm_residency.backend import BackendFactory
 from comfy_llm_staging import IncompleteSnapshotError, require_completed_snapshot
 
-from ._container import ContainerControl, ProgressChannel, VolumeStore
-from ._settings import COMPILE_CACHE_ROOT_ENV, FINGERPRINT_ENV
-from ._wire import EngineRequest, EventSender, error_envelope, ok_envelope
-from .errors import DeploymentMismatchError, SnapshotNotVisibleError, WorkerUnsafeError
+from ..errors import DeploymentMismatchError, SnapshotNotVisibleError, WorkerUnsafeError
+from ..wire._channel import ProgressChannel
+from ..wire._settings import COMPILE_CACHE_ROOT_ENV, FINGERPRINT_ENV
+from ..wire._wire import EngineRequest, EventSender, error_envelope, ok_envelope, say_preempted
+from ._container import ContainerControl, VolumeStore
 
 __all__ = ["EngineService"]
 
@@ -143,6 +144,9 @@ class EngineService:
         except Exception as error:
             logger.info("Request failed: %s: %s", type(error).__name__, error)
             return error_envelope(error)
+        except KeyboardInterrupt:  # Modal's preemption: the request runs again elsewhere
+            say_preempted(channel, "GPU")
+            raise
         return ok_envelope(result.to_dict())
 
     def generate(self, request: EngineRequest, channel: ProgressChannel) -> InferenceResult:

@@ -32,20 +32,22 @@ from typing import Any
 import modal
 from comfy_llm_core import env_str
 
-from ._chunk_worker import serve_chunk
-from ._container import ModalContainerControl, ModalQueueChannel, ModalVolume
-from ._engine import EngineService
-from ._image import build_image, image_spec
-from ._settings import (
+from ..wire._fingerprint import code_fingerprint
+from ..wire._image import build_image, image_spec
+from ..wire._settings import (
     COMPILE_CACHE_MOUNT,
     COMPILE_CACHE_ROOT_ENV,
     ENGINE_SCALEDOWN_SECONDS,
+    ENGINE_TIMEOUT_SECONDS,
     FINGERPRINT_ENV,
+    STAGER_TIMEOUT_SECONDS,
     ModalSettings,
 )
+from ._chunk_worker import serve_chunk
+from ._container import ModalContainerControl, ModalQueueChannel, ModalVolume
+from ._engine import EngineService
 from ._stage_lease import StageLeases
 from ._stager import serve_stage
-from ._transport import code_fingerprint
 
 __all__ = [
     "DEFAULT_APP_NAME",
@@ -66,8 +68,6 @@ __all__ = [
 
 DEFAULT_APP_NAME = "comfy-llm"
 DEFAULT_GPU = "L40S"
-STAGER_TIMEOUT_SECONDS = 3 * 3600
-ENGINE_TIMEOUT_SECONDS = 3600
 STAGER_CPU = 2.0
 STAGER_MEMORY_MB = 16 * 1024
 STAGER_MAX_CONTAINERS = 4

@@ -26,9 +26,11 @@ __all__ = [
     "ENGINE_MAX_CONTAINERS_ENV",
     "ENGINE_MEMORY_ENV",
     "ENGINE_SCALEDOWN_SECONDS",
+    "ENGINE_TIMEOUT_SECONDS",
     "FINGERPRINT_ENV",
     "SECRET_NAME_ENV",
     "STAGE_LEASE_ENV",
+    "STAGER_TIMEOUT_SECONDS",
     "STAGE_LEASE_RENEW_ENV",
     "STORAGE_ROOT_ENV",
     "VOLUME_NAME_ENV",
@@ -66,6 +68,10 @@ throttles Inductor compiles and image preprocessing."""
 DEFAULT_ENGINE_MEMORY_MB = 32 * 1024
 ENGINE_SCALEDOWN_SECONDS = 600
 """Seconds a GPU container of the node's requests stays up (billed) after its last one."""
+STAGER_TIMEOUT_SECONDS = 3 * 3600
+ENGINE_TIMEOUT_SECONDS = 3600
+"""The functions' ``timeout=``: Modal ends an input that runs longer (``FunctionTimeoutError``).
+The client names them in its message; the app decorates with them."""
 DEFAULT_ENGINE_MAX_CONTAINERS = 4
 """GPU containers one affinity pool may run at once; concurrent prompts beyond it queue."""
 

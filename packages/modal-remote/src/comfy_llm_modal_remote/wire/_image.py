@@ -34,9 +34,9 @@ from importlib import resources
 from pathlib import Path, PurePath
 from typing import Any
 
+from ..errors import ModalUnavailableError
 from ._cuda_toolchain import toolchain_script
 from ._settings import ModalSettings
-from .errors import ModalUnavailableError
 
 __all__ = [
     "CUDA_HOME",

@@ -28,7 +28,7 @@ from typing import Any
 
 from comfy_llm_core import render_error
 
-from ._chunk_wire import ChunkImage
+from ..wire._chunk_wire import ChunkImage
 from ._transport import RemoteCall
 
 __all__ = ["ChunkCall", "ChunkTask"]

@@ -29,8 +29,8 @@ from comfy_llm_core import ComfyLLMError, ProgressEvent, ProgressStage, rebuild_
 from comfy_llm_residency import InferenceResult
 from comfy_llm_residency.backend import GenerationSettings
 
-from ._container import ProgressChannel
-from .errors import RemoteExecutionError
+from ..errors import RemoteExecutionError
+from ._channel import ProgressChannel
 
 __all__ = [
     "ERROR_PACKAGES",
@@ -42,6 +42,7 @@ __all__ = [
     "error_envelope",
     "ok_envelope",
     "result_from_wire",
+    "say_preempted",
     "unwrap",
 ]
 
@@ -226,7 +227,7 @@ def _error_modules() -> dict[str, ModuleType]:
     from comfy_llm_staging import errors as staging
     from comfy_llm_structured import errors as structured
 
-    from . import errors as modal_remote
+    from .. import errors as modal_remote
 
     try:  # absent with [apple]+[modal] (sources shipped as data): RemoteExecutionError then
         backend_cuda: ModuleType | None = importlib.import_module("comfy_llm_backend_cuda.errors")
@@ -391,3 +392,30 @@ class EventSender:
                     type(error).__name__,
                     error,
                 )
+
+
+PREEMPTED_MESSAGE = (
+    "Modal preempted this {what} container; Modal runs the request again on another "
+    "(progress starts over)"
+)
+
+
+def say_preempted(channel: ProgressChannel, what: str) -> None:
+    """Tell the caller its input was preempted, before the container goes.
+
+    Modal preempts a container with SIGINT (``KeyboardInterrupt`` in the
+    body) and kills it 30 s later (modal/exception.py:300-305); the server
+    then runs the input again on another container (modal/_functions.py:487:
+    "lost inputs or worker preemption"), whose events land in the same
+    partition. Without this line the user sees progress jump back to loading
+    for no reason. Best effort: one non-blocking put, failures ignored.
+    """
+    event = ProgressEvent(
+        stage=ProgressStage.ADMISSION,
+        message=PREEMPTED_MESSAGE.format(what=what),
+        indeterminate=True,
+    )
+    try:
+        channel.put_many([event.to_dict()])
+    except Exception as error:  # the container is going anyway
+        logger.warning("Could not say the container was preempted: %s", error)

@@ -35,6 +35,16 @@ takeover key for that holder succeeds; the others wait on the new holder.
 Whoever waited reloads the Volume before staging, so a snapshot the other
 installation committed is found complete and nothing is downloaded twice.
 
+Clocks: every container runs on its own host, and nothing in a Dict is
+stamped by the server, so a holder's deadline is its own clock's. A waiter
+never takes over on a deadline alone while the holder might be alive: it
+takes over when it has *seen* the lease and its beat unchanged for a whole
+expiry on its own monotonic clock (a live holder renews its beat every
+``renew_seconds``), or when the deadline is so far past that no plausible
+skew explains it (:data:`CLOCK_TOLERANCE_SECONDS` beyond the expiry; a crash
+found long after). Hosts whose clocks disagree by minutes then still stage
+once.
+
 What it cannot promise: a holder alive but silent for a whole expiry (its
 renewer starved) is taken over while it still downloads, and both download;
 the Volume keeps whole files either way (the completion marker is last).
@@ -56,13 +66,15 @@ from typing import Any, Protocol
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
-from ._settings import ModalSettings
+from ..wire._settings import ModalSettings
 
-__all__ = ["HeldLease", "LeaseStore", "StageLeases", "snapshot_lease"]
+__all__ = ["CLOCK_TOLERANCE_SECONDS", "HeldLease", "LeaseStore", "StageLeases", "snapshot_lease"]
 
 logger = logging.getLogger("comfy_llm_modal_remote")
 
 _MAX_POLL_SECONDS = 2.0
+CLOCK_TOLERANCE_SECONDS = 600.0
+"""How far two hosts' wall clocks may disagree before a deadline alone is trusted."""
 _MAX_DICT_FAILURES = 5
 """Failed Dict RPCs (after the client's own retries) a waiter rides out before it fails."""
 
@@ -167,10 +179,11 @@ def _acquire(leases: StageLeases, key: str, model: str, progress: ProgressCallba
     started, waited = time.monotonic(), False
     poll = min(leases.renew_seconds, _MAX_POLL_SECONDS)
     failures = 0
+    seen = _Seen()
     try:
         while True:
             try:
-                held = _try_claim(leases, key, holder, model, progress)
+                held = _try_claim(leases, key, holder, model, progress, seen)
             except Exception as error:  # a Dict RPC failed after the client's retries
                 failures += 1
                 if failures > _MAX_DICT_FAILURES:
@@ -195,11 +208,31 @@ def _acquire(leases: StageLeases, key: str, model: str, progress: ProgressCallba
         raise
 
 
-def _try_claim(
-    leases: StageLeases, key: str, holder: str, model: str, progress: ProgressCallback
+class _Seen:
+    """What a waiter last saw of the holder, and since when (its own monotonic clock)."""
+
+    def __init__(self) -> None:
+        self.what: tuple[str, float, float] | None = None
+        self.since = 0.0
+
+    def unchanged_for(self, what: tuple[str, float, float]) -> float:
+        """Seconds ``what`` (holder, deadline, beat) has been seen unchanged."""
+        now = time.monotonic()
+        if what != self.what:
+            self.what, self.since = what, now
+        return now - self.since
+
+
+def _try_claim(  # noqa: PLR0917
+    leases: StageLeases,
+    key: str,
+    holder: str,
+    model: str,
+    progress: ProgressCallback,
+    seen: _Seen | None = None,
 ) -> HeldLease | None:
     """One round: claim the free lease, or take over an expired holder's; None: it is held."""
-    store = leases.store
+    store, seen = leases.store, seen or _Seen()
     while True:
         mine = {"holder": holder, "deadline": time.time() + leases.expiry_seconds}
         if store.put(key, mine, skip_if_exists=True):
@@ -208,8 +241,10 @@ def _try_claim(
         if current is None:
             continue  # released between the put and the get: claim again
         other, deadline = current
-        deadline = max(deadline, _number(store.get(_beat_key(key, other))))
-        if time.time() > deadline and store.put(
+        beat = _number(store.get(_beat_key(key, other)))
+        silent = seen.unchanged_for((other, deadline, beat)) >= leases.expiry_seconds
+        long_past = time.time() > max(deadline, beat) + CLOCK_TOLERANCE_SECONDS
+        if (silent or long_past) and store.put(
             f"{key}#takeover#{other}", {"by": holder}, skip_if_exists=True
         ):
             if _holder_of(store.get(key)) == current:  # still the expired one

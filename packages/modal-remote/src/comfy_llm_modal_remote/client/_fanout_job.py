@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from comfy_llm_core import InvalidSettingError, ProgressCallback, defaults, env_int
 from comfy_llm_residency.backend import GenerationSettings
 
-from ._chunk_wire import ChunkImage, ChunkResult
+from ..wire._chunk_wire import ChunkImage, ChunkResult
 from ._transport import RemoteCall
 
 __all__ = [

@@ -39,11 +39,7 @@ from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import InferenceResult, ModalFacts, StagingFacts
 from comfy_llm_residency.backend import GenerationSettings
 
-from ._client_errors import call_outcome, ensure_ready, spawn_checked
-from ._gpu import gpu_choices, gpu_wait_seconds
-from ._transport import RemoteCall, Transport
-from ._wire import EngineRequest, StageRequest, StageResult, result_from_wire, unwrap
-from .errors import (
+from ..errors import (
     DeploymentConflictError,
     DeploymentMismatchError,
     GPUUnavailableError,
@@ -51,6 +47,11 @@ from .errors import (
     SnapshotNotVisibleError,
     WorkerUnsafeError,
 )
+from ..wire._settings import ENGINE_TIMEOUT_SECONDS, STAGER_TIMEOUT_SECONDS
+from ..wire._wire import EngineRequest, StageRequest, StageResult, result_from_wire, unwrap
+from ._errors import call_outcome, ensure_ready, spawn_checked
+from ._gpu import gpu_choices, gpu_wait_seconds
+from ._transport import RemoteCall, Transport
 
 __all__ = [
     "DEFAULT_AFFINITY_KEY",
@@ -303,7 +304,8 @@ class Dispatcher:
         except BaseException:
             call.cancel()
             raise
-        return unwrap(call_outcome(call, what))
+        limit = STAGER_TIMEOUT_SECONDS if what == "staging" else ENGINE_TIMEOUT_SECONDS
+        return unwrap(call_outcome(call, what, limit_seconds=limit))
 
     def _with_telemetry(  # noqa: PLR0917
         self,
@@ -359,8 +361,8 @@ def reservation(*, caption: bool = False) -> dict[str, Any]:
     Modal bills the reserved cores and memory per second on top of the GPU, and
     a container idles (billed) for its scaledown window after its last input.
     """
+    from ..wire._settings import ENGINE_SCALEDOWN_SECONDS, ModalSettings
     from ._fanout_report import CAPTION_SCALEDOWN_SECONDS
-    from ._settings import ENGINE_SCALEDOWN_SECONDS, ModalSettings
 
     settings = ModalSettings.from_env()
     return {

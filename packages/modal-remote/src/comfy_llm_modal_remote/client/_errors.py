@@ -9,8 +9,11 @@ from the transport below it); a stopped or deleted app makes
 ``Function.from_name(...).hydrate()``/``.spawn`` raise ``NotFoundError``; and
 ``FunctionCall.get()`` of a call whose input was terminated raises
 ``RemoteError('')`` (``_utils/function_utils.py:527-574``: a TERMINATED result
-carries no exception text). Checked by class name and module, so importing
-this costs nothing when Modal is not installed.
+carries no exception text), and of an input that ran past its function's
+``timeout`` raises ``FunctionTimeoutError`` (function_utils.py:533-534), a
+``TimeoutError`` subclass (exception.py:209) that must not read as "no
+network". Checked by class name and module, so importing this costs nothing
+when Modal is not installed.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from typing import Any, Protocol
 
 from comfy_llm_core import ProgressCallback
 
-from .errors import (
+from ..errors import (
     ModalAppMissingError,
     ModalDeployError,
     ModalUnavailableError,
     RemoteCallCancelledError,
+    RemoteTimeoutError,
 )
+from ..wire._settings import ENGINE_TIMEOUT_SECONDS
 
 __all__ = [
     "call_outcome",
@@ -73,11 +78,25 @@ def translate_client_error(error: BaseException, app_name: str) -> BaseException
     return None
 
 
-def call_outcome(call: Any, what: str) -> dict[str, Any]:
-    """``call.outcome()``; a call Modal ended cancelled raises :class:`RemoteCallCancelledError`."""
+def call_outcome(
+    call: Any, what: str, *, limit_seconds: float = ENGINE_TIMEOUT_SECONDS
+) -> dict[str, Any]:
+    """``call.outcome()``; a call Modal ended cancelled raises :class:`RemoteCallCancelledError`.
+
+    One Modal ended at its function's ``limit_seconds`` raises
+    :class:`RemoteTimeoutError`.
+    """
     try:
         outcome: dict[str, Any] = call.outcome()
     except Exception as error:
+        if _modal_error(error, "FunctionTimeoutError"):
+            raise RemoteTimeoutError(
+                f"Modal ended {what} at its {limit_seconds:g} s time limit. Fix: ask for less "
+                "in one call (fewer new tokens, or a smaller modal_chunk_size for captions), "
+                "then queue the prompt again; captions already written are kept.",
+                what=what,
+                limit_seconds=limit_seconds,
+            ) from error
         if is_cancelled_outcome(error):
             raise RemoteCallCancelledError(
                 f"Modal cancelled {what}: it was stopped outside ComfyUI (the Modal dashboard, "

@@ -71,7 +71,7 @@ def app_status(directory: Path) -> dict[str, Any]:
         ModalUnavailableError: ``modal`` is missing, has no credentials, or
             refused them; Modal could not be reached.
     """
-    from ._client_errors import translate_client_error
+    from ._errors import translate_client_error
 
     transport: _Managed = connect(directory).transport  # type: ignore[assignment]
     try:

@@ -35,10 +35,18 @@ from comfy_llm_core import ExecutionTarget, ProgressCallback, env_str
 from comfy_llm_profiles import resolve_profile
 from comfy_llm_staging import break_lease, find_completed_snapshot, snapshot_path, stage_snapshot
 
-from ._container import ProgressChannel, VolumeStore
-from ._settings import FINGERPRINT_ENV
+from ..wire._channel import ProgressChannel
+from ..wire._settings import FINGERPRINT_ENV
+from ..wire._wire import (
+    EventSender,
+    StageRequest,
+    StageResult,
+    error_envelope,
+    ok_envelope,
+    say_preempted,
+)
+from ._container import VolumeStore
 from ._stage_lease import StageLeases, snapshot_lease
-from ._wire import EventSender, StageRequest, StageResult, error_envelope, ok_envelope
 
 __all__ = ["serve_stage", "stage_model"]
 
@@ -148,6 +156,10 @@ def serve_stage(
         )
     except Exception as error:
         return error_envelope(error)
+    except KeyboardInterrupt:  # Modal's preemption: it stages again elsewhere
+        sender.flush()
+        say_preempted(channel, "staging")
+        raise
     finally:
         sender.flush()
     return ok_envelope(result.to_wire())

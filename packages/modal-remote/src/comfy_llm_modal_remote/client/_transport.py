@@ -9,7 +9,6 @@ the transport with an in-process stand-in running the same worker bodies.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import queue
@@ -20,15 +19,15 @@ from typing import Any, Protocol
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
-from ._settings import progress_queue_name
-from .errors import ModalUnavailableError
+from ..errors import ModalUnavailableError
+from ..wire._fingerprint import code_fingerprint
+from ..wire._settings import progress_queue_name
 
 __all__ = [
     "ModalTransport",
     "RemoteCall",
     "Transport",
     "check_modal_available",
-    "code_fingerprint",
 ]
 
 _EVENTS_PER_READ = 256
@@ -100,27 +99,6 @@ def check_modal_available() -> None:
         raise ModalUnavailableError("credentials")
 
 
-def code_fingerprint() -> str:
-    """A digest of what a deployment bakes in.
-
-    The image lock, the settings the image's environment carries, and every
-    file the image's source mounts upload (:func:`local_source_files`, the
-    mounts' own ignore rule: modules and data files such as
-    ``curated_profiles.json``): a change of any of them redeploys. A package
-    that is not installed fails here, before any deploy, with the install to run.
-    """
-    from ._image import _lock, local_source_files
-    from ._settings import ModalSettings
-
-    lock = _lock()
-    digest = hashlib.sha256(json.dumps(lock, sort_keys=True).encode())
-    digest.update(json.dumps(ModalSettings.from_env().container_env(), sort_keys=True).encode())
-    for local, remote in local_source_files(lock["local_packages"]):
-        digest.update(remote.encode() + b"\0")
-        digest.update(hashlib.sha256(local.read_bytes()).digest())
-    return digest.hexdigest()
-
-
 def _require_secret(name: str, progress: ProgressCallback) -> None:
     """The stager's secret collection must exist for the deploy (review r2 finding 15).
 
@@ -134,7 +112,7 @@ def _require_secret(name: str, progress: ProgressCallback) -> None:
     import modal
     import modal.exception
 
-    from ._settings import DEFAULT_SECRET_NAME
+    from ..wire._settings import DEFAULT_SECRET_NAME
 
     try:
         modal.Secret.from_name(name).hydrate()
@@ -234,8 +212,8 @@ class ModalTransport:
                 return
             import modal
 
+            from ..wire._image import _lock, check_local_sources
             from ._deploy import DeployJob
-            from ._image import _lock, check_local_sources
 
             check_local_sources(_lock()["local_packages"])
             fingerprint = self.expected_fingerprint()
@@ -247,7 +225,7 @@ class ModalTransport:
                         indeterminate=True,
                     )
                 )
-                from . import _app
+                from ..worker import _app
 
                 _require_secret(_app.settings.secret_name, progress)
                 self._deploy = DeployJob(_app.app, self.app_name, progress)
@@ -378,8 +356,8 @@ def engine_options(gpu: str, *, caption: bool = False) -> dict[str, Any]:
     cold load, next to one still finishing a cancelled load; it idles
     ``CAPTION_SCALEDOWN_SECONDS``, not the engine's 600.
     """
+    from ..wire._settings import ModalSettings
     from ._fanout_report import CAPTION_SCALEDOWN_SECONDS
-    from ._settings import ModalSettings
 
     settings = ModalSettings.from_env()
     options: dict[str, Any] = {

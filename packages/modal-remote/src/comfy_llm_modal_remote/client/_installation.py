@@ -14,7 +14,7 @@ import re
 import secrets
 from pathlib import Path
 
-from ._settings import ModalSettings
+from ..wire._settings import ModalSettings
 
 __all__ = ["APP_NAME_PREFIX", "ID_FILENAME", "app_name", "installation_id"]
 
