@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from comfy_llm_modal_remote import ChunkFrame, ChunkImage, encode_video_file
-from comfy_llm_modal_remote.wire._chunk_wire import CHUNK_WIRE_VERSION, ChunkRequest
 from comfy_llm_modal_remote.errors import RemoteExecutionError
+from comfy_llm_modal_remote.wire._chunk_wire import CHUNK_WIRE_VERSION, ChunkRequest
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.media import write_test_video
 from comfy_llm_testworld.modal_strict import StrictTransport
