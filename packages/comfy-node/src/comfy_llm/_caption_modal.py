@@ -16,26 +16,26 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
+from comfy_llm_core import ProgressCallback
+from comfy_llm_inputs import images_from_comfy
 from comfy_llm_residency import InferenceResult, RunMetadata
 
-from comfy_llm._caption import (
-    CaptionBatch,
-    CaptionItem,
-    CaptionJob,
-    _finish,
-    _kept,
-    _Pending,
-    _summary,
-)
 from comfy_llm._caption_conventions import read_caption_file
+from comfy_llm._caption_job import CaptionBatch, CaptionItem, CaptionJob
 from comfy_llm._caption_media import is_video
+from comfy_llm._caption_records import Pending, batch_summary, finish_caption, kept_on_disk
+from comfy_llm._json import JsonRecord
 from comfy_llm._pipeline import refuse_local_folder_on_modal
 from comfy_llm._remote import modal_remote
 from comfy_llm._storage import installation_dir, storage_root
 from comfy_llm._versions import loaded_versions
 from comfy_llm.errors import CaptionFolderError
+
+if TYPE_CHECKING:  # the Modal extra is imported when the first Modal run starts
+    from comfy_llm_modal_remote import ChunkImage, ChunkResult
 
 __all__ = ["VIDEO_ON_MODAL", "ModalCaptionOptions", "run_captions_on_modal"]
 
@@ -62,7 +62,7 @@ def run_captions_on_modal(
     items: Sequence[CaptionItem],
     options: ModalCaptionOptions,
     *,
-    progress: Callable[[Any], None],
+    progress: ProgressCallback,
     check_interrupt: Callable[[], None] | None = None,
     prompt_id: str | None = None,
 ) -> CaptionBatch:
@@ -95,10 +95,10 @@ def run_captions_on_modal(
     )
     dispatcher = remote.connect(installation_dir(storage_root(job.storage_root)))
     captions: list[str] = [""] * len(items)
-    records: list[dict[str, Any]] = [{"name": item.name} for item in items]
+    records: list[JsonRecord] = [{"name": item.name} for item in items]
     images = []
     for index, item in enumerate(items):
-        if _kept(job, item):
+        if kept_on_disk(job, item):
             existing = item.caption_path
             assert existing is not None
             captions[index] = read_caption_file(existing)
@@ -120,7 +120,7 @@ def run_captions_on_modal(
             progress=progress,
             check_interrupt=check_interrupt or (lambda: None),
         )
-    metadata = _summary(job, items, records, time.monotonic() - started, writer.last_request)
+    metadata = batch_summary(job, items, records, time.monotonic() - started, writer.last_request)
     metadata["execution_target"] = "modal"
     if report is not None:
         metadata.update(report.to_dict())
@@ -137,15 +137,13 @@ def run_captions_on_modal(
     return CaptionBatch(captions=captions, metadata=metadata)
 
 
-def _encoder(remote: Any, index: int, item: CaptionItem) -> Callable[[], Any]:
+def _encoder(remote: ModuleType, index: int, item: CaptionItem) -> Callable[[], ChunkImage]:
     """Bytes worth sending for one item: a file as is when it fits, else reduced JPEG."""
     if item.path is not None:
         path = item.path
         return lambda: remote.encode_image_file(path, index=index)
 
-    def from_pixels() -> Any:
-        from comfy_llm_inputs import images_from_comfy
-
+    def from_pixels() -> ChunkImage:
         [image] = images_from_comfy(item.pixels)
         return remote.encode_pil_image(image, index=index, name=item.name)
 
@@ -160,7 +158,7 @@ class _Writer:
         job: CaptionJob,
         items: Sequence[CaptionItem],
         captions: list[str],
-        records: list[dict[str, Any]],
+        records: list[JsonRecord],
         started: float,
     ) -> None:
         self._job = job
@@ -168,18 +166,18 @@ class _Writer:
         self._captions = captions
         self._records = records
         self._started = started
-        self.last_request: dict[str, Any] = {}
+        self.last_request: JsonRecord = {}
 
-    def captions(self, result: Any) -> None:
+    def captions(self, result: ChunkResult) -> None:
         for answer in result.captions:
             record = self._records[answer.index]
             if answer.error is not None:
                 record.update(status="failed", error=answer.error, chunk=result.chunk_id)
                 continue
-            entry = _Pending(answer.index, self._items[answer.index], None, self._started)
+            entry = Pending(answer.index, self._items[answer.index], None, self._started)
             metadata = RunMetadata.from_dict(answer.metadata)
             inference = InferenceResult(answer.response, answer.reasoning, metadata)
-            self._captions[answer.index] = _finish(
+            self._captions[answer.index] = finish_caption(
                 self._job, entry, inference, record, result.chunk_id
             )
             self.last_request = dict(answer.metadata)

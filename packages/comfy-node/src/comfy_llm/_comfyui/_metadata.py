@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+
+from comfy_llm._json import JsonRecord
+from comfy_llm._storage import comfy_models_dir, storage_root
 
 __all__ = ["KEY_FACTS", "shown_metadata"]
 
@@ -39,7 +41,7 @@ KEY_FACTS = (
 )
 
 
-def shown_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+def shown_metadata(metadata: JsonRecord) -> JsonRecord:
     """``metadata`` reordered (key facts first) with disk paths shortened."""
     roots = _roots()
     first = [key for key in KEY_FACTS if key in metadata]
@@ -48,8 +50,6 @@ def shown_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def _roots() -> list[tuple[Path, str]]:
-    from comfy_llm._storage import comfy_models_dir, storage_root
-
     roots: list[tuple[Path, str]] = []
     models = comfy_models_dir()
     if models is not None:
@@ -59,7 +59,7 @@ def _roots() -> list[tuple[Path, str]]:
     return roots
 
 
-def _shown(key: str, value: Any, roots: list[tuple[Path, str]]) -> Any:
+def _shown(key: str, value: object, roots: list[tuple[Path, str]]) -> object:
     if isinstance(value, dict):
         return {k: _shown(k, value[k], roots) for k in sorted(value)}
     if isinstance(value, list):
