@@ -21,7 +21,8 @@ from comfy_llm._comfyui._caption_inputs import CaptionInputs, input_folder
 from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
 from comfy_llm._comfyui._host_memory import host_bridge
 from comfy_llm._comfyui._inputs import SEARCH_ALIASES, schema_inputs, supported
-from comfy_llm._comfyui._run import comfyui_errors, hidden_node_id, metadata_json, node_status
+from comfy_llm._comfyui._metadata import metadata_json
+from comfy_llm._comfyui._run import comfyui_errors, hidden_node_id, node_status
 from comfy_llm._json import JsonRecord
 from comfy_llm._picker import validate_model_inputs
 from comfy_llm._storage import register_model_folder, storage_root

@@ -13,12 +13,16 @@ workflow or screenshot does not carry the user's home folder. The CLI's
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
+
+from comfy_llm_core import redact
+from comfy_llm_residency import RunMetadata
 
 from comfy_llm._json import JsonRecord
 from comfy_llm._storage import comfy_models_dir, storage_root
 
-__all__ = ["KEY_FACTS", "shown_metadata"]
+__all__ = ["KEY_FACTS", "metadata_json", "shown_metadata"]
 
 KEY_FACTS = (
     "model",
@@ -39,6 +43,17 @@ KEY_FACTS = (
     "written",
     "manifest",
 )
+
+
+def metadata_json(metadata: RunMetadata | JsonRecord) -> str:
+    """A run's record (or a caption batch's summary) as ComfyUI's metadata_json.
+
+    Indented JSON, key facts first and no disk paths (:func:`shown_metadata`);
+    tokens scrubbed.
+    """
+    flat = metadata.to_dict() if isinstance(metadata, RunMetadata) else metadata
+    shown = shown_metadata(flat)
+    return redact(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 
 def shown_metadata(metadata: JsonRecord) -> JsonRecord:

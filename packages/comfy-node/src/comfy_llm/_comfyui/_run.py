@@ -1,14 +1,12 @@
 """The node's execute body: ``NodeInputs`` → one pipeline request → three strings.
 
-Also what both nodes share around a run: the status preamble (:func:`node_status`),
-error presentation for ComfyUI (:func:`for_comfyui`, :func:`comfyui_errors`) and
-metadata_json (:func:`metadata_json`).
+Also what both nodes share around a run: the status preamble (:func:`node_status`)
+and error presentation for ComfyUI (:func:`for_comfyui`, :func:`comfyui_errors`).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import traceback
 from collections.abc import Callable, Iterator
@@ -16,13 +14,12 @@ from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
 from comfy_llm_core import ComfyLLMError, ErrorAction, redact, render_error
-from comfy_llm_residency import InferenceResult, RunMetadata
+from comfy_llm_residency import InferenceResult
 
 from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
 from comfy_llm._comfyui._host_memory import host_bridge
-from comfy_llm._comfyui._metadata import shown_metadata
+from comfy_llm._comfyui._metadata import metadata_json
 from comfy_llm._comfyui._node_inputs import NodeInputs
-from comfy_llm._json import JsonRecord
 from comfy_llm._notes import NODE_WORDS, worded
 from comfy_llm._pipeline import run_request
 from comfy_llm._storage import register_model_folder, storage_root
@@ -32,22 +29,11 @@ __all__ = [
     "comfyui_errors",
     "for_comfyui",
     "hidden_node_id",
-    "metadata_json",
     "node_status",
     "run_node",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-def metadata_json(metadata: RunMetadata | JsonRecord) -> str:
-    """A run's record (or a caption batch's summary) as ComfyUI's metadata_json.
-
-    Indented JSON, key facts first and no disk paths (``_metadata``); tokens scrubbed.
-    """
-    flat = metadata.to_dict() if isinstance(metadata, RunMetadata) else metadata
-    shown = shown_metadata(flat)
-    return redact(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 
 _PLAIN_KINDS: tuple[type[Exception], ...] = (
