@@ -203,7 +203,7 @@ def test_a_batch_size_out_of_range_is_refused_before_any_download(
 
 
 def test_folder_bounds_and_symlinks_outside_refused(tmp_path: Path) -> None:
-    from comfy_llm._caption import find_images
+    from comfy_llm._caption_job import find_images
     from comfy_llm.errors import CaptionFolderError
 
     folder = _folder(tmp_path, ["a.png", "b.png"])

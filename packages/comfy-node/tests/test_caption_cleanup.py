@@ -56,8 +56,9 @@ def test_a_rule_switched_off_leaves_its_mess() -> None:
 def test_finish_cleans_the_answer_before_the_prefix_and_records_the_rules(
     tmp_path: Path, comfyui: Path
 ) -> None:
-    from comfy_llm._caption import CaptionItem, CaptionJob, _finish, _Pending, _summary
     from comfy_llm._caption_conventions import CaptionConventions
+    from comfy_llm._caption_job import CaptionItem, CaptionJob
+    from comfy_llm._caption_records import Pending, batch_summary, finish_caption
     from comfy_llm._comfyui._caption_node import caption_summary
     from comfy_llm_residency import InferenceResult, RunMetadata
     from comfy_llm_residency._run_metadata import MANAGER_KEYS
@@ -68,17 +69,18 @@ def test_finish_cleans_the_answer_before_the_prefix_and_records_the_rules(
     item = CaptionItem("a.png", tmp_path / "a.png")
     job = CaptionJob(model=SCRIPTED, prompt="p", prefix="sks,", write_files=True)
     records: list[dict[str, Any]] = [{"name": "a.png"}]
-    caption = _finish(job, _Pending(0, item, None, 0.0), result, records[0], 0)
+    caption = finish_caption(job, Pending(0, item, None, 0.0), result, records[0], 0)
     assert caption == "sks, a cat sitting"
     assert (tmp_path / "a.txt").read_text() == "sks, a cat sitting\n"
     assert records[0]["cleaned"] == ["whitespace", "quotes", "repetition"]
-    summary = _summary(job, [item], records, 1.0, {}, captions=[caption])
+    summary = batch_summary(job, [item], records, 1.0, {}, captions=[caption])
     assert summary["cleanup"] == {"think": 0, "whitespace": 1, "quotes": 1, "repetition": 1}
     shown = caption_summary([caption], summary | {"written": 1})
     assert "Cleaned (images per rule): whitespace 1, quotes 1, repetition 1." in shown
 
     off = dataclasses.replace(job, conventions=CaptionConventions(cleanup=()))
-    assert _finish(off, _Pending(0, item, None, 0.0), result, {}, 0).startswith('sks, "a cat,')
+    again = finish_caption(off, Pending(0, item, None, 0.0), result, {}, 0)
+    assert again.startswith('sks, "a cat,')
     with pytest.raises(InvalidSettingError, match=r"caption_cleanup.*spelling"):
         CaptionConventions(cleanup=("spelling",))
 
@@ -94,11 +96,12 @@ def test_node_and_cli_switch_each_rule_and_report_the_counts(
 ) -> None:
     from comfy_api.latest import io
     from comfy_llm._cli import main
-    from comfy_llm._comfyui._caption_node import CaptionImagesNode, conventions_from
+    from comfy_llm._comfyui._caption_inputs import CaptionInputs
+    from comfy_llm._comfyui._caption_node import CaptionImagesNode
 
     monkeypatch.setenv("COMFY_LLM_EXECUTION_TARGET", "local_cpu")
-    assert conventions_from({}).cleanup == ("think", "whitespace", "quotes", "repetition")
-    assert conventions_from({"clean_quotes": False, "clean_think_tags": False}).cleanup == (
+    assert CaptionInputs().conventions().cleanup == ("think", "whitespace", "quotes", "repetition")
+    assert CaptionInputs(clean_quotes=False, clean_think_tags=False).conventions().cleanup == (
         "whitespace",
         "repetition",
     )

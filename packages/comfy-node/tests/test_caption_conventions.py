@@ -230,7 +230,8 @@ def test_progress_says_failed_and_kept_as_such_and_already_downloaded(
 def test_the_new_inputs_come_after_every_older_one_with_defaults(comfyui: Path) -> None:
     """Saved workflows restore widgets_values by position: older ones keep their meaning,
     and a node without the new values behaves as before (skip_existing, .txt, no manifest)."""
-    from comfy_llm._comfyui._caption_node import CaptionImagesNode, conventions_from
+    from comfy_llm._comfyui._caption_inputs import CaptionInputs
+    from comfy_llm._comfyui._caption_node import CaptionImagesNode
 
     inputs = CaptionImagesNode.define_schema().inputs
     names = [item.id for item in inputs]
@@ -254,7 +255,7 @@ def test_the_new_inputs_come_after_every_older_one_with_defaults(comfyui: Path) 
         "prompt_preset",
     ]
     assert all(item.optional for item in inputs if item.id in new)
-    older = conventions_from({})
+    older = CaptionInputs().conventions()
     assert (older.mode, older.extension, older.manifest, older.subfolders) == (
         None,
         ".txt",

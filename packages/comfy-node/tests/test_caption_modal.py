@@ -113,7 +113,7 @@ def test_cli_caption_on_modal_writes_like_the_local_run_with_cost_on_record(
 def test_cancel_at_half_then_rerun_captions_every_image_exactly_once(
     model_hub: FakeHub, storage: Path, standin: list[StrictTransport], tmp_path: Path
 ) -> None:
-    from comfy_llm._caption import CaptionJob, caption_items
+    from comfy_llm._caption_job import CaptionJob, caption_items
     from comfy_llm._caption_modal import ModalCaptionOptions, run_captions_on_modal
     from comfy_llm_residency.backend import GenerationSettings
 

@@ -23,8 +23,8 @@ def _folder(tmp_path: Path) -> Path:
 
 
 def _names(folder: Path, **selection: Any) -> list[str]:
-    from comfy_llm._caption import caption_items
     from comfy_llm._caption_conventions import CaptionConventions
+    from comfy_llm._caption_job import caption_items
 
     conventions = CaptionConventions(subfolders=True, **selection)
     return [item.name for item in caption_items(folder=folder, conventions=conventions)]

@@ -24,13 +24,10 @@ def _node_defaults(comfyui: Path) -> dict[str, object]:
 
 
 def _run_defaults() -> dict[str, object]:
-    from comfy_llm._comfyui._run import _run
+    """What the run takes when ComfyUI passes no value: the record's own defaults."""
+    from comfy_llm._comfyui._node_inputs import NodeInputs
 
-    return {
-        name: parameter.default
-        for name, parameter in inspect.signature(_run).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
+    return dict(vars(NodeInputs()))
 
 
 def _cli_run_defaults() -> dict[str, object]:
@@ -101,8 +98,10 @@ def test_the_node_keeps_the_seed_nodes_defaults_and_ranges(comfyui: Path) -> Non
         assert found == (default, low, high), name
 
 
-def test_a_seed_era_reserve_means_the_modal_gpu_and_local_runs_take_the_local_reserve() -> None:
-    from comfy_llm._comfyui._run import reserve_for
+def test_a_seed_era_reserve_means_the_modal_gpu_and_local_runs_take_the_local_reserve(
+    comfyui: Path,
+) -> None:
+    from comfy_llm._comfyui._node_inputs import reserve_for
 
     seed_era = {"reserve_free_vram_gb": 24.0, "local_reserve_free_memory_gb": 4.0}
     assert reserve_for(run_on_modal=True, **seed_era) == 24.0

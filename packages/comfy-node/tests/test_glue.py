@@ -144,7 +144,7 @@ def test_live_text_of_a_model_without_a_reasoning_parser_is_all_answer(comfyui: 
 
     glue = ComfyGlue("5", reasoning_enabled=True)
     assert "reasoning_parser" in {f.name for f in dataclasses.fields(ModelProfile)}
-    profile = type("Profile", (), {"reasoning_parser": "none"})()
+    profile = type("Profile", (), {"reasoning_parser": "none", "architecture": None})()
     glue.use_profile(profile)
     glue.progress(_generate("A red square.", 1))
     assert PromptServer.instance.progress_texts[-1][1] == "Answer:\nA red square."

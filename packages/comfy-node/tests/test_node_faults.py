@@ -85,7 +85,7 @@ def test_token_in_library_error_text_never_reaches_comfyui(
 
 
 def test_metadata_json_scrubs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
-    from comfy_llm._comfyui._run import metadata_json
+    from comfy_llm._comfyui._metadata import metadata_json
     from comfy_llm_residency import RunMetadata
     from comfy_llm_residency._run_metadata import MANAGER_KEYS
 

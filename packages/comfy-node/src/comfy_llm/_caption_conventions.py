@@ -40,6 +40,7 @@ from comfy_llm_core import InvalidSettingError, write_atomically
 
 from comfy_llm._caption_cleanup import CLEANUP_RULES
 from comfy_llm._caption_media import is_video
+from comfy_llm._json import JsonRecord
 
 __all__ = [
     "CAPTION_EXTENSIONS",
@@ -139,7 +140,7 @@ class CaptionConventions:
             )
 
     @property
-    def selection(self) -> dict[str, Any]:
+    def selection(self) -> JsonRecord:
         """``find_media``'s selection arguments (include, exclude, at_most)."""
         return {"include": self.include, "exclude": self.exclude, "at_most": self.limit}
 
@@ -218,7 +219,7 @@ def compose_caption(
     )
 
 
-def counted_message(done: int, total: int, name: str, record: dict[str, Any]) -> str:
+def counted_message(done: int, total: int, name: str, record: JsonRecord) -> str:
     """The status after one more image: a failure said as one, a kept file as kept."""
     status = record.get("status")
     if status == "failed":
@@ -250,7 +251,7 @@ def read_caption_file(path: Path) -> str:
     return text.strip()
 
 
-def write_caption_file(path: Path, caption: str, record: dict[str, Any], model: str) -> None:
+def write_caption_file(path: Path, caption: str, record: JsonRecord, model: str) -> None:
     """Write one caption file atomically (a ``.json`` sidecar with what made it)."""
     if path.suffix.lower() == ".json":
         # a checkpoint folder is named, not its place on this disk
@@ -265,7 +266,7 @@ def write_caption_file(path: Path, caption: str, record: dict[str, Any], model: 
 
 
 def store_caption(
-    path: Path, caption: str, record: dict[str, Any], *, mode: str, separator: str, model: str
+    path: Path, caption: str, record: JsonRecord, *, mode: str, separator: str, model: str
 ) -> str:
     """Write ``caption`` to ``path`` as ``mode`` says; returns the caption the file holds.
 
@@ -338,7 +339,7 @@ def write_batch_manifest(
     folder: str | Path | None,
     items: Sequence[Any],
     captions: Sequence[str],
-    metadata: dict[str, Any],
+    metadata: JsonRecord,
 ) -> None:
     """Write the folder's manifest and CSV after a batch when asked; note them in ``metadata``.
 

@@ -23,27 +23,26 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from comfy_llm_core import defaults
+from comfy_llm_core import ProgressCallback, defaults
+from comfy_llm_inputs import images_from_comfy
 from comfy_llm_residency import InferenceResult, RunMetadata
 
-from comfy_llm._caption import (
-    CaptionBatch,
-    CaptionItem,
-    CaptionJob,
-    _finish,
-    _kept,
-    _Pending,
-    _summary,
-)
 from comfy_llm._caption_conventions import read_caption_file
+from comfy_llm._caption_job import CaptionBatch, CaptionItem, CaptionJob
 from comfy_llm._caption_media import is_video
+from comfy_llm._caption_records import Pending, batch_summary, finish_caption, kept_on_disk
+from comfy_llm._json import JsonRecord
 from comfy_llm._pipeline import refuse_local_folder_on_modal
 from comfy_llm._remote import modal_remote
 from comfy_llm._storage import installation_dir, storage_root
 from comfy_llm._versions import loaded_versions
 from comfy_llm.errors import CaptionFolderError
+
+if TYPE_CHECKING:  # the Modal extra is imported when the first Modal run starts
+    from comfy_llm_modal_remote import ChunkImage, ChunkResult
 
 __all__ = ["ModalCaptionOptions", "run_captions_on_modal"]
 
@@ -68,7 +67,7 @@ def run_captions_on_modal(
     items: Sequence[CaptionItem],
     options: ModalCaptionOptions,
     *,
-    progress: Callable[[Any], None],
+    progress: ProgressCallback,
     check_interrupt: Callable[[], None] | None = None,
     prompt_id: str | None = None,
 ) -> CaptionBatch:
@@ -104,10 +103,10 @@ def run_captions_on_modal(
     )
     dispatcher = remote.connect(installation_dir(storage_root(job.storage_root)))
     captions: list[str] = [""] * len(items)
-    records: list[dict[str, Any]] = [{"name": item.name} for item in items]
+    records: list[JsonRecord] = [{"name": item.name} for item in items]
     images = []
     for index, item in enumerate(items):
-        if _kept(job, item):
+        if kept_on_disk(job, item):
             existing = item.caption_path
             assert existing is not None
             captions[index] = read_caption_file(existing)
@@ -128,7 +127,7 @@ def run_captions_on_modal(
             check_interrupt=check_interrupt or (lambda: None),
         )
     elapsed = time.monotonic() - started
-    metadata = _summary(job, items, records, elapsed, writer.last_request, captions=captions)
+    metadata = batch_summary(job, items, records, elapsed, writer.last_request, captions=captions)
     metadata["execution_target"] = "modal"
     if report is not None:
         metadata.update(report.to_dict())
@@ -145,7 +144,7 @@ def run_captions_on_modal(
     return CaptionBatch(captions=captions, metadata=metadata)
 
 
-def _encoder(remote: Any, index: int, item: CaptionItem) -> Callable[[], Any]:
+def _encoder(remote: ModuleType, index: int, item: CaptionItem) -> Callable[[], ChunkImage]:
     """Bytes worth sending for one item: a file as is when it fits, else reduced JPEG.
 
     A clip: its sampled frames. The item keeps its name in the job (its path
@@ -160,15 +159,13 @@ def _encoder(remote: Any, index: int, item: CaptionItem) -> Callable[[], Any]:
     if item.path is not None:
         path = item.path
 
-        def from_file() -> Any:
+        def from_file() -> ChunkImage:
             encoded = remote.encode_image_file(path, index=index)
             return dataclasses.replace(encoded, name=item.name)
 
         return from_file
 
-    def from_pixels() -> Any:
-        from comfy_llm_inputs import images_from_comfy
-
+    def from_pixels() -> ChunkImage:
         [image] = images_from_comfy(item.pixels)
         return remote.encode_pil_image(image, index=index, name=item.name)
 
@@ -183,7 +180,7 @@ class _Writer:
         job: CaptionJob,
         items: Sequence[CaptionItem],
         captions: list[str],
-        records: list[dict[str, Any]],
+        records: list[JsonRecord],
         started: float,
     ) -> None:
         self._job = job
@@ -191,18 +188,18 @@ class _Writer:
         self._captions = captions
         self._records = records
         self._started = started
-        self.last_request: dict[str, Any] = {}
+        self.last_request: JsonRecord = {}
 
-    def captions(self, result: Any) -> None:
+    def captions(self, result: ChunkResult) -> None:
         for answer in result.captions:
             record = self._records[answer.index]
             if answer.error is not None:
                 record.update(status="failed", error=answer.error, chunk=result.chunk_id)
                 continue
-            entry = _Pending(answer.index, self._items[answer.index], None, self._started)
+            entry = Pending(answer.index, self._items[answer.index], None, self._started)
             metadata = RunMetadata.from_dict(answer.metadata)
             inference = InferenceResult(answer.response, answer.reasoning, metadata)
-            self._captions[answer.index] = _finish(
+            self._captions[answer.index] = finish_caption(
                 self._job, entry, inference, record, result.chunk_id
             )
             self.last_request = dict(answer.metadata)

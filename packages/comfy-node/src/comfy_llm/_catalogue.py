@@ -20,7 +20,6 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from comfy_llm_core import ExecutionTarget
 from comfy_llm_profiles import (
@@ -41,6 +40,7 @@ from comfy_llm_profiles import (
 )
 from comfy_llm_staging import list_staged_snapshots
 
+from comfy_llm._json import JsonRecord
 from comfy_llm._storage import model_folders
 
 __all__ = [
@@ -77,7 +77,7 @@ class ModelChoice:
     compatible: bool | None = None
     reason: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonRecord:
         """JSON-ready form (``comfy-llm models --json``)."""
         return {
             "reference": self.reference,
@@ -318,7 +318,7 @@ def _safetensors(entries: Iterable[Path]) -> list[int]:
     return sizes
 
 
-def _config(path: Path) -> dict[str, Any] | None:
+def _config(path: Path) -> JsonRecord | None:
     try:
         if path.stat().st_size > _CONFIG_MAX_BYTES:
             return None

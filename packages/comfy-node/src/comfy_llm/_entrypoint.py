@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from comfy_llm._comfyui._extension import ComfyLLMExtension
 
 __all__ = ["comfy_entrypoint"]
 
 
-async def comfy_entrypoint() -> Any:
+async def comfy_entrypoint() -> ComfyLLMExtension:
     """Return the ComfyExtension that lists this package's nodes.
 
     ComfyUI imports ``comfy_api`` before custom nodes, so importing the node

@@ -23,9 +23,17 @@ from __future__ import annotations
 
 import logging
 
-from comfy_llm_profiles import ProfileError, find_local_folder, find_local_gguf, parse_reference
+from comfy_llm_profiles import (
+    ProfileError,
+    find_local_folder,
+    find_local_gguf,
+    load_curated_registry,
+    parse_reference,
+)
 
+from comfy_llm._catalogue import picker_choices
 from comfy_llm._storage import model_folders, storage_root
+from comfy_llm._targets import detect_target
 
 __all__ = ["chosen_model", "model_choices", "validate_model_inputs"]
 
@@ -37,15 +45,10 @@ def model_choices(default: str) -> dict[str, str]:
 
     Listing trouble never breaks ``/object_info``: the curated ids are listed then.
     """
-    from comfy_llm._catalogue import picker_choices
-    from comfy_llm._targets import detect_target
-
     try:
         found = {c.value: c.label for c in picker_choices(storage_root(), detect_target())}
     except Exception as error:  # a bad storage or target setting must not hide the node
         logger.warning("comfy-llm: model list limited to curated ids: %s", error)
-        from comfy_llm_profiles import load_curated_registry
-
         found = {entry.id: entry.display_name for entry in load_curated_registry().entries.values()}
     return {default: found.get(default, default), **found}
 

@@ -13,17 +13,26 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from comfy_llm_core import (
     ExecutionTarget,
     ProgressCallback,
     ProgressEvent,
     ProgressStage,
-    defaults,
     ignore_progress,
+    reuse_answer,
 )
-from comfy_llm_profiles import ModelProfile, gguf_file_names, resolve_profile
+from comfy_llm_inputs import PreparedInputs, prepare_inputs
+from comfy_llm_profiles import (
+    LocalFolderError,
+    ModelProfile,
+    ProfileError,
+    ResolvedProfile,
+    gguf_file_names,
+    load_curated_registry,
+    parse_reference,
+    resolve_profile,
+)
 from comfy_llm_residency import (
     HostFacts,
     HostListener,
@@ -33,10 +42,12 @@ from comfy_llm_residency import (
     create_backend,
     get_manager,
 )
-from comfy_llm_residency.backend import GenerationSettings
-from comfy_llm_staging import stage_local_folder, stage_snapshot
+from comfy_llm_staging import StagedSnapshot, stage_local_folder, stage_snapshot
+from comfy_llm_structured import AnswerSchemaError
 
 from comfy_llm._notes import empty_answer
+from comfy_llm._remote import run_on_modal
+from comfy_llm._request import LLMRequest
 from comfy_llm._storage import model_folders, storage_root
 from comfy_llm._targets import detect_target
 from comfy_llm._versions import loaded_versions, note_engine
@@ -53,62 +64,21 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(frozen=True)
-class LLMRequest:
-    """Everything one request needs, as the node or the CLI received it.
-
-    Attributes:
-        model: ``owner/model[@revision]``, a curated profile id, an absolute
-            checkpoint folder or ``models/<folder>/<name>``.
-        prompt: The user prompt.
-        system_prompt: Optional system prompt ("" counts as none).
-        images: ComfyUI IMAGE tensor/array, or image file paths (CLI).
-        video: A ComfyUI VIDEO object or a video file path.
-        video_frames: How many frames to sample from ``video``.
-        files: OPENAI_INPUT_FILES value or file paths.
-        settings: Generation settings.
-        target: Explicit execution target name, else detected.
-        run_on_modal: The node's Modal toggle.
-        modal_gpu: The Modal GPU type the RemoteEngine runs on.
-        storage_root: Explicit storage root, else the default.
-        reserve_gb: Memory to keep free beyond the model (None: the default).
-        keep_loaded: Keep the model resident after the request.
-    """
-
-    model: str
-    prompt: str
-    system_prompt: str | None = None
-    images: Any = None
-    video: Any = None
-    video_frames: int = defaults.VIDEO_FRAMES
-    files: Any = None
-    settings: GenerationSettings = dataclasses.field(default_factory=GenerationSettings)
-    target: str | None = None
-    run_on_modal: bool = False
-    modal_gpu: str = "L40S"
-    storage_root: str | Path | None = None
-    reserve_gb: float | None = None
-    keep_loaded: bool = True
-
-
 _RESOLVED_LOCK = threading.Lock()
-_RESOLVED: dict[tuple[str, str, str], tuple[float, Any]] = {}
-BRANCH_RESOLUTION_TTL_SECONDS = 300.0
-"""How long a branch or tag reference (``owner/model`` or ``@main``) stays
-pinned to the commit it resolved to before the Hub is asked again. Commit
-and curated references never change, so they are resolved once per process."""
+_RESOLVED: dict[tuple[str, str, str], tuple[float, ResolvedProfile]] = {}
+"""This process's resolutions, reused by ``comfy_llm_core.reuse_answer``'s policy: a
+branch or tag reference for ``defaults.BRANCH_REUSE_SECONDS``, a commit or curated
+one for the process."""
 
 
 def _resolve_cached(
     reference: str, target: ExecutionTarget, root: Path, progress: ProgressCallback
-) -> Any:
+) -> ResolvedProfile:
     """Resolve a reference, reusing this process's earlier answer.
 
     Warm requests then make no Hub request at all (they also work offline),
     which keeps a resident model's per-request overhead to the generation.
     """
-    from comfy_llm_profiles import ProfileError, load_curated_registry, parse_reference
-
     key = (reference, target.value, str(root))
     folders = model_folders()
     fetch = gguf_fetcher(root, progress)
@@ -126,7 +96,7 @@ def _resolve_cached(
     now = time.monotonic()
     with _RESOLVED_LOCK:
         cached = _RESOLVED.get(key)
-    fresh = cached is not None and (immutable or now - cached[0] < BRANCH_RESOLUTION_TTL_SECONDS)
+    fresh = cached is not None and reuse_answer(cached[0], immutable=immutable, now=now)
     if cached is not None and fresh and cached[1].manifest_path.is_file():
         return cached[1]
     resolved = resolve_profile(
@@ -163,10 +133,8 @@ def forget_resolved_profiles() -> None:
 
 def prepare_request_inputs(
     request: LLMRequest, profile: ModelProfile, progress: ProgressCallback
-) -> Any:
+) -> PreparedInputs:
     """Prepare one request's inputs within the profile's limits (reports PREPARE_INPUTS)."""
-    from comfy_llm_inputs import prepare_inputs
-
     started = time.monotonic()
 
     def report(message: str, done: int, total: int) -> None:
@@ -197,7 +165,7 @@ def prepare_request_inputs(
 
 def resolve_and_stage(
     reference: str, target: ExecutionTarget, root: Path, progress: ProgressCallback
-) -> tuple[Any, Any]:
+) -> tuple[ResolvedProfile, StagedSnapshot]:
     """Pin the reference to a profile, then make sure its snapshot is on disk.
 
     Returns:
@@ -241,7 +209,7 @@ def run_request(
     comfy_models: Callable[[], Sequence[str]] | None = None,
     prompt_id: str | None = None,
     host_listener: HostListener | None = None,
-    on_profile: Callable[[Any], None] | None = None,
+    on_profile: Callable[[ModelProfile], None] | None = None,
     check_interrupt: Callable[[], None] | None = None,
 ) -> InferenceResult:
     """Serve one request and return response, reasoning and metadata.
@@ -271,11 +239,9 @@ def run_request(
         ResidencyError: The model does not fit, or targets mismatch.
     """
     if request.run_on_modal:
-        from comfy_llm._remote import run_on_modal
-
         refuse_local_folder_on_modal(request.model)
 
-        def prepare_remote(profile: ModelProfile) -> Any:
+        def prepare_remote(profile: ModelProfile) -> PreparedInputs:
             if on_profile is not None:
                 on_profile(profile)
             return prepare_request_inputs(request, profile, progress)
@@ -330,8 +296,6 @@ def run_request(
 
 def refuse_local_folder_on_modal(model: str) -> None:
     """A folder on this machine is not on the Modal worker: say so before any Modal call."""
-    from comfy_llm_profiles import LocalFolderError, ProfileError, parse_reference
-
     try:
         parsed = parse_reference(model)
     except ProfileError:
@@ -371,8 +335,6 @@ def _refuse_invalid_answer(result: InferenceResult) -> None:
     metadata = result.metadata.to_dict()
     if metadata.get("schema_valid") is not False:
         return
-    from comfy_llm_structured import AnswerSchemaError
-
     budget = (metadata.get("generation_settings") or {}).get("max_new_tokens")
     raise AnswerSchemaError(
         str(metadata.get("schema_problem") or "the answer is not valid JSON"),

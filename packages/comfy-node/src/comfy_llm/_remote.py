@@ -9,12 +9,14 @@ they travel.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
 
 from comfy_llm_core import ExecutionTarget, ProgressCallback, install_command
+from comfy_llm_inputs import PreparedInputs
 from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import InferenceResult
 
+from comfy_llm._request import LLMRequest
 from comfy_llm._storage import installation_dir, storage_root
 from comfy_llm._versions import note_served
 from comfy_llm.errors import TargetUnavailableError
@@ -22,7 +24,7 @@ from comfy_llm.errors import TargetUnavailableError
 __all__ = ["modal_remote", "run_on_modal"]
 
 
-def modal_remote() -> Any:
+def modal_remote() -> ModuleType:
     """The ``comfy_llm_modal_remote`` package, imported on first use.
 
     Raises:
@@ -44,14 +46,14 @@ def modal_remote() -> Any:
 
 
 def run_on_modal(
-    request: Any,
+    request: LLMRequest,
     *,
-    prepare: Callable[[ModelProfile], Any],
+    prepare: Callable[[ModelProfile], PreparedInputs],
     progress: ProgressCallback,
     check_interrupt: Callable[[], None] | None,
     prompt_id: str | None,
 ) -> InferenceResult:
-    """Run ``request`` (an ``LLMRequest``) on this installation's Modal app.
+    """Run ``request`` on this installation's Modal app.
 
     Raises:
         TargetUnavailableError: The ``modal`` extra is not installed.

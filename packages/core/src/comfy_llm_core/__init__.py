@@ -18,6 +18,7 @@
 * :class:`Modality` and the bounds of each (:class:`MediaLimits` of
   :class:`ImageLimits`, :class:`VideoLimits`, :class:`FileLimits`): what a
   request may carry, declared once for profiles, inputs and backends.
+* :func:`reuse_answer`: how long a resolved branch reference is trusted, for every cache.
 * :mod:`comfy_llm_core.defaults`: the defaults the node, the CLI and the manager share.
 """
 
@@ -56,6 +57,7 @@ from comfy_llm_core._progress import (
     ProgressStage,
     ignore_progress,
 )
+from comfy_llm_core._reuse import reuse_answer
 from comfy_llm_core._secrets import (
     REDACTED,
     TOKEN_ENVS,
@@ -114,5 +116,6 @@ __all__ = [
     "rebuild_error",
     "redact",
     "render_error",
+    "reuse_answer",
     "write_atomically",
 ]

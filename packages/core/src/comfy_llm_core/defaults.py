@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 __all__ = [
+    "BRANCH_REUSE_SECONDS",
     "CAPTION_BATCH_SIZE",
+    "DEFAULT_GPU",
     "MAX_CAPTION_BATCH_SIZE",
     "MAX_MODAL_WORKERS",
     "MAX_NEW_TOKENS",
@@ -53,6 +55,16 @@ written when the chunk ends, so Cancel loses at most one chunk's work."""
 
 MAX_CAPTION_BATCH_SIZE = 256
 """The largest caption batch the node and the CLI accept."""
+
+DEFAULT_GPU = "L40S"
+"""The Modal GPU type a request runs on when none is named (the node's ``modal_gpu``
+widget, the CLI's ``--gpu``, the Modal app's functions): the seed system's choice,
+48 GB for a model plus the image nodes beside it."""
+
+BRANCH_REUSE_SECONDS = 300.0
+"""How long a branch or tag reference (``owner/model``, ``@main``) stays pinned to the
+commit it resolved to before the Hub is asked again (:func:`comfy_llm_core.reuse_answer`).
+Commit and curated references never change, so their answer is kept for the process."""
 
 MAX_MODAL_WORKERS = 64
 """The most Modal GPU containers one captioning job fans out to (node widget,

@@ -114,11 +114,18 @@ def generate_answer(
     settings: GenerationSettings,
     relay: TokenRelay,
 ) -> Answer:
-    """One request's answer (validated and retried as the module docstring says)."""
+    """One request's answer (validated and retried as the module docstring says).
+
+    The engine is called here directly: one request is not a batch of one.
+    """
     refuse_unaccepted(backend, inputs, profile.backend)
-
-    def one(items: Sequence[BatchItem], _indices: Sequence[int]) -> list[BackendResult]:
+    relay.next_generation()
+    answer = _judge(profile, backend, settings, backend.generate(inputs, settings, relay), 0)
+    for retries in range(1, MAX_SCHEMA_RETRIES + 1):
+        if answer.schema_valid is not False:
+            break
+        again = inputs.with_text(retry_instruction(answer.schema_problem or ""))
         relay.next_generation()
-        return [backend.generate(items[0].inputs, items[0].settings, relay)]
-
-    return answer_items(profile, backend, [BatchItem(inputs, settings)], one)[0]
+        result = backend.generate(again, settings, relay)
+        answer = _judge(profile, backend, settings, result, retries)
+    return answer

@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
-__all__ = ["check_paths", "default_model", "load_image_files", "read_schema_file"]
+from comfy_llm._targets import detect_target
+
+__all__ = [
+    "AddCommon",
+    "Subcommands",
+    "check_paths",
+    "default_model",
+    "load_image_files",
+    "read_schema_file",
+]
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What ``add_subparsers`` returns: each subcommand module adds its parser to it."""
+AddCommon: TypeAlias = Callable[[argparse.ArgumentParser], None]
+"""Adds the options every subcommand shares (``_main``)."""
 
 
 def load_image_files(paths: list[str]) -> list[Any] | None:
@@ -48,8 +63,6 @@ def check_paths(args: argparse.Namespace) -> None:
 def default_model(target: str | None) -> str:
     """The curated model ``comfy-llm run`` uses when ``--model`` is omitted (the list's default)."""
     from comfy_llm_profiles import load_curated_registry
-
-    from comfy_llm._targets import detect_target
 
     return load_curated_registry().default_for(detect_target(target)).id
 

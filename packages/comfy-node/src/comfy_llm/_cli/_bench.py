@@ -11,7 +11,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from comfy_llm_core import install_command
+from comfy_llm_core import ExecutionTarget, install_command
+
+from comfy_llm._cli._args import Subcommands
+from comfy_llm._cli._console import ConsoleProgress
+from comfy_llm._json import JsonRecord
+from comfy_llm.errors import TargetUnavailableError
 
 __all__ = ["add_modal_bench_parser", "cmd_modal_bench", "print_bench_summary"]
 
@@ -29,7 +34,7 @@ def _harness() -> Any:
     return bench
 
 
-def add_modal_bench_parser(sub: Any) -> None:
+def add_modal_bench_parser(sub: Subcommands) -> None:
     """Register ``modal-bench`` on the CLI's subparsers.
 
     Its options belong to the harness and are parsed by :func:`cmd_modal_bench`
@@ -49,7 +54,7 @@ def _bench_parser(harness: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def cmd_modal_bench(args: argparse.Namespace) -> dict[str, Any]:
+def cmd_modal_bench(args: argparse.Namespace) -> JsonRecord:
     """Parse ``args.options`` with the harness's options, run it, return the report.
 
     The report is also written to ``--output``; ``args.json`` and
@@ -61,10 +66,6 @@ def cmd_modal_bench(args: argparse.Namespace) -> dict[str, Any]:
     """
     harness = _harness()
     if harness is None:
-        from comfy_llm_core import ExecutionTarget
-
-        from comfy_llm.errors import TargetUnavailableError
-
         raise TargetUnavailableError(
             ExecutionTarget.MODAL.value,
             f"the Modal extra is not installed: `{install_command('modal')}`, run "
@@ -73,17 +74,16 @@ def cmd_modal_bench(args: argparse.Namespace) -> dict[str, Any]:
     options = _bench_parser(harness).parse_args(args.options)
     args.json = options.json
     args.debug = args.debug or options.debug
-    from comfy_llm._cli._console import ConsoleProgress
 
     console = ConsoleProgress()
     try:
-        report: dict[str, Any] = harness.run_from_args(options, progress=console)
+        report: JsonRecord = harness.run_from_args(options, progress=console)
     finally:
         console.close()
     return report
 
 
-def print_bench_summary(report: dict[str, Any]) -> None:
+def print_bench_summary(report: JsonRecord) -> None:
     """One line per measured state, then where the report went."""
     for state, figures in report["summary"].items():
         shown = ", ".join(f"{k.removeprefix('median_')} {v}" for k, v in figures.items())

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any
 
 from comfy_llm_core import defaults, install_command
 
 from comfy_llm._caption_cleanup import CLEANUP_RULES
-from comfy_llm._caption_conventions import CAPTION_MODES, CSV_NAME, MANIFEST_NAME
-from comfy_llm._caption_presets import PROMPT_PRESETS
-from comfy_llm._cli._args import default_model, read_schema_file
+from comfy_llm._caption_clip import check_clip_folder, clip_warnings
+from comfy_llm._caption_conventions import (
+    CAPTION_MODES,
+    CSV_NAME,
+    MANIFEST_NAME,
+    CaptionConventions,
+    check_template,
+    write_batch_manifest,
+)
+from comfy_llm._caption_presets import PROMPT_PRESETS, preset_prompt
+from comfy_llm._cli._args import AddCommon, Subcommands, default_model, read_schema_file
+from comfy_llm._cli._console import ConsoleProgress
+from comfy_llm._cli._wording import in_cli_words
+from comfy_llm._json import JsonRecord
 
 __all__ = ["add_caption_parser", "cmd_caption"]
 
@@ -24,7 +33,7 @@ _CLEANUP_HELP = {
 }
 
 
-def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_caption_parser(sub: Subcommands, add_common: AddCommon) -> None:
     """Register the ``caption`` subcommand on the CLI's subparsers."""
     caption = sub.add_parser("caption", help="caption every image in a folder (LoRA datasets)")
     caption.add_argument("folder", help="a folder of images (png, jpg, webp, ...) and videos")
@@ -142,7 +151,9 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
         help=f"caption on Modal GPUs (needs `{install_command('modal')}` and `modal token new` "
         "once)",
     )
-    caption.add_argument("--gpu", default="L40S", help="Modal GPU type with --on-modal (H100, ...)")
+    caption.add_argument(
+        "--gpu", default=defaults.DEFAULT_GPU, help="Modal GPU type with --on-modal (H100, ...)"
+    )
     caption.add_argument(
         "--workers", type=int, default=1, help="GPU containers at once with --on-modal"
     )
@@ -155,20 +166,12 @@ def add_caption_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser],
     add_common(caption)
 
 
-def cmd_caption(args: argparse.Namespace) -> dict[str, Any]:
+def cmd_caption(args: argparse.Namespace) -> JsonRecord:
     """Caption the folder; returns ``{"captions": [...], "metadata": {...}}``."""
     from comfy_llm_residency.backend import GenerationSettings
 
-    from comfy_llm._caption import CaptionJob, caption_items, run_captions
-    from comfy_llm._caption_clip import check_clip_folder, clip_warnings
-    from comfy_llm._caption_conventions import (
-        CaptionConventions,
-        check_template,
-        write_batch_manifest,
-    )
-    from comfy_llm._caption_presets import preset_prompt
-    from comfy_llm._cli._console import ConsoleProgress
-    from comfy_llm._cli._wording import in_cli_words
+    from comfy_llm._caption import run_captions
+    from comfy_llm._caption_job import CaptionJob, caption_items
 
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens,

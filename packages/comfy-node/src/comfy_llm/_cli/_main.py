@@ -31,7 +31,17 @@ from comfy_llm_core import (
     render_error,
 )
 
+from comfy_llm._cli._bench import add_modal_bench_parser, cmd_modal_bench, print_bench_summary
+from comfy_llm._cli._caption import add_caption_parser, cmd_caption
+from comfy_llm._cli._console import ConsoleProgress
+from comfy_llm._cli._link import link_into_comfyui
+from comfy_llm._cli._modal import add_modal_parser, cmd_modal, print_modal
+from comfy_llm._cli._models import add_models_parser, cmd_models, print_models
+from comfy_llm._cli._run import add_run_parser, cmd_run
+from comfy_llm._cli._version import version_lines
 from comfy_llm._cli._wording import in_cli_words
+from comfy_llm._json import JsonRecord
+from comfy_llm._targets import detect_target
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -90,8 +100,6 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        from comfy_llm._cli._version import version_lines
-
         print(version_lines())
         parser.exit()
 
@@ -129,12 +137,6 @@ def _build_parser() -> argparse.ArgumentParser:
     link.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     _add_debug(link)
 
-    from comfy_llm._cli._bench import add_modal_bench_parser
-    from comfy_llm._cli._caption import add_caption_parser
-    from comfy_llm._cli._modal import add_modal_parser
-    from comfy_llm._cli._models import add_models_parser
-    from comfy_llm._cli._run import add_run_parser
-
     add_models_parser(sub, _add_common)
     add_run_parser(sub, _add_common)
     add_caption_parser(sub, _add_common)
@@ -143,7 +145,7 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _profile_summary(resolved: Any) -> dict[str, Any]:
+def _profile_summary(resolved: Any) -> JsonRecord:
     profile = resolved.profile
     return {
         "id": profile.profile_id,
@@ -163,7 +165,7 @@ def _profile_summary(resolved: Any) -> dict[str, Any]:
     }
 
 
-def _print_human(summary: dict[str, Any]) -> None:
+def _print_human(summary: JsonRecord) -> None:
     width = max(len(key) for key in summary)
     for key, value in summary.items():
         shown = ", ".join(value) if isinstance(value, list) else value
@@ -175,7 +177,6 @@ def _resolve(args: argparse.Namespace, progress: Callable[..., None]) -> Any:
 
     from comfy_llm._pipeline import gguf_fetcher
     from comfy_llm._storage import storage_root
-    from comfy_llm._targets import detect_target
 
     target = detect_target(args.target)
     root = storage_root(args.storage_root)
@@ -186,9 +187,7 @@ def _resolve(args: argparse.Namespace, progress: Callable[..., None]) -> Any:
     return resolved, root
 
 
-def _cmd_resolve(args: argparse.Namespace) -> dict[str, Any]:
-    from comfy_llm._cli._console import ConsoleProgress
-
+def _cmd_resolve(args: argparse.Namespace) -> JsonRecord:
     console = ConsoleProgress()
     try:
         resolved, _root = _resolve(args, console)
@@ -197,11 +196,9 @@ def _cmd_resolve(args: argparse.Namespace) -> dict[str, Any]:
     return _profile_summary(resolved)
 
 
-def _cmd_stage(args: argparse.Namespace) -> dict[str, Any]:
-    from comfy_llm._cli._console import ConsoleProgress
-    from comfy_llm._pipeline import resolve_and_stage
+def _cmd_stage(args: argparse.Namespace) -> JsonRecord:
+    from comfy_llm._pipeline import resolve_and_stage  # loads huggingface_hub
     from comfy_llm._storage import storage_root
-    from comfy_llm._targets import detect_target
 
     console = ConsoleProgress()
     try:
@@ -220,9 +217,7 @@ def _cmd_stage(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
-def _cmd_link(args: argparse.Namespace) -> dict[str, Any]:
-    from comfy_llm._cli._link import link_into_comfyui
-
+def _cmd_link(args: argparse.Namespace) -> JsonRecord:
     init = link_into_comfyui(args.comfyui_dir, force=args.force, python=args.python)
     return {"shim": str(init), "restart": "restart ComfyUI to load the node"}
 
@@ -262,17 +257,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     _configure_logging(args.debug)
-    commands: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    commands: dict[str, Callable[[argparse.Namespace], JsonRecord]] = {
         "resolve": _cmd_resolve,
         "stage": _cmd_stage,
         "comfyui-link": _cmd_link,
     }
-    from comfy_llm._cli._bench import cmd_modal_bench, print_bench_summary
-    from comfy_llm._cli._caption import cmd_caption
-    from comfy_llm._cli._modal import cmd_modal, print_modal
-    from comfy_llm._cli._models import cmd_models, print_models
-    from comfy_llm._cli._run import cmd_run
-
     commands["models"] = cmd_models
     commands["run"] = cmd_run
     commands["caption"] = cmd_caption

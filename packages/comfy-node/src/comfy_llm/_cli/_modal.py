@@ -9,21 +9,23 @@ deploys; ``status`` says whether it is deployed and how many containers run
 from __future__ import annotations
 
 import argparse
-from typing import Any
+
+from comfy_llm._cli._args import AddCommon, Subcommands
+from comfy_llm._json import JsonRecord
 
 __all__ = ["add_modal_parser", "cmd_modal", "print_modal"]
 
 _HELP = "show or stop this installation's Modal app and its running (billed) containers"
 
 
-def add_modal_parser(sub: Any, add_common: Any) -> None:
+def add_modal_parser(sub: Subcommands, add_common: AddCommon) -> None:
     """Register ``modal status|stop``."""
     parser = sub.add_parser("modal", help=_HELP, description=_HELP)
     parser.add_argument("action", choices=["status", "stop"], help="status, or stop the app")
     add_common(parser)
 
 
-def cmd_modal(args: argparse.Namespace) -> dict[str, Any]:
+def cmd_modal(args: argparse.Namespace) -> JsonRecord:
     """Run ``status`` or ``stop`` for the app of ``--storage-root``'s installation.
 
     Raises:
@@ -40,7 +42,7 @@ def cmd_modal(args: argparse.Namespace) -> dict[str, Any]:
     return {"action": "status", **remote.app_status(directory)}
 
 
-def print_modal(result: dict[str, Any]) -> None:
+def print_modal(result: JsonRecord) -> None:
     """One line a person reads."""
     app = result["app"]
     if result["action"] == "stop":

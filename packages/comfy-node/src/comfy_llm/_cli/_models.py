@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
+
+from comfy_llm._cli._args import AddCommon, Subcommands
+from comfy_llm._json import JsonRecord
+from comfy_llm._targets import detect_target
 
 __all__ = ["add_models_parser", "cmd_models", "print_models"]
 
 _GIB = 1024**3
 
 
-def add_models_parser(
-    sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
-) -> argparse.ArgumentParser:
+def add_models_parser(sub: Subcommands, add_common: AddCommon) -> argparse.ArgumentParser:
     """Register ``models`` on the CLI's subparsers."""
     parser = sub.add_parser(
         "models",
@@ -24,11 +24,10 @@ def add_models_parser(
     return parser
 
 
-def cmd_models(args: argparse.Namespace) -> dict[str, Any]:
+def cmd_models(args: argparse.Namespace) -> JsonRecord:
     """List the models; compatibility is judged for ``--target`` (else the detected one)."""
     from comfy_llm._catalogue import list_models
     from comfy_llm._storage import storage_root
-    from comfy_llm._targets import detect_target
 
     target = detect_target(args.target)
     root = storage_root(args.storage_root)
@@ -36,7 +35,7 @@ def cmd_models(args: argparse.Namespace) -> dict[str, Any]:
     return {"target": target.value, "storage_root": str(root), "models": models}
 
 
-def print_models(result: dict[str, Any]) -> None:
+def print_models(result: JsonRecord) -> None:
     """One line per model: source, reference, size, compatible with the target, why."""
     print(f"target {result['target']}")
     for model in result["models"]:

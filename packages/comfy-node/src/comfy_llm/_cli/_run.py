@@ -8,18 +8,25 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any
 
 from comfy_llm_core import defaults
 
-from comfy_llm._cli._args import check_paths, default_model, load_image_files
+from comfy_llm._cli._args import (
+    AddCommon,
+    Subcommands,
+    check_paths,
+    default_model,
+    load_image_files,
+    read_schema_file,
+)
+from comfy_llm._cli._console import ConsoleProgress
+from comfy_llm._json import JsonRecord
 from comfy_llm._notes import CLI_WORDS, worded
 
 __all__ = ["add_run_parser", "cmd_run"]
 
 
-def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_run_parser(sub: Subcommands, add_common: AddCommon) -> None:
     """Register the ``run`` subcommand on the CLI's subparsers."""
     run = sub.add_parser("run", help="answer a prompt with a model (the node's path)")
     run.add_argument(
@@ -58,7 +65,7 @@ def add_run_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], Non
     add_common(run)
 
 
-def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
+def cmd_run(args: argparse.Namespace) -> JsonRecord:
     """Run one request and return ``{"response", "reasoning", "metadata"}``.
 
     Raises:
@@ -71,8 +78,6 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     images = load_image_files(args.image)  # a bad image fails before the heavy imports
     from comfy_llm_residency.backend import GenerationSettings
 
-    from comfy_llm._cli._caption import read_schema_file
-    from comfy_llm._cli._console import ConsoleProgress
     from comfy_llm._pipeline import LLMRequest, run_request
 
     settings = GenerationSettings(

@@ -1,165 +1,326 @@
-"""The caption node's LoRA-folder inputs, appended after every older one, and their reading.
+"""``CaptionInputs``: the ``ComfyLLMCaption`` node's inputs, one typed record for schema and run.
 
-Split from ``_caption_node`` by meaning: what a trainer's folder wants
-(``_caption_conventions``, ``_caption_media``, ``_caption_cleanup``) as
-widgets, and the ``CaptionConventions`` they make. Saved workflows restore
-widget values by position, so a new input only ever goes at the end.
+The shared widgets come in ``ModalLLM``'s order (``_inputs``), with the
+caption defaults (a short budget, greedy decoding, no thinking), then the
+caption-only ones; the LoRA-folder inputs (``_caption_conventions``,
+``_caption_media``, ``_caption_cleanup``) came later and stay after every
+older one. Saved workflows restore widget values by position, so a new
+field only ever goes at the end.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from pathlib import Path
 
 from comfy_api.latest import io
+from comfy_llm_core import defaults
+from comfy_llm_residency.backend import GenerationSettings
 
 from comfy_llm._caption_conventions import (
     CAPTION_EXTENSIONS,
     CAPTION_MODES,
     CSV_NAME,
     MANIFEST_NAME,
+    CaptionConventions,
+    check_template,
 )
-from comfy_llm._caption_media import MAX_CAPTION_IMAGES
-from comfy_llm._caption_presets import PROMPT_PRESETS
-from comfy_llm._comfyui._inputs import supported
+from comfy_llm._caption_job import CaptionJob, ImageBatch
+from comfy_llm._caption_media import MAX_CAPTION_IMAGES, split_patterns
+from comfy_llm._caption_modal import ModalCaptionOptions
+from comfy_llm._caption_presets import PROMPT_PRESETS, preset_prompt
+from comfy_llm._comfyui._inputs import (
+    DEFAULT_MODEL,
+    SharedInputs,
+    custom_model_input,
+    enable_reasoning_input,
+    keep_model_loaded_input,
+    max_new_tokens_input,
+    media_input,
+    modal_gpu_input,
+    modal_workers_input,
+    model_input,
+    prompt_input,
+    response_schema_input,
+    run_on_modal_input,
+    seed_input,
+    supported,
+    system_prompt_input,
+    temperature_input,
+    top_p_input,
+    widget,
+)
+from comfy_llm._storage import comfy_input_dir
 
-__all__ = ["convention_inputs", "conventions_from"]
+__all__ = ["CAPTION_MAX_NEW_TOKENS", "CAPTION_TEMPERATURE", "CaptionInputs", "input_folder"]
+
+CAPTION_MAX_NEW_TOKENS = 128
+CAPTION_TEMPERATURE = 0.0
 
 
-def convention_inputs() -> list[Any]:
-    """The LoRA captioner's options (``_caption_conventions``), after every older input."""
-    boolean, string, combo = io.Boolean.Input, io.String.Input, io.Combo.Input
-    return [
-        string(
-            "caption_suffix",
-            default="",
-            optional=True,
-            tooltip="Text put after every caption; {name}, {folder} and [trigger] are filled in.",
+def _text(name: str, default: str, /, *, tooltip: str, advanced: bool = False) -> io.Input:
+    string = io.String.Input
+    extra = supported(string, advanced=True) if advanced else {}
+    return string(name, default=default, optional=True, tooltip=tooltip, **extra)
+
+
+def _switch(name: str, default: bool, /, *, tooltip: str) -> io.Input:
+    return io.Boolean.Input(name, default=default, optional=True, tooltip=tooltip)
+
+
+def _choice(name: str, default: str, /, *, tooltip: str, among: str) -> io.Input:
+    options = {"modes": CAPTION_MODES, "extensions": CAPTION_EXTENSIONS, "presets": PROMPT_PRESETS}
+    return io.Combo.Input(
+        name, options=list(options[among]), default=default, optional=True, tooltip=tooltip
+    )
+
+
+def _batch_size_input(name: str, default: int, /) -> io.Input:
+    return io.Int.Input(
+        name,
+        default=default,
+        min=1,
+        max=defaults.MAX_CAPTION_BATCH_SIZE,
+        optional=True,
+        tooltip=(
+            "Images the engine captions at once (vLLM always; Transformers and MLX-VLM "
+            "with temperature 0). Captions are written as each batch ends."
         ),
-        string(
-            "trigger_word",
-            default="",
-            optional=True,
-            tooltip="Replaces [trigger] in the prefix and suffix. Empty: [trigger] stays in "
-            "the files for ai-toolkit, which fills in its own trigger_word.",
-        ),
-        combo(
-            "caption_mode",
-            options=list(CAPTION_MODES),
-            default="skip_existing",
-            optional=True,
-            tooltip="An image that already has a caption file: skip_existing keeps it and "
-            "does not caption the image; overwrite replaces it; append / prepend add the new "
-            "caption after / before it.",
-        ),
-        combo(
-            "caption_extension",
-            options=list(CAPTION_EXTENSIONS),
-            default=".txt",
-            optional=True,
-            tooltip=".txt (kohya, ai-toolkit, ComfyUI's own loader), .caption, or .json "
-            "(a sidecar with the caption and the model).",
-        ),
-        boolean(
-            "write_manifest",
-            default=False,
-            optional=True,
-            tooltip=f"Also write {MANIFEST_NAME} into the folder: one line per file, "
-            '{"image_path": ..., "caption": ...} as musubi-tuner reads it.',
-        ),
-        boolean(
-            "subfolders",
-            default=False,
-            optional=True,
-            tooltip="Caption the images and videos in the folder's subfolders too.",
-        ),
-        string(
-            "caption_separator",
-            default=", ",
-            optional=True,
-            tooltip="What joins prefix, caption and suffix (never doubled).",
-            **supported(io.String.Input, advanced=True),
-        ),
-        *(
-            boolean(name, default=True, optional=True, tooltip=tip)
-            for name, tip in _CLEANUP_SWITCHES.values()
-        ),
-        string(
-            "include_patterns",
-            default="",
-            optional=True,
-            tooltip="Caption only the folder's files matching these globs, comma-separated: "
-            "*.png matches the file name, sub/* (with a /) the path below the folder.",
-        ),
-        string(
-            "exclude_patterns",
-            default="",
-            optional=True,
-            tooltip="Leave out the folder's files matching these globs (as include_patterns).",
-        ),
-        io.Int.Input(
-            "max_files",
-            default=0,
-            min=0,
-            max=MAX_CAPTION_IMAGES,
-            optional=True,
-            tooltip="Caption at most this many of the folder's files, in sorted order "
-            "(0: every file); to try settings on a few first.",
-        ),
-        boolean(
-            "write_csv",
-            default=False,
-            optional=True,
-            tooltip=f"Also write {CSV_NAME} into the folder: columns image_path, caption.",
-        ),
-        combo(
-            "prompt_preset",
-            options=list(PROMPT_PRESETS),
-            default="custom",
-            optional=True,
-            tooltip="custom: the prompt above. prose_short / prose_detailed: a sentence or a "
-            "paragraph (Flux, SD3, video models); booru_tags: comma-separated tags (SDXL "
-            "anime models). A preset replaces the prompt.",
-        ),
-    ]
+        **supported(io.Int.Input, advanced=True),
+    )
+
+
+def _max_files_input(name: str, default: int, /) -> io.Input:
+    return io.Int.Input(
+        name,
+        default=default,
+        min=0,
+        max=MAX_CAPTION_IMAGES,
+        optional=True,
+        tooltip="Caption at most this many of the folder's files, in sorted order "
+        "(0: every file); to try settings on a few first.",
+    )
 
 
 _CLEANUP_SWITCHES = {
-    "think": ("clean_think_tags", "Drop <think>…</think> blocks and stray think tags."),
-    "whitespace": (
-        "clean_whitespace",
-        "Put the caption on one line: newlines and runs of spaces become one space.",
-    ),
-    "quotes": ("clean_quotes", "Drop quotes around the whole caption."),
-    "repetition": (
-        "clean_repetition",
-        "Cut a phrase the model repeats 3+ times in a row to one (a looping small model).",
-    ),
+    "think": "clean_think_tags",
+    "whitespace": "clean_whitespace",
+    "quotes": "clean_quotes",
+    "repetition": "clean_repetition",
 }
 """Each ``_caption_cleanup`` rule's switch (on by default; counted in metadata_json)."""
 
 
-def conventions_from(optional: dict[str, Any]) -> Any:
-    """The node's convention inputs as ``CaptionConventions`` (checked where they enter)."""
-    from comfy_llm._caption_conventions import CaptionConventions, check_template
-    from comfy_llm._caption_media import split_patterns
+@dataclasses.dataclass(frozen=True)
+class CaptionInputs(SharedInputs):
+    """One ``ComfyLLMCaption`` execution's inputs, in the node's widget order.
 
-    for field in ("caption_prefix", "caption_suffix"):
-        check_template(field, optional.get(field, ""))
-    mode = optional.get("caption_mode", "skip_existing")
-    return CaptionConventions(
-        suffix=optional.get("caption_suffix", ""),
-        separator=optional.get("caption_separator", ", "),
-        trigger_word=optional.get("trigger_word", ""),
-        # skip_existing defers to the older switches (both at their defaults: the same)
-        mode=None if mode == "skip_existing" else mode,
-        extension=optional.get("caption_extension", ".txt"),
-        manifest=optional.get("write_manifest", False),
-        subfolders=optional.get("subfolders", False),
-        include=split_patterns(optional.get("include_patterns", "")),
-        exclude=split_patterns(optional.get("exclude_patterns", "")),
-        limit=optional.get("max_files", 0),
-        csv=optional.get("write_csv", False),
-        cleanup=tuple(
-            rule for rule, (name, _) in _CLEANUP_SWITCHES.items() if optional.get(name, True)
-        ),
+    ``images`` is ComfyUI's IMAGE batch, sliced one image per item and handed
+    to ``comfy_llm_inputs`` unread.
+    """
+
+    prompt: str = widget(
+        "Describe this image in one detailed sentence, as a caption for training.",
+        prompt_input,
+        tooltip="The instruction given with every image.",
+        placeholder="How to caption each image…",
     )
+    model_profile: str = widget(DEFAULT_MODEL, model_input)
+    # widget() is a dataclasses.field (its default is None), not a shared mutable default
+    images: ImageBatch | None = widget(  # noqa: RUF009
+        None, media_input(io.Image.Input, "An IMAGE batch to caption.")
+    )
+    folder: str = widget(
+        "",
+        _text,
+        tooltip="A folder of images (png, jpg, webp, ...) and videos to caption, sorted "
+        "by name: a full path, or a folder name inside ComfyUI's input folder.",
+    )
+    system_prompt: str = widget("", system_prompt_input)
+    max_new_tokens: int = widget(CAPTION_MAX_NEW_TOKENS, max_new_tokens_input)
+    enable_reasoning: bool = widget(False, enable_reasoning_input)
+    temperature: float = widget(CAPTION_TEMPERATURE, temperature_input)
+    top_p: float = widget(defaults.TOP_P, top_p_input)
+    seed: int = widget(0, seed_input, tooltip="Sampling seed, the same for every image.")
+    keep_model_loaded: bool = widget(True, keep_model_loaded_input)
+    response_schema: str = widget(
+        "",
+        response_schema_input,
+        tooltip="A JSON Schema every caption must satisfy (constrained decoding); an image "
+        "whose answer still fails after one retry counts as failed, with the reason.",
+    )
+    caption_prefix: str = widget(
+        "",
+        _text,
+        tooltip="Text put before every caption, e.g. a LoRA trigger word; one separator "
+        "joins it (a trailing comma is not doubled). {name}, {folder} and "
+        "[trigger] are filled in.",
+    )
+    write_caption_files: bool = widget(
+        True,
+        _switch,
+        tooltip="Write a caption file next to each image or video from the folder "
+        "(atomically), <name> plus caption_extension.",
+    )
+    skip_existing: bool = widget(
+        True,
+        _switch,
+        tooltip="Keep captions already on disk and do not caption those images "
+        "(caption_mode other than skip_existing decides instead).",
+    )
+    overwrite_captions: bool = widget(
+        False,
+        _switch,
+        tooltip="Replace existing caption files (only with skip_existing off; "
+        "caption_mode other than skip_existing decides instead).",
+    )
+    batch_size: int = widget(defaults.CAPTION_BATCH_SIZE, _batch_size_input)
+    # New inputs go last: saved workflows keep their widget order.
+    run_on_modal: bool = widget(False, run_on_modal_input)
+    modal_gpu: str = widget(defaults.DEFAULT_GPU, modal_gpu_input)
+    modal_workers: int = widget(1, modal_workers_input)
+    custom_model: str = widget("", custom_model_input)
+    # The LoRA captioner's options (``_caption_conventions``), after every older input.
+    caption_suffix: str = widget(
+        "",
+        _text,
+        tooltip="Text put after every caption; {name}, {folder} and [trigger] are filled in.",
+    )
+    trigger_word: str = widget(
+        "",
+        _text,
+        tooltip="Replaces [trigger] in the prefix and suffix. Empty: [trigger] stays in "
+        "the files for ai-toolkit, which fills in its own trigger_word.",
+    )
+    caption_mode: str = widget(
+        "skip_existing",
+        _choice,
+        among="modes",
+        tooltip="An image that already has a caption file: skip_existing keeps it and "
+        "does not caption the image; overwrite replaces it; append / prepend add the new "
+        "caption after / before it.",
+    )
+    caption_extension: str = widget(
+        ".txt",
+        _choice,
+        among="extensions",
+        tooltip=".txt (kohya, ai-toolkit, ComfyUI's own loader), .caption, or .json "
+        "(a sidecar with the caption and the model).",
+    )
+    write_manifest: bool = widget(
+        False,
+        _switch,
+        tooltip=f"Also write {MANIFEST_NAME} into the folder: one line per file, "
+        '{"image_path": ..., "caption": ...} as musubi-tuner reads it.',
+    )
+    subfolders: bool = widget(
+        False, _switch, tooltip="Caption the images and videos in the folder's subfolders too."
+    )
+    caption_separator: str = widget(
+        ", ",
+        _text,
+        advanced=True,
+        tooltip="What joins prefix, caption and suffix (never doubled).",
+    )
+    clean_think_tags: bool = widget(
+        True, _switch, tooltip="Drop <think>…</think> blocks and stray think tags."
+    )
+    clean_whitespace: bool = widget(
+        True,
+        _switch,
+        tooltip="Put the caption on one line: newlines and runs of spaces become one space.",
+    )
+    clean_quotes: bool = widget(True, _switch, tooltip="Drop quotes around the whole caption.")
+    clean_repetition: bool = widget(
+        True,
+        _switch,
+        tooltip="Cut a phrase the model repeats 3+ times in a row to one (a looping small model).",
+    )
+    include_patterns: str = widget(
+        "",
+        _text,
+        tooltip="Caption only the folder's files matching these globs, comma-separated: "
+        "*.png matches the file name, sub/* (with a /) the path below the folder.",
+    )
+    exclude_patterns: str = widget(
+        "",
+        _text,
+        tooltip="Leave out the folder's files matching these globs (as include_patterns).",
+    )
+    max_files: int = widget(0, _max_files_input)
+    write_csv: bool = widget(
+        False,
+        _switch,
+        tooltip=f"Also write {CSV_NAME} into the folder: columns image_path, caption.",
+    )
+    prompt_preset: str = widget(
+        "custom",
+        _choice,
+        among="presets",
+        tooltip="custom: the prompt above. prose_short / prose_detailed: a sentence or a "
+        "paragraph (Flux, SD3, video models); booru_tags: comma-separated tags (SDXL "
+        "anime models). A preset replaces the prompt.",
+    )
+
+    def conventions(self) -> CaptionConventions:
+        """The convention inputs as ``CaptionConventions`` (checked where they enter)."""
+        check_template("caption_prefix", self.caption_prefix)
+        check_template("caption_suffix", self.caption_suffix)
+        mode = self.caption_mode
+        return CaptionConventions(
+            suffix=self.caption_suffix,
+            separator=self.caption_separator,
+            trigger_word=self.trigger_word,
+            # skip_existing defers to the older switches (both at their defaults: the same)
+            mode=None if mode == "skip_existing" else mode,
+            extension=self.caption_extension,
+            manifest=self.write_manifest,
+            subfolders=self.subfolders,
+            include=split_patterns(self.include_patterns),
+            exclude=split_patterns(self.exclude_patterns),
+            limit=self.max_files,
+            csv=self.write_csv,
+            cleanup=tuple(rule for rule, name in _CLEANUP_SWITCHES.items() if getattr(self, name)),
+        )
+
+    def job(
+        self, settings: GenerationSettings, conventions: CaptionConventions, root: Path
+    ) -> CaptionJob:
+        """What every image of the batch shares.
+
+        Raises:
+            InvalidSettingError: An unknown ``prompt_preset``, or ``batch_size`` out of range.
+        """
+        return CaptionJob(
+            model=self.model(),
+            prompt=preset_prompt(self.prompt_preset, self.prompt),
+            system_prompt=self.system_prompt or None,
+            settings=settings,
+            prefix=self.caption_prefix,
+            write_files=self.write_caption_files,
+            skip_existing=self.skip_existing,
+            overwrite=self.overwrite_captions,
+            storage_root=root,
+            keep_loaded=self.keep_model_loaded,
+            batch_size=self.batch_size,
+            conventions=conventions,
+        )
+
+    def modal_options(self) -> ModalCaptionOptions:
+        """The Modal GPU type and width of a ``run_on_modal`` batch."""
+        return ModalCaptionOptions(gpu=self.modal_gpu, workers=self.modal_workers)
+
+
+def input_folder(folder: str) -> str:
+    """A relative folder names one inside ComfyUI's input folder when that one exists.
+
+    As ComfyUI's own dataset loaders take a folder of ``input/``; a shipped
+    template names its sample folder that way. Otherwise the value is used
+    as given.
+    """
+    if not folder or Path(folder).expanduser().is_absolute():
+        return folder
+    base = comfy_input_dir()
+    if base is not None and (base / folder).is_dir():
+        return str(base / folder)
+    return folder

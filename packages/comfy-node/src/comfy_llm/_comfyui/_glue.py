@@ -37,7 +37,10 @@ from collections.abc import Callable
 from typing import Any
 
 from comfy_llm_core import ProgressEvent, ProgressStage, render_error
+from comfy_llm_profiles import ModelProfile
 from comfy_llm_reasoning import LiveSplit, live_split
+
+from comfy_llm._comfyui._host_memory import resident_entries
 
 __all__ = ["LIVE_TEXT_MAX_CHARS", "LIVE_TEXT_MAX_LINES", "ComfyGlue", "executing_prompt_id"]
 
@@ -182,12 +185,9 @@ class ComfyGlue:
         self._new_phase()
         self._send_text(words, force=True)
 
-    def use_profile(self, profile: Any) -> None:
+    def use_profile(self, profile: ModelProfile) -> None:
         """Split the live text with the resolved profile's reasoning parser."""
-        self._parser_of = (
-            getattr(profile, "reasoning_parser", None),
-            getattr(profile, "architecture", None),
-        )
+        self._parser_of = (profile.reasoning_parser, profile.architecture)
 
     def progress(self, event: ProgressEvent) -> None:
         """ProgressCallback: check for Cancel, move the bar, show the stage."""
@@ -222,15 +222,11 @@ class ComfyGlue:
 
     def free_memory(self, needed_bytes: int) -> None:
         """Ask ComfyUI to unload idle models until ``needed_bytes`` are free."""
-        from comfy_llm._comfyui._host_memory import resident_entries
-
         device = self._mm.get_torch_device()
         self._mm.free_memory(needed_bytes, device, keep_loaded=resident_entries())
 
     def loaded_model_names(self) -> list[str]:
         """Class names of the models ComfyUI currently holds (telemetry)."""
-        from comfy_llm._comfyui._host_memory import resident_entries
-
         ours = {id(entry) for entry in resident_entries()}
         names = []
         for loaded in getattr(self._mm, "current_loaded_models", []):

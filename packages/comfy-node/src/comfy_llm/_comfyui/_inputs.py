@@ -1,29 +1,41 @@
-"""The widgets both nodes share, defined once: name, range, tooltip, default model.
+"""The widgets both nodes share, defined once, and the record that lists a node's inputs.
 
 ``ModalLLM`` and ``ComfyLLMCaption`` ask the same things (prompt, model,
 system prompt, sampling, seed, residency, schema). Each widget is built here
-so the two nodes cannot drift apart in spelling, ranges or help text; a node
-passes only what differs for its job (a caption's smaller token budget, greedy
-decoding). The order a node lists them in stays the node's own business:
-saved ``widgets_values`` are positional.
+so the two nodes cannot drift apart in spelling, ranges or help text. A node
+lists its inputs as one frozen record (``NodeInputs``, ``CaptionInputs``):
+each field is a widget (:func:`widget`) whose name and default are the
+field's, in the field's order. The record is both the schema
+(:func:`schema_inputs`) and what the run receives (``execute(**values)``
+builds it), so
+the widget list and the run's parameters cannot disagree. Saved
+``widgets_values`` are positional: a new field only ever goes last.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-from typing import Any
+from collections.abc import Callable
+from typing import Final, TypeVar
 
 from comfy_api.latest import io
 from comfy_llm_core import defaults, install_command
+from comfy_llm_residency.backend import GenerationSettings
+
+from comfy_llm._picker import chosen_model, model_choices
 
 __all__ = [
     "DEFAULT_MODEL",
     "MODAL_GPUS",
     "MODEL_LABELS",
     "SEARCH_ALIASES",
+    "SharedInputs",
+    "WidgetBuilder",
+    "custom_model_input",
     "enable_reasoning_input",
     "keep_model_loaded_input",
-    "custom_model_input",
+    "media_input",
     "max_new_tokens_input",
     "modal_gpu_input",
     "modal_workers_input",
@@ -31,11 +43,13 @@ __all__ = [
     "prompt_input",
     "response_schema_input",
     "run_on_modal_input",
+    "schema_inputs",
     "seed_input",
     "supported",
     "system_prompt_input",
     "temperature_input",
     "top_p_input",
+    "widget",
 ]
 
 DEFAULT_MODEL = "smolvlm-256m-instruct"
@@ -49,7 +63,68 @@ MAX_NEW_TOKENS_LIMIT = 32768
 MODAL_GPUS = ("L4", "L40S", "A100-40GB", "A100-80GB", "H100", "H200", "B200", "RTX-PRO-6000")
 
 
-def supported(factory: Any, **options: Any) -> dict[str, Any]:
+_T = TypeVar("_T")
+
+WIDGET: Final = "comfy_llm_widget"
+"""The field-metadata key holding a field's widget builder."""
+
+
+WidgetBuilder = Callable[..., io.Input]
+"""Builds one ComfyUI input: ``build(name, default, **options)``."""
+
+
+def widget(default: _T, build: WidgetBuilder, **options: object) -> _T:
+    """A record field shown as ``build(name, default, **options)``; its default is the widget's."""
+    return dataclasses.field(default=default, metadata={WIDGET: (build, options)})
+
+
+def schema_inputs(record: type) -> list[io.Input]:
+    """The record's widgets, in its field order (saved ``widgets_values`` depend on it)."""
+    built = []
+    for field in dataclasses.fields(record):
+        build, options = field.metadata[WIDGET]
+        built.append(build(field.name, field.default, **options))
+    return built
+
+
+class SharedInputs:
+    """What both nodes' records read the same way: the model to run, the sampling.
+
+    A base of ``NodeInputs`` and ``CaptionInputs`` (not a dataclass itself:
+    each record declares these fields where its widget order puts them).
+    """
+
+    model_profile: str
+    custom_model: str
+    max_new_tokens: int
+    enable_reasoning: bool
+    temperature: float
+    top_p: float
+    seed: int
+    response_schema: str
+
+    def model(self) -> str:
+        """The reference the run uses: ``custom_model`` when typed, else the picked one.
+
+        Raises:
+            ValueError: The typed ``custom_model`` cannot be used (``_picker``); the
+                nodes ask first, before their status changes.
+        """
+        return chosen_model(self.model_profile, self.custom_model).strip()
+
+    def settings(self) -> GenerationSettings:
+        """The generation settings (checked there: ``GenerationSettingsError``)."""
+        return GenerationSettings(
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=self.seed,
+            enable_reasoning=self.enable_reasoning,
+            response_schema=self.response_schema or None,
+        )
+
+
+def supported(factory: Callable[..., object], **options: object) -> dict[str, object]:
     """``options`` minus the keywords this ComfyUI's ``factory`` does not take.
 
     ``advanced``, ``control_after_generate`` and ``search_aliases`` are newer
@@ -64,17 +139,17 @@ def supported(factory: Any, **options: Any) -> dict[str, Any]:
     return {name: value for name, value in options.items() if name in parameters}
 
 
-def _seed_control() -> Any:
+def _seed_control() -> object:
     """Seed control "fixed": the seed stays put after a run, so an unchanged graph is cached."""
     control = getattr(io, "ControlAfterGenerate", None)
     return control.fixed if control is not None else True
 
 
-def prompt_input(*, default: str, tooltip: str, placeholder: str) -> Any:
+def prompt_input(name: str, default: str, /, *, tooltip: str, placeholder: str) -> io.Input:
     """The instruction, multiline."""
     string = io.String.Input
     return string(
-        "prompt",
+        name,
         multiline=True,
         default=default,
         tooltip=tooltip,
@@ -82,7 +157,7 @@ def prompt_input(*, default: str, tooltip: str, placeholder: str) -> Any:
     )
 
 
-def model_input() -> Any:
+def model_input(name: str, default: str, /) -> io.Input:
     """``model_profile``: the model picker (``comfy_llm._picker`` says why a COMBO).
 
     Its list (curated ids, staged snapshots, checkpoint folders under
@@ -91,14 +166,12 @@ def model_input() -> Any:
     the nodes' ``validate_inputs`` takes ``model_profile`` over from ComfyUI's
     list check.
     """
-    from comfy_llm._picker import model_choices
-
-    choices = model_choices(DEFAULT_MODEL)
+    choices = model_choices(default)
     labels = {value: label for value, label in choices.items() if label != value}
     return io.Combo.Input(
-        "model_profile",
+        name,
         options=list(choices),
-        default=DEFAULT_MODEL,
+        default=default,
         extra_dict={MODEL_LABELS: labels},
         tooltip=(
             "The models this machine can run: reviewed ones, ones already downloaded, and "
@@ -109,12 +182,12 @@ def model_input() -> Any:
     )
 
 
-def custom_model_input() -> Any:
+def custom_model_input(name: str, default: str, /) -> io.Input:
     """``custom_model``: a typed reference that wins over the picker (appended last)."""
     return io.String.Input(
-        "custom_model",
+        name,
         display_name="custom_model (overrides model_profile)",
-        default="",
+        default=default,
         optional=True,
         tooltip=(
             "Overrides model_profile when not empty: a Hugging Face id owner/model"
@@ -124,21 +197,21 @@ def custom_model_input() -> Any:
     )
 
 
-def system_prompt_input() -> Any:
+def system_prompt_input(name: str, default: str, /) -> io.Input:
     string = io.String.Input
     return string(
-        "system_prompt",
+        name,
         multiline=True,
-        default="",
+        default=default,
         optional=True,
         tooltip="Instructions given before the prompt; empty uses the model's own default.",
         **supported(string, advanced=True),
     )
 
 
-def max_new_tokens_input(*, default: int = defaults.MAX_NEW_TOKENS) -> Any:
+def max_new_tokens_input(name: str, default: int, /) -> io.Input:
     return io.Int.Input(
-        "max_new_tokens",
+        name,
         default=default,
         min=1,
         max=MAX_NEW_TOKENS_LIMIT,
@@ -147,9 +220,9 @@ def max_new_tokens_input(*, default: int = defaults.MAX_NEW_TOKENS) -> Any:
     )
 
 
-def enable_reasoning_input(*, default: bool = True) -> Any:
+def enable_reasoning_input(name: str, default: bool, /) -> io.Input:
     return io.Boolean.Input(
-        "enable_reasoning",
+        name,
         default=default,
         optional=True,
         tooltip=(
@@ -159,10 +232,10 @@ def enable_reasoning_input(*, default: bool = True) -> Any:
     )
 
 
-def temperature_input(*, default: float = defaults.TEMPERATURE) -> Any:
+def temperature_input(name: str, default: float, /) -> io.Input:
     number = io.Float.Input
     return number(
-        "temperature",
+        name,
         default=default,
         min=0.0,
         max=2.0,
@@ -173,11 +246,11 @@ def temperature_input(*, default: float = defaults.TEMPERATURE) -> Any:
     )
 
 
-def top_p_input() -> Any:
+def top_p_input(name: str, default: float, /) -> io.Input:
     number = io.Float.Input
     return number(
-        "top_p",
-        default=defaults.TOP_P,
+        name,
+        default=default,
         min=0.01,
         max=1.0,
         step=0.01,
@@ -187,14 +260,14 @@ def top_p_input() -> Any:
     )
 
 
-_SEED_TOOLTIP = "Sampling seed: the same seed and inputs give the same answer."
+SEED_TOOLTIP = "Sampling seed: the same seed and inputs give the same answer."
 
 
-def seed_input(*, tooltip: str = _SEED_TOOLTIP) -> Any:
+def seed_input(name: str, default: int, /, *, tooltip: str = SEED_TOOLTIP) -> io.Input:
     integer = io.Int.Input
     return integer(
-        "seed",
-        default=0,
+        name,
+        default=default,
         min=0,
         max=defaults.SEED_MAX,
         optional=True,
@@ -203,32 +276,32 @@ def seed_input(*, tooltip: str = _SEED_TOOLTIP) -> Any:
     )
 
 
-def keep_model_loaded_input() -> Any:
+def keep_model_loaded_input(name: str, default: bool, /) -> io.Input:
     return io.Boolean.Input(
-        "keep_model_loaded",
-        default=True,
+        name,
+        default=default,
         optional=True,
         tooltip="Keep the model in memory for the next run (fast repeats); off unloads it.",
     )
 
 
-def response_schema_input(*, tooltip: str) -> Any:
+def response_schema_input(name: str, default: str, /, *, tooltip: str) -> io.Input:
     string = io.String.Input
     return string(
-        "response_schema",
+        name,
         multiline=True,
-        default="",
+        default=default,
         optional=True,
         tooltip=tooltip,
         **supported(string, advanced=True),
     )
 
 
-def run_on_modal_input() -> Any:
+def run_on_modal_input(name: str, default: bool, /) -> io.Input:
     boolean = io.Boolean.Input
     return boolean(
-        "run_on_modal",
-        default=False,
+        name,
+        default=default,
         optional=True,
         tooltip=(
             "Run on a Modal cloud GPU instead of this machine (needs the Modal extra: "
@@ -239,23 +312,23 @@ def run_on_modal_input() -> Any:
     )
 
 
-def modal_gpu_input() -> Any:
+def modal_gpu_input(name: str, default: str, /) -> io.Input:
     combo = io.Combo.Input
     return combo(
-        "modal_gpu",
+        name,
         options=list(MODAL_GPUS),
-        default="L40S",
+        default=default,
         optional=True,
         tooltip="The Modal GPU type the model runs on when run_on_modal is on.",
         **supported(combo, advanced=True),
     )
 
 
-def modal_workers_input() -> Any:
+def modal_workers_input(name: str, default: int, /) -> io.Input:
     integer = io.Int.Input
     return integer(
-        "modal_workers",
-        default=1,
+        name,
+        default=default,
         min=1,
         max=defaults.MAX_MODAL_WORKERS,
         optional=True,
@@ -265,3 +338,12 @@ def modal_workers_input() -> Any:
         ),
         **supported(integer, advanced=True),
     )
+
+
+def media_input(factory: Callable[..., io.Input], tooltip: str) -> WidgetBuilder:
+    """An optional link input (``io.Image.Input``, ...): a socket, no widget value."""
+
+    def build(name: str, default: None, /) -> io.Input:
+        return factory(name, optional=True, tooltip=tooltip)
+
+    return build

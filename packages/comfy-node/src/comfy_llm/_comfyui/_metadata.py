@@ -13,10 +13,16 @@ workflow or screenshot does not carry the user's home folder. The CLI's
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
-from typing import Any
 
-__all__ = ["KEY_FACTS", "shown_metadata"]
+from comfy_llm_core import redact
+from comfy_llm_residency import RunMetadata
+
+from comfy_llm._json import JsonRecord
+from comfy_llm._storage import comfy_models_dir, storage_root
+
+__all__ = ["KEY_FACTS", "metadata_json", "shown_metadata"]
 
 KEY_FACTS = (
     "model",
@@ -39,7 +45,18 @@ KEY_FACTS = (
 )
 
 
-def shown_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+def metadata_json(metadata: RunMetadata | JsonRecord) -> str:
+    """A run's record (or a caption batch's summary) as ComfyUI's metadata_json.
+
+    Indented JSON, key facts first and no disk paths (:func:`shown_metadata`);
+    tokens scrubbed.
+    """
+    flat = metadata.to_dict() if isinstance(metadata, RunMetadata) else metadata
+    shown = shown_metadata(flat)
+    return redact(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
+
+
+def shown_metadata(metadata: JsonRecord) -> JsonRecord:
     """``metadata`` reordered (key facts first) with disk paths shortened."""
     roots = _roots()
     first = [key for key in KEY_FACTS if key in metadata]
@@ -48,8 +65,6 @@ def shown_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def _roots() -> list[tuple[Path, str]]:
-    from comfy_llm._storage import comfy_models_dir, storage_root
-
     roots: list[tuple[Path, str]] = []
     models = comfy_models_dir()
     if models is not None:
@@ -59,7 +74,7 @@ def _roots() -> list[tuple[Path, str]]:
     return roots
 
 
-def _shown(key: str, value: Any, roots: list[tuple[Path, str]]) -> Any:
+def _shown(key: str, value: object, roots: list[tuple[Path, str]]) -> object:
     if isinstance(value, dict):
         return {k: _shown(k, value[k], roots) for k in sorted(value)}
     if isinstance(value, list):

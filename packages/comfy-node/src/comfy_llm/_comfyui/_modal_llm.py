@@ -9,127 +9,22 @@ the request itself follows the same path as ``comfy-llm run``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from comfy_api.latest import io
-from comfy_llm_core import defaults
 
-from comfy_llm._comfyui._inputs import (
-    SEARCH_ALIASES,
-    custom_model_input,
-    enable_reasoning_input,
-    max_new_tokens_input,
-    modal_gpu_input,
-    model_input,
-    prompt_input,
-    response_schema_input,
-    run_on_modal_input,
-    seed_input,
-    supported,
-    system_prompt_input,
-    temperature_input,
-    top_p_input,
-)
-from comfy_llm._picker import chosen_model, validate_model_inputs
+from comfy_llm._comfyui._inputs import SEARCH_ALIASES, schema_inputs, supported
+from comfy_llm._comfyui._node_inputs import NodeInputs
+from comfy_llm._comfyui._run import hidden_node_id, run_node
+from comfy_llm._picker import validate_model_inputs
 
 __all__ = ["NODE_ID", "ModalLLMNode", "answer_ui"]
 
 NODE_ID = "ModalLLM"
 
 
-def _inputs() -> list[Any]:
-    """The inputs, in the seed node's order (saved ``widgets_values`` depend on it)."""
-    integer, number = io.Int.Input, io.Float.Input
-    boolean = io.Boolean.Input
-    return [
-        prompt_input(
-            default="Describe the image.",
-            tooltip="What to ask the model about the connected images, video and files.",
-            placeholder="Ask about the images, video or files…",
-        ),
-        model_input(),
-        io.Image.Input(
-            "images", optional=True, tooltip="Optional IMAGE (a batch is several images)."
-        ),
-        io.Video.Input(
-            "video",
-            optional=True,
-            tooltip=(
-                "Optional VIDEO (Load Video; a Video Slice trim is honoured). video_frames "
-                "frames are sampled evenly, with their timestamps."
-            ),
-        ),
-        io.Custom("OPENAI_INPUT_FILES").Input(
-            "files",
-            optional=True,
-            tooltip=(
-                "Optional text or PDF files from 'OpenAI ChatGPT Input Files' nodes; their "
-                "text is added to the prompt (nothing is sent to OpenAI)."
-            ),
-        ),
-        system_prompt_input(),
-        max_new_tokens_input(),
-        enable_reasoning_input(),
-        temperature_input(),
-        top_p_input(),
-        seed_input(),
-        integer(
-            "video_frames",
-            default=defaults.VIDEO_FRAMES,
-            min=1,
-            max=defaults.MAX_VIDEO_FRAMES,
-            optional=True,
-            tooltip=(
-                "Frames sampled evenly over the video (or its trim); a model may accept fewer."
-            ),
-        ),
-        number(
-            "reserve_free_vram_gb",
-            default=defaults.RESERVE_GB["modal"],
-            min=0.0,
-            max=defaults.MAX_RESERVE_GB,
-            optional=True,
-            tooltip=(
-                "With run_on_modal: GiB of the Modal GPU's memory kept free for the image and "
-                "video nodes that run there after the model loads. Local runs use "
-                "local_reserve_free_memory_gb."
-            ),
-            **supported(number, advanced=True),
-        ),
-        boolean(
-            "keep_model_loaded",
-            default=True,
-            optional=True,
-            tooltip="Keep the model in memory for the next run (fast repeats); off unloads it.",
-        ),
-        number(
-            "local_reserve_free_memory_gb",
-            default=defaults.RESERVE_GB["local_cpu"],
-            min=0.0,
-            max=defaults.MAX_RESERVE_GB,
-            optional=True,
-            tooltip=(
-                "Runs on this machine: GiB kept free for other nodes when the model loads, in "
-                "the memory it loads into (an NVIDIA GPU's memory, Apple Silicon's unified "
-                "memory, or RAM on CPU). Modal runs use reserve_free_vram_gb."
-            ),
-            **supported(number, advanced=True),
-        ),
-        run_on_modal_input(),
-        modal_gpu_input(),
-        # New inputs go last: saved workflows keep their widget order.
-        response_schema_input(
-            tooltip=(
-                "Optional JSON Schema: the answer is constrained to JSON that satisfies "
-                "it and validated; an answer that still fails after one retry stops the run "
-                "with the reason. Empty = free text."
-            )
-        ),
-        custom_model_input(),
-    ]
-
-
-def _outputs() -> list[Any]:
+def _outputs() -> list[io.Output]:
     return [
         io.String.Output(
             "response",
@@ -167,7 +62,7 @@ class ModalLLMNode(io.ComfyNode):
                 "vision-language model, in this ComfyUI process (MLX-VLM on Apple Silicon, "
                 "Transformers on NVIDIA or CPU)."
             ),
-            inputs=_inputs(),
+            inputs=schema_inputs(NodeInputs),
             outputs=_outputs(),
             hidden=[io.Hidden.unique_id],
             not_idempotent=True,
@@ -194,14 +89,15 @@ class ModalLLMNode(io.ComfyNode):
         return validate_model_inputs(model_profile)
 
     @classmethod
-    def execute(cls, prompt: str, model_profile: str, **optional: Any) -> io.NodeOutput:
-        """Run one request; returns response, metadata_json and reasoning."""
-        from comfy_llm._comfyui._run import hidden_node_id, run_node
+    def execute(cls, **values: Any) -> io.NodeOutput:
+        """Run one request; returns response, metadata_json and reasoning.
 
-        model = chosen_model(model_profile, optional.pop("custom_model", None))
-        response, metadata_json, reasoning = run_node(
-            prompt=prompt, model_profile=model, node_id=hidden_node_id(cls), **optional
-        )
+        ComfyUI passes the inputs by name; one left out (an unlinked socket, a
+        workflow saved before the input existed) keeps its field's default.
+        """
+        inputs = NodeInputs(**values)
+        inputs.model()  # a custom_model that cannot be used is refused before the status changes
+        response, metadata_json, reasoning = run_node(inputs, node_id=hidden_node_id(cls))
         return io.NodeOutput(
             response, metadata_json, reasoning, ui=answer_ui(response, reasoning, metadata_json)
         )
@@ -217,8 +113,6 @@ def answer_ui(response: str, reasoning: str, metadata_json: str) -> dict[str, li
     shows the answer again after a browser reload. Plain lists of strings, so
     ComfyUI releases without ``ui.PreviewText`` take it too.
     """
-    import json
-
     ui = {"text": [response]}
     if reasoning:
         ui["reasoning"] = [reasoning]

@@ -1,48 +1,39 @@
-"""The node's execute body: node inputs → one pipeline request → three strings."""
+"""The node's execute body: ``NodeInputs`` → one pipeline request → three strings.
+
+Also what both nodes share around a run: the status preamble (:func:`node_status`)
+and error presentation for ComfyUI (:func:`for_comfyui`, :func:`comfyui_errors`).
+"""
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
-from comfy_llm_core import ComfyLLMError, ErrorAction, defaults, redact, render_error
-from comfy_llm_residency import RunMetadata
-from comfy_llm_residency.backend import GenerationSettings
+from comfy_llm_core import ComfyLLMError, ErrorAction, redact, render_error
+from comfy_llm_residency import InferenceResult
 
 from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
 from comfy_llm._comfyui._host_memory import host_bridge
+from comfy_llm._comfyui._metadata import metadata_json
+from comfy_llm._comfyui._node_inputs import NodeInputs
 from comfy_llm._notes import NODE_WORDS, worded
-from comfy_llm._pipeline import LLMRequest, run_request
+from comfy_llm._pipeline import run_request
 from comfy_llm._storage import register_model_folder, storage_root
+from comfy_llm._targets import detect_target
 
 __all__ = [
     "comfyui_errors",
     "for_comfyui",
     "hidden_node_id",
-    "metadata_json",
     "node_status",
-    "reserve_for",
     "run_node",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-def metadata_json(metadata: RunMetadata | dict[str, Any]) -> str:
-    """A run's record (or a caption batch's summary) as ComfyUI's metadata_json.
-
-    Indented JSON, key facts first and no disk paths (``_metadata``); tokens scrubbed.
-    """
-    from comfy_llm._comfyui._metadata import shown_metadata
-
-    flat = metadata.to_dict() if isinstance(metadata, RunMetadata) else metadata
-    shown = shown_metadata(flat)
-    return redact(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 
 _PLAIN_KINDS: tuple[type[Exception], ...] = (
@@ -129,7 +120,7 @@ def comfyui_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
-def hidden_node_id(node: Any) -> str | None:
+def hidden_node_id(node: object) -> str | None:
     """The executing node's unique id (its hidden input), or None outside a prompt."""
     hidden = getattr(node, "hidden", None)
     return getattr(hidden, "unique_id", None) if hidden is not None else None
@@ -152,28 +143,8 @@ def node_status(node_id: str | None, *, reasoning_enabled: bool) -> Iterator[Com
         raise
 
 
-def reserve_for(
-    *, run_on_modal: bool, reserve_free_vram_gb: float, local_reserve_free_memory_gb: float
-) -> float:
-    """The GiB to keep free where the model loads, as a seed-era workflow means it.
-
-    ``reserve_free_vram_gb`` is the seed node's: the reserve on the Modal GPU a
-    request runs on. Every local target (Apple unified memory, CPU RAM, a local
-    NVIDIA GPU's memory) takes ``local_reserve_free_memory_gb``, so a workflow
-    saved with the seed's 24 GiB Modal reserve does not ask a desktop GPU for 24 GiB.
-    """
-    return reserve_free_vram_gb if run_on_modal else local_reserve_free_memory_gb
-
-
 @comfyui_errors
-def run_node(
-    *,
-    prompt: str,
-    model_profile: str,
-    node_id: str | None,
-    enable_reasoning: bool = True,
-    **inputs: Any,
-) -> tuple[str, str, str]:
+def run_node(inputs: NodeInputs, *, node_id: str | None) -> tuple[str, str, str]:
     """Run the node once; returns (response, metadata_json, reasoning).
 
     The node's status text is replaced at once (a run never shows the last
@@ -186,70 +157,19 @@ def run_node(
             has it: a comfy-llm error (or any error whose text shows a Hub
             token) as a plain builtin with the rendered message.
     """
-    with node_status(node_id, reasoning_enabled=enable_reasoning) as glue:
-        result = _run(glue, prompt, model_profile, enable_reasoning=enable_reasoning, **inputs)
+    with node_status(node_id, reasoning_enabled=inputs.enable_reasoning) as glue:
+        result = _run(glue, inputs)
     metadata, message = worded(result.metadata, NODE_WORDS)
     glue.finish(result.response, result.reasoning, message)
     return result.response, metadata_json(metadata), result.reasoning
 
 
-def _run(
-    glue: ComfyGlue,
-    prompt: str,
-    model_profile: str,
-    *,
-    images: Any = None,
-    video: Any = None,
-    files: Any = None,
-    system_prompt: str | None = "",
-    max_new_tokens: int = defaults.MAX_NEW_TOKENS,
-    enable_reasoning: bool = True,
-    temperature: float = defaults.TEMPERATURE,
-    top_p: float = defaults.TOP_P,
-    seed: int | None = 0,
-    video_frames: int = defaults.VIDEO_FRAMES,
-    reserve_free_vram_gb: float = defaults.RESERVE_GB["modal"],
-    keep_model_loaded: bool = True,
-    local_reserve_free_memory_gb: float = defaults.RESERVE_GB["local_cpu"],
-    run_on_modal: bool = False,
-    modal_gpu: str = "L40S",
-    response_schema: str = "",
-) -> Any:
+def _run(glue: ComfyGlue, inputs: NodeInputs) -> InferenceResult:
     root = storage_root()
     register_model_folder(root)
-    settings = GenerationSettings(
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        seed=seed,
-        enable_reasoning=enable_reasoning,
-        response_schema=response_schema or None,
-    )
-    from comfy_llm._targets import detect_target
-
     target = detect_target()
-    request = LLMRequest(
-        model=model_profile.strip(),
-        prompt=prompt,
-        system_prompt=system_prompt or None,
-        images=images,
-        video=video,
-        video_frames=video_frames,
-        files=files,
-        settings=settings,
-        target=target.value,
-        run_on_modal=run_on_modal,
-        modal_gpu=modal_gpu,
-        storage_root=root,
-        reserve_gb=reserve_for(
-            run_on_modal=run_on_modal,
-            reserve_free_vram_gb=reserve_free_vram_gb,
-            local_reserve_free_memory_gb=local_reserve_free_memory_gb,
-        ),
-        keep_loaded=keep_model_loaded,
-    )
     return run_request(
-        request,
+        inputs.request(target, root),
         progress=glue.progress,
         on_token=glue.on_token,
         free_host_memory=glue.free_memory,
