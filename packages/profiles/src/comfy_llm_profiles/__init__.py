@@ -51,7 +51,7 @@ from comfy_llm_profiles._local_gguf import (
 from comfy_llm_profiles._pins import load_pinned_facts
 from comfy_llm_profiles._profile import ModelProfile
 from comfy_llm_profiles._registry import registry_for
-from comfy_llm_profiles._resolve import resolve_profile
+from comfy_llm_profiles._resolve import ResolvedProfile, resolve_profile
 from comfy_llm_profiles._settings import read_settings
 from comfy_llm_profiles.errors import (
     LocalFolderError,
@@ -76,6 +76,7 @@ __all__ = [
     "OfflineResolutionError",
     "ProfileError",
     "RepositoryFile",
+    "ResolvedProfile",
     "UnsafeGgufError",
     "available_backends",
     "check_gguf_pair",

@@ -33,7 +33,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_core import (
+    ProgressCallback,
+    ProgressEvent,
+    ProgressStage,
+    ignore_progress,
+    reuse_answer,
+)
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import InferenceResult, ModalFacts, StagingFacts
@@ -55,16 +61,12 @@ from ._transport import RemoteCall, Transport
 
 __all__ = [
     "DEFAULT_AFFINITY_KEY",
-    "STAGE_REUSE_SECONDS",
     "Dispatcher",
     "RemoteRun",
     "waiting_event",
 ]
 
 DEFAULT_AFFINITY_KEY = "default"
-STAGE_REUSE_SECONDS = 300.0
-"""How long a branch reference's staging answer is reused before the stager
-is asked again; pinned and curated references are reused for the process."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -145,9 +147,7 @@ class Dispatcher:
         self, model: str, progress: ProgressCallback, check_interrupt: Callable[[], None]
     ) -> tuple[StageResult, bool]:
         cached = self._staged.get(model)
-        if cached is not None and (
-            _immutable(model) or time.monotonic() - cached[0] < STAGE_REUSE_SECONDS
-        ):
+        if cached is not None and reuse_answer(cached[0], immutable=_immutable(model)):
             return cached[1], True
         request = StageRequest(_request_id(), model).to_wire()
         call = spawn_checked(self.transport, lambda: self.transport.start_stage(request))

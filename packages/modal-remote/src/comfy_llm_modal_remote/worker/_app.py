@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import modal
-from comfy_llm_core import env_str
+from comfy_llm_core import defaults, env_str
 
 from ..wire._fingerprint import code_fingerprint
 from ..wire._image import build_image, image_spec
@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 DEFAULT_APP_NAME = "comfy-llm"
-DEFAULT_GPU = "L40S"
+DEFAULT_GPU = defaults.DEFAULT_GPU
 STAGER_CPU = 2.0
 STAGER_MEMORY_MB = 16 * 1024
 STAGER_MAX_CONTAINERS = 4
