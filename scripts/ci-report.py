@@ -6,13 +6,16 @@ Reads ``steps.tsv`` (``name<TAB>seconds<TAB>status`` per step, written by
 ``.ci/run``) and every ``junit-*.xml`` pytest wrote there (``--junitxml``), and
 prints the steps with their share of the run, each tier's test time, the N
 slowest tests across the tiers (setup and teardown included, as pytest's
-``--durations`` counts them: one line per test), and a closing
-``total: N passed, N failed, N skipped`` line. Standard library only.
+``--durations`` counts them: one line per test), how busy the cores were
+(``cpu.tsv``: ``SECONDS`` and the ``cpu`` line of /proc/stat, sampled by
+``.ci/run``), and a closing ``total: N passed, N failed, N skipped`` line.
+Standard library only.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -51,6 +54,41 @@ def _tests(folder: Path) -> tuple[list[tuple[float, str, str]], dict[str, dict[s
     return cases, tiers
 
 
+def _busy_cores(folder: Path) -> tuple[float, list[float]] | None:
+    """Busy cores on average over the run, and per minute, from ``cpu.tsv``.
+
+    Each line is ``<seconds> cpu <user> <nice> <system> <idle> <iowait> ...`` (the
+    jiffies /proc/stat counts since boot). Busy is everything but idle and iowait;
+    the cores are the machine's (the report runs where the CI ran).
+    """
+    path = folder / "cpu.tsv"
+    if not path.is_file():
+        return None
+    samples: list[tuple[int, int, int]] = []  # (second, busy jiffies, all jiffies)
+    for line in path.read_text(encoding="utf-8").splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "cpu":
+            continue
+        jiffies = [int(value) for value in fields[2:]]
+        idle = jiffies[3] + (jiffies[4] if len(jiffies) > 4 else 0)
+        samples.append((int(fields[0]), sum(jiffies) - idle, sum(jiffies)))
+    if len(samples) < 2:
+        return None
+    cores = os.cpu_count() or 1
+
+    def busy(first: tuple[int, int, int], last: tuple[int, int, int]) -> float:
+        spent = last[2] - first[2]
+        return cores * (last[1] - first[1]) / spent if spent else 0.0
+
+    minutes: list[float] = []
+    start = samples[0]
+    for sample in samples[1:]:
+        if sample[0] - start[0] >= 60:
+            minutes.append(busy(start, sample))
+            start = sample
+    return busy(samples[0], samples[-1]), minutes
+
+
 WALL_CLOCK = "wall clock"
 """The step name .ci/run gives the whole run's wall time."""
 
@@ -72,6 +110,12 @@ def report(folder: Path, slowest: int) -> str:
             lines.append(f"  {name:<44} {seconds:>6} s  {100 * seconds / total:5.1f} %  {status}")
         label = "all steps (wall clock)" if walls else "all steps"
         lines.append(f"  {label:<44} {total:>6} s  ({total // 60} min {total % 60} s)")
+    cpu = _busy_cores(folder)
+    if cpu is not None:
+        average, minutes = cpu
+        lines.append(f"CPU: {average:.2f} of {os.cpu_count() or 1} cores busy on average")
+        if minutes:
+            lines.append("  busy cores, minute by minute: " + " ".join(f"{m:.1f}" for m in minutes))
     cases, tiers = _tests(folder)
     if tiers:
         lines.append("Test tiers (pytest's own time):")

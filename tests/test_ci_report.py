@@ -56,3 +56,20 @@ def test_a_background_tier_counts_in_the_wall_clock_not_the_sum(tmp_path: Path) 
 
 def test_an_empty_folder_reports_nothing(tmp_path: Path) -> None:
     assert ci_report.report(tmp_path, slowest=25) == ""
+
+
+def test_the_report_says_how_busy_the_cores_were(tmp_path: Path, monkeypatch) -> None:
+    """cpu.tsv: /proc/stat's cpu line every few seconds; busy is all but idle and iowait."""
+    monkeypatch.setattr(ci_report.os, "cpu_count", lambda: 2)
+    lines = []
+    for minute in range(3):
+        # user nice system idle iowait irq softirq: per 60 s, 100 jiffies of 200 busy
+        # in the first two minutes (one core of two), 200 of 200 in the third
+        busy = [0, 100, 200, 400][minute]
+        idle = [0, 100, 200, 200][minute]
+        lines.append(f"{60 * minute} cpu {busy} 0 0 {idle} 0 0 0 0 0 0")
+    lines.append("180 cpu 400 0 0 200 0 0 0 0 0 0")
+    (tmp_path / "cpu.tsv").write_text("\n".join(lines) + "\nnot a sample\n")
+    text = ci_report.report(tmp_path, slowest=3)
+    assert "CPU: 1.33 of 2 cores busy on average" in text
+    assert "busy cores, minute by minute: 1.0 1.0 2.0" in text

@@ -70,6 +70,7 @@ def _backend() -> Any:
 
 
 def test_cli_scripted_answer_with_native_reasoning(world: Path, capsys) -> None:
+    """vLLM's case of comfy-node's test_cross_engine: its command line, its answer."""
     from comfy_llm._cli import main
 
     argv = ["run", "--model", SCRIPTED, "--prompt", "hi", "--target", "local_cuda"]
