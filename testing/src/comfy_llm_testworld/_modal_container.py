@@ -326,7 +326,7 @@ class _Container:
 
 
 def _serve_input(container: _Container, call_id: str, function: str, payload: Any) -> None:
-    from comfy_llm_modal_remote.worker._container import ModalQueueChannel
+    from comfy_llm_modal_remote.deployment import ModalQueueChannel
     from modal.exception import InputCancellation
 
     request = payload

@@ -189,7 +189,7 @@ class StrictTransport(OutsideOperations, PlatformClocks):
         platform_seconds: float | None = None,
         clock_offset_seconds: float = 0.0,
     ) -> None:
-        from comfy_llm_modal_remote.client._deploy import DEPLOY_STRATEGY
+        from comfy_llm_modal_remote.deployment import DEPLOY_STRATEGY
 
         self.app_name = app_name
         self.directory = directory
@@ -384,7 +384,7 @@ class StrictTransport(OutsideOperations, PlatformClocks):
         """
         if gpu is None:
             return key
-        from comfy_llm_modal_remote.client._transport import engine_options
+        from comfy_llm_modal_remote.deployment import engine_options
 
         options = engine_options(gpu, caption=function == "chunk")
         return f"{key}|" + ",".join(f"{name}={value}" for name, value in sorted(options.items()))

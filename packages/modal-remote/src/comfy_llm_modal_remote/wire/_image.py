@@ -32,11 +32,14 @@ import json
 import os
 from importlib import resources
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..errors import ModalUnavailableError
 from ._cuda_toolchain import toolchain_script
 from ._settings import ModalSettings
+
+if TYPE_CHECKING:
+    import modal
 
 __all__ = [
     "CUDA_HOME",
@@ -100,9 +103,19 @@ class ImageSpec:
     env: tuple[tuple[str, str], ...]
 
 
-def _lock() -> dict[str, Any]:
+class ImageLock(TypedDict):
+    """``image_lock.json``: what ``scripts/modal_image_lock.py`` pinned for the image."""
+
+    python_version: str
+    uv_version: str
+    platform: str
+    requirements: list[str]
+    local_packages: list[str]
+
+
+def _lock() -> ImageLock:
     text = resources.files("comfy_llm_modal_remote").joinpath(_LOCK_FILE).read_text("utf-8")
-    data: dict[str, Any] = json.loads(text)
+    data: ImageLock = json.loads(text)  # our own package data, written by the lock script
     return data
 
 
@@ -187,7 +200,7 @@ def local_source_files(names: tuple[str, ...] | list[str]) -> list[tuple[Path, s
     return sorted(files, key=lambda item: item[1])
 
 
-def build_image(spec: ImageSpec) -> Any:
+def build_image(spec: ImageSpec) -> modal.Image:
     """Turn the spec into a ``modal.Image`` (offline: nothing is built yet)."""
     import modal
 

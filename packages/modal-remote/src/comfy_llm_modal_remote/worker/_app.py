@@ -27,13 +27,13 @@ a container, where the stager echoes it to the dispatcher.
 """
 
 from pathlib import Path
-from typing import Any
 
 import modal
 from comfy_llm_core import defaults, env_str
 
 from ..wire._fingerprint import code_fingerprint
 from ..wire._image import build_image, image_spec
+from ..wire._plain import WireDict
 from ..wire._settings import (
     COMPILE_CACHE_MOUNT,
     COMPILE_CACHE_ROOT_ENV,
@@ -90,7 +90,7 @@ stage_leases = modal.Dict.from_name(settings.stage_lease_dict_name, create_if_mi
 app = modal.App(settings.app_name or DEFAULT_APP_NAME, image=image, include_source=False)
 
 
-def _channel(queue_name: str, request: dict[str, Any]) -> ModalQueueChannel:
+def _channel(queue_name: str, request: WireDict) -> ModalQueueChannel:
     return ModalQueueChannel(modal.Queue.from_name(queue_name), str(request.get("request_id")))
 
 
@@ -102,7 +102,7 @@ def _channel(queue_name: str, request: dict[str, Any]) -> ModalQueueChannel:
     timeout=STAGER_TIMEOUT_SECONDS,
     max_containers=STAGER_MAX_CONTAINERS,
 )
-def model_stager(request: dict[str, Any], queue_name: str) -> dict[str, Any]:
+def model_stager(request: WireDict, queue_name: str) -> WireDict:
     """Resolve and stage one reference on the weight Volume (see ``_stager``)."""
     return serve_stage(
         request,
@@ -138,11 +138,11 @@ class RemoteEngine:
         )
 
     @modal.method()
-    def generate(self, request: dict[str, Any], queue_name: str) -> dict[str, Any]:
+    def generate(self, request: WireDict, queue_name: str) -> WireDict:
         """Serve one request; progress goes to the request's queue partition."""
         return self.service.serve(request, _channel(queue_name, request))
 
     @modal.method()
-    def caption_chunk(self, request: dict[str, Any], queue_name: str) -> dict[str, Any]:
+    def caption_chunk(self, request: WireDict, queue_name: str) -> WireDict:
         """Caption one chunk of images on the resident engine (``_chunk_worker``)."""
         return serve_chunk(self.service, request, _channel(queue_name, request))

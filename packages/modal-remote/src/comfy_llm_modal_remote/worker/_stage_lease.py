@@ -62,10 +62,11 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any, Protocol
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
+from ..wire._modal_api import DictStore
+from ..wire._plain import WireDict, WireValue
 from ..wire._settings import ModalSettings
 
 __all__ = ["CLOCK_TOLERANCE_SECONDS", "HeldLease", "LeaseStore", "StageLeases", "snapshot_lease"]
@@ -79,14 +80,8 @@ _MAX_DICT_FAILURES = 5
 """Failed Dict RPCs (after the client's own retries) a waiter rides out before it fails."""
 
 
-class LeaseStore(Protocol):
-    """The part of ``modal.Dict`` the lease uses (the stand-in's Dict has it too)."""
-
-    def get(self, key: str, default: Any = None) -> Any: ...
-
-    def put(self, key: str, value: Any, *, skip_if_exists: bool = False) -> bool: ...
-
-    def pop(self, key: str, default: Any = None) -> Any: ...
+LeaseStore = DictStore
+"""The part of ``modal.Dict`` the lease uses (the stand-in's Dict has it too)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,13 +118,13 @@ def _beat_key(key: str, holder: str) -> str:
     return f"{key}#beat#{holder}"
 
 
-def _number(value: Any) -> float:
+def _number(value: WireValue) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return 0.0
 
 
-def _holder_of(value: Any) -> tuple[str, float] | None:
+def _holder_of(value: WireValue) -> tuple[str, float] | None:
     """(holder, deadline) of a lease value; another installation wrote it, so check it.
 
     An unreadable value counts as a lease that has already expired.
@@ -234,7 +229,7 @@ def _try_claim(  # noqa: PLR0917
     """One round: claim the free lease, or take over an expired holder's; None: it is held."""
     store, seen = leases.store, seen or _Seen()
     while True:
-        mine = {"holder": holder, "deadline": time.time() + leases.expiry_seconds}
+        mine: WireDict = {"holder": holder, "deadline": time.time() + leases.expiry_seconds}
         if store.put(key, mine, skip_if_exists=True):
             return HeldLease(key, holder, False, None)
         current = _holder_of(store.get(key))
