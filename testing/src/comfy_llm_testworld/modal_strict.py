@@ -133,6 +133,8 @@ class _Deployment:
     number: int
     fingerprint: str
     env: dict[str, str]
+    stager_image: dict[str, Any]
+    """The stager's own image: its environment and what it installs and mounts."""
 
 
 class StrictTransport(OutsideOperations, PlatformClocks):
@@ -243,19 +245,32 @@ class StrictTransport(OutsideOperations, PlatformClocks):
         """Deploy again on the next :meth:`ensure_ready`."""
         self.deployed = False
 
-    def _image_env(self, fingerprint: str) -> dict[str, str]:
+    def _image_env(self, fingerprint: str, *, stager: bool = False) -> dict[str, Any]:
         from comfy_llm_modal_remote import ModalSettings, image_spec
 
         spec = image_spec(
-            ModalSettings.from_env(), {"COMFY_MODAL_LLM_CODE_FINGERPRINT": fingerprint}
+            ModalSettings.from_env(),
+            {"COMFY_MODAL_LLM_CODE_FINGERPRINT": fingerprint},
+            stager=stager,
         )
-        return dict(spec.env)
+        if not stager:
+            return dict(spec.env)
+        return {
+            "env": dict(spec.env),
+            "requirements": list(spec.requirements),
+            "local_packages": list(spec.local_packages),
+        }
 
     def _deploy(self, fingerprint: str, strategy: str) -> None:
         with self._lock:
             self.deployment += 1
             self.fingerprints[self.deployment] = fingerprint
-            self._current = _Deployment(self.deployment, fingerprint, self._image_env(fingerprint))
+            self._current = _Deployment(
+                self.deployment,
+                fingerprint,
+                self._image_env(fingerprint),
+                self._image_env(fingerprint, stager=True),
+            )
             old, self.containers = list(self.containers.values()), {}
         for container in old:
             self.retired.append(container)
@@ -340,8 +355,9 @@ class StrictTransport(OutsideOperations, PlatformClocks):
         name = f"{kind}-{self._tag}-{self._started}"  # transports may share a root
         home = self.root / "containers" / name
         home.mkdir(parents=True, exist_ok=True)
+        image = self._current.stager_image if kind == "stager" else None
         env = {
-            **self._current.env,
+            **(image["env"] if image else self._current.env),
             "HOME": str(home),
             "MODAL_CONFIG_PATH": os.environ.get("MODAL_CONFIG_PATH", os.devnull),
             "MODAL_IS_REMOTE": "1",
@@ -356,8 +372,9 @@ class StrictTransport(OutsideOperations, PlatformClocks):
             "background_commit_seconds": self._background,
             "clock_offset": self._clock_offset,
         }
-        if kind == "stager":
+        if image is not None:
             env.update({k: v for k, v in os.environ.items() if k.startswith(_SECRET_ENV_PREFIXES)})
+            spec["image"] = {k: image[k] for k in ("requirements", "local_packages")}
         else:
             probe = self._probe_for(key.split("|", 1)[0])
             spec["probe"] = {

@@ -101,6 +101,7 @@ class ImageSpec:
     requirements: tuple[str, ...]
     local_packages: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    cuda_toolchain: bool = True
 
 
 class ImageLock(TypedDict):
@@ -111,6 +112,8 @@ class ImageLock(TypedDict):
     platform: str
     requirements: list[str]
     local_packages: list[str]
+    stager_requirements: list[str]
+    stager_local_packages: list[str]
 
 
 def _lock() -> ImageLock:
@@ -119,24 +122,32 @@ def _lock() -> ImageLock:
     return data
 
 
-def image_spec(settings: ModalSettings, extra_env: dict[str, str] | None = None) -> ImageSpec:
-    """The image definition for one deployment's settings."""
+def image_spec(
+    settings: ModalSettings, extra_env: dict[str, str] | None = None, *, stager: bool = False
+) -> ImageSpec:
+    """The image definition for one deployment's settings.
+
+    ``stager``: the ModelStager's slim image. The stager only resolves and
+    downloads, so it carries modal-remote's own closure (``stager_requirements``:
+    no backend-cuda, so no torch, CUDA, vLLM or toolchain step) and the
+    workspace packages that closure names; the app's import path needs nothing
+    more (``worker/_app.py`` imports the engine modules, which load torch only
+    inside the functions that run a model).
+    """
     lock = _lock()
     python = str(lock["python_version"])
-    cuda_home = CUDA_HOME.format(python=python)
-    env = {
-        **settings.container_env(),
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "CUDA_HOME": cuda_home,
-        "PATH": f"{cuda_home}/bin:{_SYSTEM_PATH}",
-        **(extra_env or {}),
-    }
+    env = {**settings.container_env(), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    if not stager:
+        cuda_home = CUDA_HOME.format(python=python)
+        env.update({"CUDA_HOME": cuda_home, "PATH": f"{cuda_home}/bin:{_SYSTEM_PATH}"})
+    env.update(extra_env or {})
     return ImageSpec(
         python_version=python,
         uv_version=str(lock["uv_version"]),
-        requirements=tuple(lock["requirements"]),
-        local_packages=tuple(lock["local_packages"]),
+        requirements=tuple(lock["stager_requirements" if stager else "requirements"]),
+        local_packages=tuple(lock["stager_local_packages" if stager else "local_packages"]),
         env=tuple(sorted(env.items())),
+        cuda_toolchain=not stager,
     )
 
 
@@ -205,18 +216,23 @@ def build_image(spec: ImageSpec) -> modal.Image:
     import modal
 
     env = dict(spec.env)
-    image = (
-        modal.Image.debian_slim(python_version=spec.python_version)
-        .uv_pip_install(*spec.requirements, uv_version=spec.uv_version)
+    image = modal.Image.debian_slim(python_version=spec.python_version).uv_pip_install(
+        *spec.requirements, uv_version=spec.uv_version
+    )
+    if spec.cuda_toolchain:
         # FlashInfer links with -L$CUDA_HOME/lib64 -lcudart -lcuda: make that work, prove it.
         # Before .env: the environment carries the code fingerprint, and this layer
         # (a few seconds of nvcc) should be rebuilt only when the pins change.
-        .run_commands(toolchain_script(env["CUDA_HOME"]))
-        .env(env)
-    )
+        image = image.run_commands(toolchain_script(env["CUDA_HOME"]))
+    image = image.env(env)
     installed = [name for name in spec.local_packages if _installed(name)]
     # A callable, never a tuple (see the module docstring); data files travel too.
     image = image.add_local_python_source(*installed, ignore=source_ignored)
+    if not modal.is_local():
+        # In a container the app module is imported to run a function, and its images
+        # are already built: nothing is uploaded from here. The stager's slim image
+        # has no backend-cuda, whose sources the GPU image's definition names.
+        return image
     for name in spec.local_packages:
         if name not in installed:  # backend-cuda on a Mac: the sources this wheel ships
             image = image.add_local_dir(
