@@ -106,7 +106,7 @@ from pathlib import Path
 from typing import Any
 
 from ._modal_clocks import STAGER_KEY, PlatformClocks
-from ._modal_dict import StrictDict
+from ._modal_dict import ROUND_TRIP_SECONDS, StrictDict, set_round_trip
 from ._modal_forks import ENGINE_PRELOAD, check_zygote_home_untouched
 from ._modal_host import StrictCall, StrictContainer
 from ._modal_outside import OutsideOperations
@@ -122,6 +122,7 @@ __all__ = [
     "StrictCall",
     "StrictContainer",
     "StrictDict",
+    "set_round_trip",
     "StrictTransport",
 ]
 
@@ -228,6 +229,8 @@ class StrictTransport(OutsideOperations, PlatformClocks):
         self._unobtainable = {gpu.upper() for gpu in unobtainable_gpus}
         self._deploy_errors: list[BaseException] = []
         self.platform_seconds = platform_seconds
+        if platform_seconds is not None:  # every Dict call a round trip on Modal's clocks
+            set_round_trip(self.root, ROUND_TRIP_SECONDS * platform_seconds)
         self._clock_offset = clock_offset_seconds
         self.scaled_down: list[StrictContainer] = []
         """Containers that ended after their idle window (``platform_seconds`` only)."""

@@ -77,7 +77,7 @@ _MAX_POLL_SECONDS = 2.0
 CLOCK_TOLERANCE_SECONDS = 600.0
 """How far two hosts' wall clocks may disagree before a deadline alone is trusted."""
 _MAX_DICT_FAILURES = 5
-"""Failed Dict RPCs (after the client's own retries) a waiter rides out before it fails."""
+"""Failed Dict rounds in a row (after the client's own retries) a waiter rides out."""
 
 
 LeaseStore = DictStore
@@ -186,6 +186,7 @@ def _acquire(leases: StageLeases, key: str, model: str, progress: ProgressCallba
                 logger.warning("The stage lease %s could not be read (%s); retrying", key, error)
                 time.sleep(poll)
                 continue
+            failures = 0  # only consecutive failures end a wait that may last hours
             if held is not None:
                 return dataclasses.replace(held, waited=held.waited or waited)
             waited = True
@@ -236,6 +237,8 @@ def _try_claim(  # noqa: PLR0917
         if current is None:
             continue  # released between the put and the get: claim again
         other, deadline = current
+        if other == holder:  # our claim landed but its answer was lost (the put is retried)
+            return HeldLease(key, holder, False, None)
         beat = _number(store.get(_beat_key(key, other)))
         silent = seen.unchanged_for((other, deadline, beat)) >= leases.expiry_seconds
         long_past = time.time() > max(deadline, beat) + CLOCK_TOLERANCE_SECONDS
