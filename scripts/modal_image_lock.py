@@ -6,7 +6,10 @@
 The image holds backend-cuda with its `vllm` extra, resolved by the lock for
 the container's platform (Linux x86_64, CPython 3.11), plus the workspace
 packages backend-cuda needs and modal-remote itself as local sources. The
-test suite runs the check, so a lock change that forgets this fails CI.
+stager's slim image holds modal-remote's own closure instead (no backend-cuda,
+so no torch, CUDA or vLLM; Modal supplies its own client, so `modal` is pruned
+as the GPU image never has it). The test suite runs the check, so a lock change
+that forgets this fails CI.
 """
 
 from __future__ import annotations
@@ -37,11 +40,11 @@ CONTAINER = {
 _LOCAL = re.compile(r"^-e \./packages/(?P<folder>[\w-]+)$")
 
 
-def _export() -> list[str]:
+def _export(*selection: str) -> list[str]:
     uv = shutil.which("uv")
     if uv is None:
         raise SystemExit("uv must be on PATH (it is in the dev group)")
-    args = [uv, "export", "--frozen", "--package", "comfy-llm-backend-cuda", "--extra", "vllm"]
+    args = [uv, "export", "--frozen", *selection, "--prune", "modal"]
     args += ["--no-dev", "--no-hashes", "--no-header", "--no-annotate"]
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=True)
     return [line.strip() for line in done.stdout.splitlines() if line.strip()]
@@ -63,11 +66,11 @@ def _import_name(folder: str) -> str:
     return match.group(1)
 
 
-def build() -> dict[str, object]:
-    """The image lock as a JSON-ready dict."""
+def _pins(lines: list[str]) -> tuple[list[str], list[str]]:
+    """(exact pins for the container's platform, workspace import names) of an export."""
     pins: list[str] = []
     local = {"comfy_llm_modal_remote"}
-    for line in _export():
+    for line in lines:
         if line.startswith("#"):
             continue
         folder = _LOCAL.match(line)
@@ -81,12 +84,21 @@ def build() -> dict[str, object]:
         if specifier.operator != "==":
             raise SystemExit(f"{line!r} is not an exact pin")
         pins.append(f"{requirement.name}=={specifier.version}")
+    return sorted(pins, key=str.lower), sorted(local)
+
+
+def build() -> dict[str, object]:
+    """The image lock as a JSON-ready dict."""
+    pins, local = _pins(_export("--package", "comfy-llm-backend-cuda", "--extra", "vllm"))
+    stager_pins, stager_local = _pins(_export("--package", "comfy-llm-modal-remote"))
     return {
         "python_version": PYTHON_VERSION,
         "uv_version": _uv_version(),
         "platform": "linux-x86_64",
-        "requirements": sorted(pins, key=str.lower),
-        "local_packages": sorted(local),
+        "requirements": pins,
+        "local_packages": local,
+        "stager_requirements": stager_pins,
+        "stager_local_packages": stager_local,
     }
 
 

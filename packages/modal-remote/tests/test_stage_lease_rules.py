@@ -6,6 +6,7 @@ The container-level behaviour (two apps, a killed holder, a cancel) is in
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from comfy_llm_core import ProgressEvent
 from comfy_llm_modal_remote import StageLeases
 from comfy_llm_modal_remote.worker._stage_lease import snapshot_lease
-from comfy_llm_testworld.modal_strict import StrictDict
+from comfy_llm_testworld.modal_strict import StrictDict, set_round_trip
 
 REPOSITORY, REVISION = "owner/model", "a" * 40
 KEY = f"stage:{REPOSITORY}@{REVISION}"
@@ -143,3 +144,71 @@ def test_a_live_holder_whose_clock_is_behind_is_not_taken_over(tmp_path: Path) -
         alive.set()
         renewer.join(10)
     assert claimed.is_set()
+
+
+def test_a_claim_whose_answer_was_lost_is_the_stagers_own(tmp_path: Path) -> None:
+    """The claim's ``put`` landed but its answer did not (finding 23, a Dict that fails).
+
+    The client retries or gives up on a lost answer; either way the retried
+    ``put(skip_if_exists=True)`` answers False and the lease names this stager.
+    It must hold it at once, not wait a whole expiry on itself and then take
+    over from itself.
+    """
+    leases = _leases(tmp_path, expiry=3.0, renew=0.1)
+    leases.store.fail_next(1, "ConnectionError", applied=True)  # type: ignore[attr-defined]
+    events: list[str] = []
+    with snapshot_lease(
+        leases, REPOSITORY, REVISION, progress=lambda event: events.append(event.message)
+    ) as held:
+        assert leases.store.get(KEY)["holder"] == held.holder  # type: ignore[index]
+        assert (held.waited, held.took_over_from, events) == (False, None, [])
+    assert leases.store.keys() == []
+
+
+def test_dict_failures_spread_over_a_long_wait_do_not_fail_the_stage(tmp_path: Path) -> None:
+    """Only consecutive failures count: a wait of hours meets a transient error now and then."""
+    leases = _leases(tmp_path, expiry=600.0, renew=0.05)
+    store: StrictDict = leases.store  # type: ignore[assignment]
+    store.put(KEY, {"holder": "other", "deadline": time.time() + 600})
+    store.put(f"{KEY}#beat#other", time.time() + 600)
+    held: list[object] = []
+    failed: list[BaseException] = []
+
+    def stage() -> None:
+        try:
+            with snapshot_lease(leases, REPOSITORY, REVISION, progress=lambda event: None) as h:
+                held.append(h)
+        except BaseException as error:
+            failed.append(error)
+
+    waiter = threading.Thread(target=stage)
+    waiter.start()
+    for _ in range(8):  # more than the consecutive failures a waiter rides out
+        before = store.rpc_count()
+        store.fail_next(1)
+        while list(store.folder.glob(".fail-*")) or store.rpc_count() < before + 6:
+            assert waiter.is_alive(), failed  # one failure, then a whole poll that worked
+            time.sleep(0.01)
+    store.pop(KEY)  # the other installation releases
+    waiter.join(60)
+    assert failed == [] and len(held) == 1
+
+
+def test_a_waiter_polls_the_dict_with_pauses_not_in_a_loop(tmp_path: Path) -> None:
+    """Each Dict call is a round trip (dict.py:500, 566): a waiter makes a few per poll."""
+    set_round_trip(tmp_path, 0.005)
+    leases = _leases(tmp_path, expiry=600.0, renew=0.1)
+    store: StrictDict = leases.store  # type: ignore[assignment]
+    store.put(KEY, {"holder": "other", "deadline": time.time() + 600})
+    polls: list[int] = []
+
+    def waiting(event: ProgressEvent) -> None:
+        polls.append(store.rpc_count())
+        if len(polls) == 6:
+            store.pop(KEY)  # released: the next poll claims
+
+    start = store.rpc_count()
+    with snapshot_lease(leases, REPOSITORY, REVISION, progress=waiting):
+        pass
+    per_poll = [b - a for a, b in itertools.pairwise([start, *polls])]
+    assert max(per_poll[1:]) <= 3, per_poll  # claim, read the lease, read its beat

@@ -41,7 +41,7 @@ class PlatformClocks:
         """
         if self.platform_seconds is None:
             return
-        from comfy_llm_modal_remote.wire._settings import ENGINE_SCALEDOWN_SECONDS
+        from comfy_llm_modal_remote.deployment import ENGINE_SCALEDOWN_SECONDS
 
         window = 60.0 if container.key == STAGER_KEY else float(ENGINE_SCALEDOWN_SECONDS)
         for option in container.key.partition("|")[2].split(","):

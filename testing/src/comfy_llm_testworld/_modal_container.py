@@ -28,6 +28,8 @@ the modal 1.6.4 client's (paths under ``site-packages/modal``):
   exits (modal/experimental).
 * Named Dicts (the stager's leases) are :mod:`._modal_dict`'s, shared by
   every container and app on the same store root.
+* The stager imports only what its slim image installs and mounts
+  (:mod:`._modal_image`): a torch import there fails as it would on Modal.
 """
 
 from __future__ import annotations
@@ -326,7 +328,7 @@ class _Container:
 
 
 def _serve_input(container: _Container, call_id: str, function: str, payload: Any) -> None:
-    from comfy_llm_modal_remote.worker._container import ModalQueueChannel
+    from comfy_llm_modal_remote.deployment import ModalQueueChannel
     from modal.exception import InputCancellation
 
     request = payload
@@ -372,6 +374,10 @@ def main(address: str) -> None:
     authkey = bytes.fromhex(os.environ.pop("STANDIN_AUTHKEY"))
     link = _Link(Client(address, family="AF_UNIX", authkey=authkey))
     spec = link.recv()
+    if spec.get("image"):  # the stager's slim image: nothing else is installed there
+        from ._modal_image import refuse_outside_image
+
+        refuse_outside_image(spec["image"]["requirements"], spec["image"]["local_packages"])
     _set_clock(float(spec.get("clock_offset", 0.0)))
     container = _Container(link, spec)
     link.send(("ready", os.getpid()))

@@ -26,7 +26,20 @@ the same root, whatever its app name, and every container it starts, opens
 * Every operation is an RPC and can fail as the client's do after their
   retries (``ConnectionError``, ``InternalError``; _grpc_client.py maps the
   gRPC statuses): :meth:`StrictDict.fail_next` makes the next operations on
-  the Dict, from any process, raise them.
+  the Dict, from any process, raise them. With ``applied=True`` the operation
+  takes effect first and only its answer is lost, as when the server applied
+  an update whose response timed out and the client gave up or retried: a
+  retried ``put(skip_if_exists=True)`` of one's own claim then answers False.
+* Every operation is a network round trip: ``get`` is the ``DictGet`` RPC
+  (dict.py:500), ``contains`` ``DictContains`` (dict.py:509), ``put``
+  ``DictUpdate`` (dict.py:566), ``pop`` ``DictPop`` (dict.py:589), ``keys`` a
+  ``DictContents`` stream (dict.py:620), and the first use of a Dict from
+  ``from_name`` hydrates it with ``DictGetOrCreate`` first (dict.py:415), each
+  awaited by the blocking wrapper. When the transport runs on Modal's clocks
+  (``platform_seconds``), each call takes :data:`ROUND_TRIP_SECONDS` platform
+  seconds (the hydration one more), and every call is counted
+  (:meth:`StrictDict.rpc_count`, all processes together), so a loop that polls
+  the Dict without pause shows up in a test as time and as calls.
 
 Stricter than Modal on one point: keys are strings and values plain JSON data
 (None, bool, int, float, str, lists and str-keyed dicts of them). Modal
@@ -41,13 +54,29 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["IDLE_EXPIRY_SECONDS", "StrictDict"]
+__all__ = ["IDLE_EXPIRY_SECONDS", "ROUND_TRIP_SECONDS", "StrictDict", "set_round_trip"]
 
 IDLE_EXPIRY_SECONDS = 7 * 24 * 3600.0
+ROUND_TRIP_SECONDS = 0.03
+"""One Dict RPC, in Modal's seconds: a gRPC round trip to Modal's control plane. Not a
+figure Modal documents; tens of milliseconds is what a unary RPC across a region costs."""
+_ROUND_TRIP_FILE = ".round-trip"
+_COUNT_FILE = ".rpc-count"
+
+
+def set_round_trip(root: Path, seconds: float) -> None:
+    """Every Dict under ``root`` (any process) takes ``seconds`` per RPC from now on."""
+    folder = Path(root) / "dicts"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / _ROUND_TRIP_FILE).write_text(repr(float(seconds)), encoding="utf-8")
+
+
 _NO_DEFAULT: Any = object()
+_T = TypeVar("_T")
 
 
 def _check_plain(value: Any, where: str) -> None:
@@ -81,6 +110,7 @@ class StrictDict:
         self.folder = Path(folder)
         self.name = name
         self._create = create_if_missing
+        self._hydrated = False
 
     @classmethod
     def from_name(cls, name: str, *, root: Path, create_if_missing: bool = False) -> StrictDict:
@@ -90,15 +120,29 @@ class StrictDict:
         check_object_name(name, "Dict")
         return cls(Path(root) / "dicts" / name, name, create_if_missing=create_if_missing)
 
-    def fail_next(self, count: int, kind: str = "ConnectionError") -> None:
-        """The next ``count`` operations (any process) raise ``modal.exception.<kind>``."""
+    def fail_next(
+        self, count: int, kind: str = "ConnectionError", *, applied: bool = False
+    ) -> None:
+        """The next ``count`` operations (any process) raise ``modal.exception.<kind>``.
+
+        ``applied``: each takes effect before it raises (the answer was lost).
+        """
         if kind not in {"ConnectionError", "InternalError"}:
             raise ValueError(f"kind must be ConnectionError or InternalError, got {kind!r}")
         self.folder.mkdir(parents=True, exist_ok=True)
+        when = "after" if applied else "before"
         for _ in range(count):
-            (self.folder / f".fail-{uuid.uuid4().hex}-{kind}").touch()
+            (self.folder / f".fail-{uuid.uuid4().hex}-{when}-{kind}").touch()
 
-    def _maybe_fail(self) -> None:
+    def rpc_count(self) -> int:
+        """Operations made on this Dict so far, from every process (hydrations included)."""
+        try:
+            return (self.folder / _COUNT_FILE).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _take_failure(self) -> tuple[str, str] | None:
+        """(when, kind) of the next injected failure, claimed by this operation."""
         for marker in sorted(self.folder.glob(".fail-*")):
             taken = marker.with_name(f".failing-{uuid.uuid4().hex}")
             try:
@@ -106,20 +150,41 @@ class StrictDict:
             except FileNotFoundError:
                 continue
             taken.unlink(missing_ok=True)
+            _, _, when, kind = marker.name.split("-", 3)
+            return when, kind
+        return None
+
+    def _round_trip(self) -> None:
+        """One RPC: counted, and as slow as the transport's clocks make it."""
+        try:
+            seconds = float((self.folder.parent / _ROUND_TRIP_FILE).read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            seconds = 0.0
+        calls = 1 if self._hydrated else 2  # DictGetOrCreate first (dict.py:415)
+        self._hydrated = True
+        with open(self.folder / _COUNT_FILE, "ab") as count:  # O_APPEND: racing writers add up
+            count.write(b"." * calls)
+        if seconds > 0:
+            time.sleep(seconds * calls)
+
+    def _rpc(self, operation: Callable[[], _T]) -> _T:
+        """Run one Dict operation as the client does: hydrate, one round trip, maybe fail."""
+        if not self.folder.is_dir():
+            if not self._create:
+                from modal.exception import NotFoundError
+
+                raise NotFoundError(f"Dict '{self.name}' not found")
+            self.folder.mkdir(parents=True, exist_ok=True)
+        self._round_trip()
+        failure = self._take_failure()
+        if failure is not None and failure[0] == "after":
+            operation()
+        if failure is not None:
             import modal.exception
 
-            kind = marker.name.rsplit("-", 1)[1]
+            kind = failure[1]
             raise getattr(modal.exception, kind)(f"Dict {self.name}: deadline exceeded ({kind})")
-
-    def _hydrate(self) -> None:
-        if self.folder.is_dir():
-            self._maybe_fail()
-            return
-        if not self._create:
-            from modal.exception import NotFoundError
-
-            raise NotFoundError(f"Dict '{self.name}' not found")
-        self.folder.mkdir(parents=True, exist_ok=True)
+        return operation()
 
     def _path(self, key: Any) -> Path:
         if not isinstance(key, str):
@@ -147,17 +212,21 @@ class StrictDict:
 
     def get(self, key: Any, default: Any = None) -> Any:
         """The value of ``key``, or ``default`` (dict.py:494-503)."""
-        self._hydrate()
+        return self._rpc(lambda: self._get(key, default))
+
+    def _get(self, key: Any, default: Any) -> Any:
         value = self._read(self._path(key))
         return default if value is _NO_DEFAULT else value
 
     def contains(self, key: Any) -> bool:
         """Whether ``key`` is present (dict.py:506-510)."""
-        return self.get(key, _NO_DEFAULT) is not _NO_DEFAULT
+        return bool(self._rpc(lambda: self._get(key, _NO_DEFAULT) is not _NO_DEFAULT))
 
     def put(self, key: Any, value: Any, *, skip_if_exists: bool = False) -> bool:
         """Set ``key``; with ``skip_if_exists`` only if absent, atomically (dict.py:556-571)."""
-        self._hydrate()
+        return bool(self._rpc(lambda: self._put(key, value, skip_if_exists)))
+
+    def _put(self, key: Any, value: Any, skip_if_exists: bool) -> bool:
         path = self._path(key)
         temporary = self._temporary(key, value)
         try:
@@ -176,7 +245,9 @@ class StrictDict:
 
     def pop(self, key: Any, default: Any = _NO_DEFAULT) -> Any:
         """Remove ``key`` and return its value (dict.py:583-595)."""
-        self._hydrate()
+        return self._rpc(lambda: self._pop(key, default))
+
+    def _pop(self, key: Any, default: Any) -> Any:
         path = self._path(key)
         taken = self.folder / f".pop-{uuid.uuid4().hex}"
         try:
@@ -194,7 +265,9 @@ class StrictDict:
 
     def keys(self) -> list[str]:
         """Every key present (``Dict.keys``, dict.py:613-622; a list here)."""
-        self._hydrate()
+        return self._rpc(self._keys)
+
+    def _keys(self) -> list[str]:
         found: list[str] = []
         for path in sorted(self.folder.glob("*.json")):
             key = self._read(path, "key")

@@ -39,9 +39,7 @@ ENGINE_PRELOAD = (
     "transformers.models.auto.processing_auto",
     "modal",
     "modal.exception",
-    "comfy_llm_modal_remote",
-    "comfy_llm_modal_remote.worker._engine",
-    "comfy_llm_modal_remote.worker._container",
+    "comfy_llm_modal_remote",  # its root imports the worker bodies (EngineService, ...)
     "comfy_llm_backend_cuda",
     "comfy_llm_testworld._modal_container",
 )

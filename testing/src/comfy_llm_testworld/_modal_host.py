@@ -222,7 +222,7 @@ class StrictContainer:
         scale = self._transport.platform_seconds
         if scale is None:
             return
-        from comfy_llm_modal_remote.wire._settings import (
+        from comfy_llm_modal_remote.deployment import (
             ENGINE_TIMEOUT_SECONDS,
             STAGER_TIMEOUT_SECONDS,
         )

@@ -106,7 +106,7 @@ from pathlib import Path
 from typing import Any
 
 from ._modal_clocks import STAGER_KEY, PlatformClocks
-from ._modal_dict import StrictDict
+from ._modal_dict import ROUND_TRIP_SECONDS, StrictDict, set_round_trip
 from ._modal_forks import ENGINE_PRELOAD, check_zygote_home_untouched
 from ._modal_host import StrictCall, StrictContainer
 from ._modal_outside import OutsideOperations
@@ -122,6 +122,7 @@ __all__ = [
     "StrictCall",
     "StrictContainer",
     "StrictDict",
+    "set_round_trip",
     "StrictTransport",
 ]
 
@@ -133,6 +134,8 @@ class _Deployment:
     number: int
     fingerprint: str
     env: dict[str, str]
+    stager_image: dict[str, Any]
+    """The stager's own image: its environment and what it installs and mounts."""
 
 
 class StrictTransport(OutsideOperations, PlatformClocks):
@@ -189,7 +192,7 @@ class StrictTransport(OutsideOperations, PlatformClocks):
         platform_seconds: float | None = None,
         clock_offset_seconds: float = 0.0,
     ) -> None:
-        from comfy_llm_modal_remote.client._deploy import DEPLOY_STRATEGY
+        from comfy_llm_modal_remote.deployment import DEPLOY_STRATEGY
 
         self.app_name = app_name
         self.directory = directory
@@ -226,6 +229,8 @@ class StrictTransport(OutsideOperations, PlatformClocks):
         self._unobtainable = {gpu.upper() for gpu in unobtainable_gpus}
         self._deploy_errors: list[BaseException] = []
         self.platform_seconds = platform_seconds
+        if platform_seconds is not None:  # every Dict call a round trip on Modal's clocks
+            set_round_trip(self.root, ROUND_TRIP_SECONDS * platform_seconds)
         self._clock_offset = clock_offset_seconds
         self.scaled_down: list[StrictContainer] = []
         """Containers that ended after their idle window (``platform_seconds`` only)."""
@@ -243,19 +248,32 @@ class StrictTransport(OutsideOperations, PlatformClocks):
         """Deploy again on the next :meth:`ensure_ready`."""
         self.deployed = False
 
-    def _image_env(self, fingerprint: str) -> dict[str, str]:
+    def _image_env(self, fingerprint: str, *, stager: bool = False) -> dict[str, Any]:
         from comfy_llm_modal_remote import ModalSettings, image_spec
 
         spec = image_spec(
-            ModalSettings.from_env(), {"COMFY_MODAL_LLM_CODE_FINGERPRINT": fingerprint}
+            ModalSettings.from_env(),
+            {"COMFY_MODAL_LLM_CODE_FINGERPRINT": fingerprint},
+            stager=stager,
         )
-        return dict(spec.env)
+        if not stager:
+            return dict(spec.env)
+        return {
+            "env": dict(spec.env),
+            "requirements": list(spec.requirements),
+            "local_packages": list(spec.local_packages),
+        }
 
     def _deploy(self, fingerprint: str, strategy: str) -> None:
         with self._lock:
             self.deployment += 1
             self.fingerprints[self.deployment] = fingerprint
-            self._current = _Deployment(self.deployment, fingerprint, self._image_env(fingerprint))
+            self._current = _Deployment(
+                self.deployment,
+                fingerprint,
+                self._image_env(fingerprint),
+                self._image_env(fingerprint, stager=True),
+            )
             old, self.containers = list(self.containers.values()), {}
         for container in old:
             self.retired.append(container)
@@ -340,8 +358,9 @@ class StrictTransport(OutsideOperations, PlatformClocks):
         name = f"{kind}-{self._tag}-{self._started}"  # transports may share a root
         home = self.root / "containers" / name
         home.mkdir(parents=True, exist_ok=True)
+        image = self._current.stager_image if kind == "stager" else None
         env = {
-            **self._current.env,
+            **(image["env"] if image else self._current.env),
             "HOME": str(home),
             "MODAL_CONFIG_PATH": os.environ.get("MODAL_CONFIG_PATH", os.devnull),
             "MODAL_IS_REMOTE": "1",
@@ -356,8 +375,9 @@ class StrictTransport(OutsideOperations, PlatformClocks):
             "background_commit_seconds": self._background,
             "clock_offset": self._clock_offset,
         }
-        if kind == "stager":
+        if image is not None:
             env.update({k: v for k, v in os.environ.items() if k.startswith(_SECRET_ENV_PREFIXES)})
+            spec["image"] = {k: image[k] for k in ("requirements", "local_packages")}
         else:
             probe = self._probe_for(key.split("|", 1)[0])
             spec["probe"] = {
@@ -384,7 +404,7 @@ class StrictTransport(OutsideOperations, PlatformClocks):
         """
         if gpu is None:
             return key
-        from comfy_llm_modal_remote.client._transport import engine_options
+        from comfy_llm_modal_remote.deployment import engine_options
 
         options = engine_options(gpu, caption=function == "chunk")
         return f"{key}|" + ",".join(f"{name}={value}" for name, value in sorted(options.items()))

@@ -9,9 +9,9 @@ the fields the core error contract rebuilds it from; nothing is pickled.
 
 from __future__ import annotations
 
-from typing import Any
-
 from comfy_llm_core import ComfyLLMError, ErrorAction, install_command
+
+from .wire._plain import WireDict
 
 __all__ = [
     "DeploymentConflictError",
@@ -229,7 +229,7 @@ class WorkerUnsafeError(ModalRemoteError, RuntimeError):
 
     action = ErrorAction.RETRY
 
-    def __init__(self, reason: str, promotion_state: dict[str, Any] | None = None) -> None:
+    def __init__(self, reason: str, promotion_state: WireDict | None = None) -> None:
         self.reason = reason
         self.promotion_state = dict(promotion_state or {})
         super().__init__(

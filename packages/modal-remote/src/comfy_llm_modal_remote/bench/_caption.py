@@ -27,18 +27,42 @@ import functools
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from comfy_llm_core import ProgressCallback, ignore_progress
 from comfy_llm_residency.backend import GenerationSettings
 
 from ..client._dispatch import Dispatcher
 from ..client._fanout import DEFAULT_CHUNK_IMAGES, FanOutImage, FanOutJob, caption_fan_out
+from ..client._transport import Transport
 from ..wire._chunk_wire import ChunkImage, ChunkResult, encode_image_file
+from ..wire._plain import WireDict
 
-__all__ = ["CaptionWorkload", "parse_workers", "photo_like", "run_caption_benchmark"]
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
+__all__ = [
+    "CaptionTarget",
+    "CaptionWorkload",
+    "parse_workers",
+    "photo_like",
+    "run_caption_benchmark",
+]
 
 CAPTION_PROMPT = "Describe this image in one detailed sentence, as a caption for training."
+
+
+class CaptionTarget(Protocol):
+    """What a caption pass needs of its target (``_cli.TransportBenchTarget`` is one)."""
+
+    @property
+    def transport(self) -> Transport:
+        """The transport the passes' dispatchers use."""
+        ...
+
+    def stop_app(self) -> None:
+        """Stop the app: the next pass starts on new containers."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -99,7 +123,7 @@ class _Counter:
         self.peak_kv_usage = 0.0
         self.warm_images = 0
         self.warm_seconds = 0.0
-        self.refused: list[dict[str, Any]] = []
+        self.refused: list[WireDict] = []
 
     def captions(self, result: ChunkResult) -> None:
         good = [c for c in result.captions if c.error is None]
@@ -139,7 +163,24 @@ class _Counter:
         self.errors.extend(message for _ in indices)
 
 
-def _caption_figures(counter: _Counter) -> dict[str, Any]:
+_SUMMARY_FIGURES = ("warm_images_per_gpu_second", "tokens_per_caption", "peak_kv_cache_usage")
+
+
+@dataclasses.dataclass
+class _Pass:
+    """One pass's headline figures (typed) beside its JSON record."""
+
+    workers: int
+    images_per_second: float
+    images_per_gpu_second: float
+    gpu_seconds: float
+    figures: WireDict
+    refused: list[WireDict]
+    record: WireDict
+    scaling: float | None = None
+
+
+def _caption_figures(counter: _Counter) -> WireDict:
     tokens = sorted(counter.tokens)
     return {
         "tokens_per_caption": {
@@ -157,7 +198,7 @@ def _caption_figures(counter: _Counter) -> dict[str, Any]:
     }
 
 
-def photo_like(index: int, side: int) -> Any:
+def photo_like(index: int, side: int) -> PILImage:
     """A synthetic photograph: a lit gradient, a few shapes, sensor noise (PIL only).
 
     Deterministic per ``index``; each image differs in light, shapes and
@@ -199,13 +240,13 @@ def _encode(path: Path, index: int) -> ChunkImage:
 
 
 def run_caption_benchmark(
-    target: Any,
+    target: CaptionTarget,
     workload: CaptionWorkload,
     workers: Sequence[int],
     *,
-    source: dict[str, Any],
+    source: WireDict,
     progress: ProgressCallback = ignore_progress,
-) -> dict[str, Any]:
+) -> WireDict:
     """Run one cold pass per worker count; return the JSON-ready report.
 
     Args:
@@ -220,7 +261,7 @@ def run_caption_benchmark(
         max_new_tokens=workload.max_new_tokens,
         min_new_tokens=workload.max_new_tokens,  # every caption as long: no early EOS
     )
-    passes: list[dict[str, Any]] = []
+    passes: list[_Pass] = []
     with tempfile.TemporaryDirectory(prefix="comfy-llm-caption-bench-") as tmp:
         images = _dataset(Path(tmp), workload.images, workload.image_size)
         for count in workers:
@@ -239,48 +280,55 @@ def run_caption_benchmark(
                 Dispatcher(target.transport), job, images, counter, progress=progress
             )
             record = report.to_dict()
-            per_worker = {
+            del record["modal_per_worker"]  # shown below, with each worker's rate
+            per_worker: WireDict = {
                 key: {
                     **value,
                     "images_per_second": (
                         round(value["images"] / value["seconds"], 4) if value["seconds"] else 0.0
                     ),
                 }
-                for key, value in record.pop("modal_per_worker").items()
+                for key, value in report.per_worker.items()
             }
+            figures = _caption_figures(counter)
             passes.append(
-                {
-                    "workers": count,
-                    "captioned": counter.captioned,
-                    "failed": len(counter.errors),
-                    **{k.removeprefix("modal_"): v for k, v in record.items()},
-                    "per_worker": per_worker,
-                    **_caption_figures(counter),
-                }
+                _Pass(
+                    workers=count,
+                    images_per_second=report.images_per_second,
+                    images_per_gpu_second=report.images_per_gpu_second,
+                    gpu_seconds=round(report.gpu_seconds, 3),
+                    figures=figures,
+                    refused=counter.refused,
+                    record={
+                        "workers": count,
+                        "captioned": counter.captioned,
+                        "failed": len(counter.errors),
+                        **{k.removeprefix("modal_"): v for k, v in record.items()},
+                        "per_worker": per_worker,
+                        **figures,
+                    },
+                )
             )
-    base = next((p for p in passes if p["workers"] == 1), None)
+    base = next((p for p in passes if p.workers == 1), None)
     for entry in passes:
-        if base is not None and base["images_per_second"]:
-            ideal = entry["workers"] * base["images_per_second"]
-            entry["scaling"] = round(entry["images_per_second"] / ideal, 3)
+        if base is not None and base.images_per_second:
+            ideal = entry.workers * base.images_per_second
+            entry.scaling = round(entry.images_per_second / ideal, 3)
+            entry.record["scaling"] = entry.scaling
     return {
         "source": source,
         "workload": {**dataclasses.asdict(workload), "settings": settings.to_dict()},
         "plan": {"workers": list(workers), "passes": "cold: the app is stopped before each"},
-        "refused_chunks": [
-            {"workers": p["workers"], **chunk} for p in passes for chunk in p["refused_chunks"]
-        ],
+        "refused_chunks": [{"workers": p.workers, **chunk} for p in passes for chunk in p.refused],
         "app_name": target.transport.app_name,
-        "passes": passes,
+        "passes": [p.record for p in passes],
         "summary": {
-            f"workers_{p['workers']}": {
-                "images_per_second": p["images_per_second"],
-                "images_per_gpu_second": p["images_per_gpu_second"],
-                "gpu_seconds": p["gpu_seconds"],
-                "scaling": p.get("scaling"),
-                "warm_images_per_gpu_second": p["warm_images_per_gpu_second"],
-                "tokens_per_caption": p["tokens_per_caption"],
-                "peak_kv_cache_usage": p["peak_kv_cache_usage"],
+            f"workers_{p.workers}": {
+                "images_per_second": p.images_per_second,
+                "images_per_gpu_second": p.images_per_gpu_second,
+                "gpu_seconds": p.gpu_seconds,
+                "scaling": p.scaling,
+                **{name: p.figures[name] for name in _SUMMARY_FIGURES},
             }
             for p in passes
         },

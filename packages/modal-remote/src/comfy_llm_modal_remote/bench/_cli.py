@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, runtime_checkable
 
 from comfy_llm_core import ProgressCallback, env_set, ignore_progress
 
@@ -26,6 +26,7 @@ from ..client._dispatch import Dispatcher
 from ..client._fanout import DEFAULT_CHUNK_IMAGES
 from ..client._transport import Transport, check_modal_available
 from ..wire._fingerprint import code_fingerprint
+from ..wire._plain import WireDict, as_items, as_mapping
 from ._caption import CaptionWorkload, parse_workers, run_caption_benchmark
 from ._requests import Workload, exact_gpu, plan_benchmark, run_benchmark, source_revision
 
@@ -43,6 +44,7 @@ _EXECUTION_MODE_ENV = "COMFY_MODAL_LLM_VLLM_EXECUTION_MODE"
 BENCH_AFFINITY_KEY = "bench"
 
 
+@runtime_checkable
 class StoppableTransport(Transport, Protocol):
     """A transport whose app can be stopped (all containers go, Volumes stay)."""
 
@@ -121,7 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _source() -> dict[str, Any]:
+def _source() -> WireDict:
     from ..wire._image import _lock
 
     lock = _lock()
@@ -142,7 +144,7 @@ _STACK = ("vllm", "torch", "transformers", "flashinfer-python")
 
 def run_from_args(
     args: argparse.Namespace, *, progress: ProgressCallback = ignore_progress
-) -> dict[str, Any]:
+) -> WireDict:
     """Run the benchmark the arguments describe; write and return the report.
 
     Raises:
@@ -178,7 +180,13 @@ def run_from_args(
     name = f"comfy-llm-bench-{secrets.token_hex(4)}"
     record_dir = Path(tempfile.mkdtemp(prefix="comfy-llm-bench-"))
     if factory is not None:
-        transport: Any = factory(name, record_dir)
+        made = factory(name, record_dir)
+        if not isinstance(made, StoppableTransport):
+            raise TypeError(
+                f"The installed transport {type(made).__name__} has no stop_app(); the "
+                "benchmark stops the app before every cold pass"
+            )
+        transport: StoppableTransport = made
     else:
         from ..client._transport import ModalTransport
 
@@ -228,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m comfy_llm_modal_remote.bench")
     add_arguments(parser)
     report = run_from_args(parser.parse_args(argv))
-    for sample in [*report.get("steps", []), *report.get("refused_chunks", [])]:
-        if "refused" in sample:  # not in the summary: say why
-            print(f"refused: {sample['refused']}", file=sys.stderr)
-    print(f"wrote {report['output']}")
+    for key in ("steps", "refused_chunks"):
+        for sample in map(as_mapping, as_items(report.get(key, []))):
+            if "refused" in sample:  # not in the summary: say why
+                print(f"refused: {sample['refused']!s}", file=sys.stderr)
+    print(f"wrote {report['output']!s}")
     return 0

@@ -33,11 +33,15 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage, ignore_progress
+from comfy_llm_inputs import PreparedInputs
+from comfy_llm_profiles import ModelProfile
+from comfy_llm_residency.backend import GenerationSettings
 
 from ..client._dispatch import Dispatcher, RemoteRun
+from ..wire._plain import WireDict, WireValue
 
 __all__ = [
     "STATES",
@@ -154,7 +158,7 @@ def plan_benchmark(cycles: int, resident_repeats: int) -> list[BenchStep]:
     return steps
 
 
-def classify(step: BenchStep, metadata: dict[str, Any]) -> str:
+def classify(step: BenchStep, metadata: WireDict) -> str:
     """Which of :data:`STATES` one request measured.
 
     A compiling cold load is *cached* when the engine found compiled artifacts
@@ -172,7 +176,7 @@ def classify(step: BenchStep, metadata: dict[str, Any]) -> str:
     return "cached_compilation_new_container" if warm else "first_compilation"
 
 
-def refusal(step: BenchStep, metadata: dict[str, Any], execution_mode: str) -> str | None:
+def refusal(step: BenchStep, metadata: WireDict, execution_mode: str) -> str | None:
     """Why one sample is not the figure the plan asked for, or None when it is."""
     warm = metadata.get("cache_status") == "warm"
     if step.cold and warm:
@@ -194,7 +198,7 @@ def _git(repository: Path, *args: str) -> str:
     ).stdout
 
 
-def source_revision(repository: Path) -> dict[str, Any]:
+def source_revision(repository: Path) -> WireDict:
     """The exact source the benchmark ran.
 
     The git commit, whether the tree was dirty and, if so, a digest of the
@@ -217,12 +221,12 @@ def run_benchmark(
     workload: Workload,
     steps: Sequence[BenchStep],
     *,
-    prepare: Callable[[Any], Any],
-    settings: Any,
-    source: dict[str, Any],
+    prepare: Callable[[ModelProfile], PreparedInputs],
+    settings: GenerationSettings,
+    source: WireDict,
     progress: ProgressCallback = ignore_progress,
     clock: Callable[[], float] = time.monotonic,
-) -> dict[str, Any]:
+) -> WireDict:
     """Run the planned steps and build the JSON-ready report.
 
     Args:
@@ -235,7 +239,7 @@ def run_benchmark(
         progress: Receives every request's progress events.
         clock: Measures ``wall_seconds``.
     """
-    records: list[dict[str, Any]] = []
+    records: list[WireDict] = []
     for step in steps:
         if step.action == "stop_app":
             target.stop_app()
@@ -252,7 +256,11 @@ def run_benchmark(
             progress=progress,
         )
         metadata = result.metadata.to_dict()
-        record = {"cycle": step.cycle, "cold": step.cold, "state": classify(step, metadata)}
+        record: WireDict = {
+            "cycle": step.cycle,
+            "cold": step.cold,
+            "state": classify(step, metadata),
+        }
         record["wall_seconds"] = round(clock() - started, 3)
         refused = refusal(step, metadata, workload.execution_mode)
         if refused is not None:
@@ -282,13 +290,13 @@ def run_benchmark(
     }
 
 
-def _median(values: list[Any]) -> float | None:
+def _median(values: list[WireValue]) -> float | None:
     numbers = [float(v) for v in values if isinstance(v, int | float)]
     return round(statistics.median(numbers), 4) if numbers else None
 
 
-def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:
-    summary: dict[str, Any] = {}
+def _summary(records: list[WireDict]) -> WireDict:
+    summary: WireDict = {}
     for state in STATES:
         chosen = [r for r in records if r["state"] == state and "refused" not in r]
         if not chosen:

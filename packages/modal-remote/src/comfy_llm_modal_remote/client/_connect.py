@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from ..wire._plain import WireDict
 from ._dispatch import Dispatcher
 from ._installation import app_name
 from ._transport import ModalTransport, Transport, check_modal_available
@@ -59,12 +60,12 @@ def connect(directory: Path) -> Dispatcher:
 
 
 class _Managed(Protocol):
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> WireDict: ...
 
     def stop_app(self) -> None: ...
 
 
-def app_status(directory: Path) -> dict[str, Any]:
+def app_status(directory: Path) -> WireDict:
     """This installation's app: its name, deployed or not, running containers (billed).
 
     Raises:
@@ -83,7 +84,7 @@ def app_status(directory: Path) -> dict[str, Any]:
         raise translated from error
 
 
-def stop_app(directory: Path) -> dict[str, Any]:
+def stop_app(directory: Path) -> WireDict:
     """Stop this installation's app: every container (warm GPUs included) ends now.
 
     The Volumes and their models stay; the next run deploys the app again.

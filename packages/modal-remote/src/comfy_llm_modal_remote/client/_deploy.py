@@ -22,11 +22,14 @@ import collections
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
 from ..errors import ModalDeployError
+
+if TYPE_CHECKING:
+    import modal
 
 __all__ = ["DEPLOY_STRATEGY", "DeployJob", "progress_output"]
 
@@ -42,14 +45,18 @@ def _manager_base() -> type:
     return base
 
 
-def _status_row(output: Any) -> Any:
+class _LineSink(Protocol):
+    def line(self, text: object) -> None: ...
+
+
+def _status_row(output: _LineSink) -> Any:
     from modal._output.manager import StatusRow
 
     class _Row(StatusRow):
         def message(self, message: str) -> None:
             output.line(message)
 
-        def warn(self, warning: Any) -> None:
+        def warn(self, warning: object) -> None:
             output.line(f"warning: {getattr(warning, 'message', warning)}")
 
         def details(self, message: str) -> None:
@@ -98,17 +105,17 @@ def progress_output(progress: ProgressCallback, app_name: str) -> Any:
         def add_status_row(self) -> Any:
             return _status_row(self)
 
-        def print(self, renderable: Any, **kwargs: Any) -> None:
+        def print(self, renderable: object, **kwargs: object) -> None:
             del kwargs
             self.line(renderable)
 
         def step_completed(self, message: str) -> None:
             self.line(message)
 
-        async def put_streaming_log(self, log: Any, prefix: str = "") -> None:
+        async def put_streaming_log(self, log: object, prefix: str = "") -> None:
             self.line(f"{prefix}{getattr(log, 'data', '')}")
 
-        async def put_fetched_log(self, log: Any, prefix: str = "") -> None:
+        async def put_fetched_log(self, log: object, prefix: str = "") -> None:
             self.line(f"{prefix}{getattr(log, 'data', '')}")
 
     return _ProgressOutput()
@@ -117,7 +124,7 @@ def progress_output(progress: ProgressCallback, app_name: str) -> Any:
 class DeployJob:
     """One deploy of ``app`` as ``name`` on a thread, output relayed to ``progress``."""
 
-    def __init__(self, app: Any, name: str, progress: ProgressCallback) -> None:
+    def __init__(self, app: modal.App, name: str, progress: ProgressCallback) -> None:
         self.name = name
         self.output = progress_output(progress, name)
         self.error: BaseException | None = None

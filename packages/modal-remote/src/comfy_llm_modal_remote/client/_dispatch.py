@@ -31,7 +31,6 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from comfy_llm_core import (
     ProgressCallback,
@@ -53,9 +52,11 @@ from ..errors import (
     SnapshotNotVisibleError,
     WorkerUnsafeError,
 )
+from ..wire._plain import WireDict, as_items, as_mapping
 from ..wire._settings import ENGINE_TIMEOUT_SECONDS, STAGER_TIMEOUT_SECONDS
 from ..wire._wire import EngineRequest, StageRequest, StageResult, result_from_wire, unwrap
 from ._errors import call_outcome, ensure_ready, spawn_checked
+from ._fanout_report import Reservation
 from ._gpu import gpu_choices, gpu_wait_seconds
 from ._transport import RemoteCall, Transport
 
@@ -193,7 +194,7 @@ class Dispatcher:
         profile = ModelProfile.from_dict(staged.profile)
         inputs_wire = run.prepare(profile).to_wire()
         check_interrupt()
-        promotion: dict[str, Any] | None = None
+        promotion: WireDict | None = None
         key = self.affinity_key
         for attempt in range(2):
             request = EngineRequest(
@@ -232,12 +233,12 @@ class Dispatcher:
 
     def _generate(
         self,
-        wire: dict[str, Any],
+        wire: WireDict,
         run: RemoteRun,
         key: str,
         progress: ProgressCallback,
         check_interrupt: Callable[[], None],
-    ) -> tuple[dict[str, Any], str]:
+    ) -> tuple[WireDict, str]:
         """Spawn on each GPU of ``run.gpu`` in turn until one's container answers (``_gpu``)."""
         choices, wait = gpu_choices(run.gpu), gpu_wait_seconds()
         for index, gpu in enumerate(choices):
@@ -277,7 +278,7 @@ class Dispatcher:
         check_interrupt: Callable[[], None],
         what: str,
         first_event_within: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> WireDict:
         """Relay the call's events until it answers; cancel it on whatever raises.
 
         With ``first_event_within``, a call whose container sent nothing by then
@@ -315,7 +316,7 @@ class Dispatcher:
         key: str,
         retries: int,
         started: float,
-        inputs_wire: dict[str, Any],
+        inputs_wire: WireDict,
     ) -> InferenceResult:
         remote_seconds = time.monotonic() - started
         worker = result.metadata.modal_worker
@@ -355,7 +356,7 @@ class _NoContainerYet(Exception):
     """No event from the call's container in the wait: its GPU type is not coming."""
 
 
-def reservation(*, caption: bool = False) -> dict[str, Any]:
+def reservation(*, caption: bool = False) -> Reservation:
     """What each GPU container reserves and bills beside its GPU (review r2 finding 14).
 
     Modal bills the reserved cores and memory per second on top of the GPU, and
@@ -421,6 +422,7 @@ def _request_id() -> str:
     return uuid.uuid4().hex
 
 
-def _image_bytes(inputs_wire: dict[str, Any]) -> int:
+def _image_bytes(inputs_wire: WireDict) -> int:
     """The bytes of every picture the request ships (images and video frames, as PNG)."""
-    return sum(len(part["image"]) for part in inputs_wire["parts"] if "image" in part)
+    parts = map(as_mapping, as_items(inputs_wire["parts"]))
+    return sum(len(image) for part in parts if isinstance(image := part.get("image"), bytes))

@@ -19,7 +19,7 @@ when Modal is not installed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from comfy_llm_core import ProgressCallback
 
@@ -30,7 +30,13 @@ from ..errors import (
     RemoteCallCancelledError,
     RemoteTimeoutError,
 )
+from ..wire._plain import WireDict
 from ..wire._settings import ENGINE_TIMEOUT_SECONDS
+
+if TYPE_CHECKING:
+    from ._transport import RemoteCall
+
+_Call = TypeVar("_Call")
 
 __all__ = [
     "call_outcome",
@@ -79,15 +85,15 @@ def translate_client_error(error: BaseException, app_name: str) -> BaseException
 
 
 def call_outcome(
-    call: Any, what: str, *, limit_seconds: float = ENGINE_TIMEOUT_SECONDS
-) -> dict[str, Any]:
+    call: RemoteCall, what: str, *, limit_seconds: float = ENGINE_TIMEOUT_SECONDS
+) -> WireDict:
     """``call.outcome()``; a call Modal ended cancelled raises :class:`RemoteCallCancelledError`.
 
     One Modal ended at its function's ``limit_seconds`` raises
     :class:`RemoteTimeoutError`.
     """
     try:
-        outcome: dict[str, Any] = call.outcome()
+        outcome = call.outcome()
     except Exception as error:
         if _modal_error(error, "FunctionTimeoutError"):
             raise RemoteTimeoutError(
@@ -126,7 +132,7 @@ def ensure_ready(
         raise translated from error
 
 
-def spawn_checked(transport: _Deployable, start: Callable[[], Any]) -> Any:
+def spawn_checked(transport: _Deployable, start: Callable[[], _Call]) -> _Call:
     """A spawn; the app gone is :class:`ModalAppMissingError` (deployment forgotten)."""
     try:
         return start()

@@ -49,7 +49,6 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from comfy_llm_core import (
     ProgressCallback,
@@ -61,7 +60,8 @@ from comfy_llm_core import (
 from ..errors import (
     DeploymentMismatchError,
 )
-from ._dispatch import Dispatcher
+from ..wire._wire import StageResult
+from ._dispatch import Dispatcher, reservation
 from ._errors import ensure_ready
 from ._fanout_job import (
     DEFAULT_CHUNK_IMAGES,
@@ -75,7 +75,7 @@ from ._fanout_job import (
     gpu_limit,
 )
 from ._fanout_loop import FanOutLoop, RestartJob
-from ._fanout_report import CAPTION_SCALEDOWN_SECONDS, FanOutReport
+from ._fanout_report import CAPTION_SCALEDOWN_SECONDS, FanOutReport, Reservation
 from ._fanout_worker import ChunkTask
 
 __all__ = [
@@ -176,9 +176,7 @@ def caption_fan_out(
     return report
 
 
-def _reservation() -> dict[str, Any]:
-    from ._dispatch import reservation
-
+def _reservation() -> Reservation:
     return reservation(caption=True)
 
 
@@ -187,7 +185,7 @@ def _staged(
     job: FanOutJob,
     progress: ProgressCallback,
     check_interrupt: Callable[[], None],
-) -> Any:
+) -> StageResult:
     """Deploy if needed, stage once; the stager's code fingerprint must be this machine's."""
     for attempt in range(2):
         ensure_ready(dispatcher.transport, progress, check_interrupt)

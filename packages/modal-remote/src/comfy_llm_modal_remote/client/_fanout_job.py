@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from comfy_llm_core import InvalidSettingError, ProgressCallback, defaults, env_int
 from comfy_llm_residency.backend import GenerationSettings
 
 from ..wire._chunk_wire import ChunkImage, ChunkResult
+from ..wire._plain import WireDict
 from ._transport import RemoteCall
 
 __all__ = [
@@ -55,7 +56,7 @@ class ChunkTransport(Protocol):
         """Deploy on first use (Cancel stops the wait)."""
         ...
 
-    def start_chunk(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> RemoteCall:
+    def start_chunk(self, request: WireDict, *, gpu: str, affinity_key: str) -> RemoteCall:
         """Spawn ``RemoteEngine(affinity=affinity_key).with_options(gpu=gpu).caption_chunk``."""
         ...
 

@@ -15,7 +15,6 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from comfy_llm_core import (
     ComfyLLMError,
@@ -35,7 +34,8 @@ from ..errors import (
     WorkerUnsafeError,
 )
 from ..wire._chunk_wire import WIRE_VERSION_ERROR, ChunkRequest, ChunkResult
-from ..wire._wire import unwrap
+from ..wire._plain import WireDict
+from ..wire._wire import StageResult, unwrap
 from ._errors import call_outcome, spawn_checked
 from ._fanout_job import (
     ChunkCollector,
@@ -53,7 +53,7 @@ CANCEL_SETTLE_SECONDS = 0.8
 an answer that arrives in that time is written, not paid for and lost, and
 Cancel still returns within a second. A cancel reaches a running input as
 SIGUSR1 at once, except during a model load, which the worker finishes first
-(``_engine._CancelShield``); that call is left to end on its own."""
+(``worker._serve.CancelShield``); that call is left to end on its own."""
 
 
 @dataclasses.dataclass
@@ -95,11 +95,13 @@ class FanOutLoop:
         prefix = f"caption-{job.gpu.lower().rstrip('!')}"  # "H100!" pins the type, same pool name
         self.slots = [_Slot(i, f"{prefix}-{i}") for i in range(min(job.workers, limit, len(tasks)))]
         report.workers_used = len(self.slots)
-        self.staged: Any = None
+        self.staged: StageResult | None = None
         self.expected = ""
 
     # -- the loop -------------------------------------------------------------
-    def feed(self, staged: Any, check_interrupt: Callable[[], None], poll_seconds: float) -> None:
+    def feed(
+        self, staged: StageResult, check_interrupt: Callable[[], None], poll_seconds: float
+    ) -> None:
         """Hand out chunks and collect answers until none is left (see the module docstring)."""
         self.staged, self.expected = staged, self.transport.expected_fingerprint()
         try:
@@ -147,8 +149,8 @@ class FanOutLoop:
 
         return spawn
 
-    def _request(self, task: ChunkTask) -> dict[str, Any]:
-        assert task.encoded is not None
+    def _request(self, task: ChunkTask) -> WireDict:
+        assert task.encoded is not None and self.staged is not None  # fed by feed()
         job, staged = self.job, self.staged
         return ChunkRequest(
             request_id=uuid.uuid4().hex,

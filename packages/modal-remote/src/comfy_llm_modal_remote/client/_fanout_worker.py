@@ -24,11 +24,12 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from comfy_llm_core import render_error
 
 from ..wire._chunk_wire import ChunkImage
+from ..wire._plain import WireDict
+from ._fanout_job import FanOutImage
 from ._transport import RemoteCall
 
 __all__ = ["ChunkCall", "ChunkTask"]
@@ -41,11 +42,11 @@ class ChunkTask:
     """A chunk still to caption; ``attempt`` 1 is its one retry on another key."""
 
     chunk_id: int
-    images: list[Any]
+    images: list[FanOutImage]
     attempt: int = 0
     avoid: str | None = None
     encoded: tuple[ChunkImage, ...] | None = None
-    promotion: dict[str, Any] | None = None
+    promotion: WireDict | None = None
 
 
 def _cancel_quietly(call: RemoteCall) -> None:

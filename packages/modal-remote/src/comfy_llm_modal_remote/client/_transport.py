@@ -15,13 +15,19 @@ import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
 from ..errors import ModalUnavailableError
 from ..wire._fingerprint import code_fingerprint
+from ..wire._plain import WireDict
 from ..wire._settings import progress_queue_name
+
+if TYPE_CHECKING:  # the installed client's own types (modal ships py.typed and stubs)
+    import modal
+
+    from ._deploy import DeployJob
 
 __all__ = [
     "ModalTransport",
@@ -37,7 +43,7 @@ DEPLOY_RECORD = "comfy-llm-modal-deployed.json"
 class RemoteCall(Protocol):
     """One spawned worker call."""
 
-    def events(self, timeout: float) -> list[dict[str, Any]]:
+    def events(self, timeout: float) -> list[WireDict]:
         """Progress events that arrived, waiting at most ``timeout`` seconds for one."""
         ...
 
@@ -45,7 +51,7 @@ class RemoteCall(Protocol):
         """True once the call returned (its events may still be queued)."""
         ...
 
-    def outcome(self) -> dict[str, Any]:
+    def outcome(self) -> WireDict:
         """The worker's envelope (after :meth:`done`)."""
         ...
 
@@ -76,11 +82,11 @@ class Transport(Protocol):
         """Deploy again on the next :meth:`ensure_ready` (the app runs other code)."""
         ...
 
-    def start_stage(self, request: dict[str, Any]) -> RemoteCall:
+    def start_stage(self, request: WireDict) -> RemoteCall:
         """Spawn the ModelStager."""
         ...
 
-    def start_generate(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> RemoteCall:
+    def start_generate(self, request: WireDict, *, gpu: str, affinity_key: str) -> RemoteCall:
         """Spawn ``RemoteEngine(affinity=affinity_key).with_options(gpu=gpu).generate``."""
         ...
 
@@ -137,11 +143,13 @@ def _require_secret(name: str, progress: ProgressCallback) -> None:
 
 
 class _ModalCall:
-    def __init__(self, function_call: Any, queue: Any, partition: str) -> None:
+    def __init__(
+        self, function_call: modal.FunctionCall[WireDict], queue: modal.Queue, partition: str
+    ) -> None:
         self._call = function_call
         self._queue = queue
         self._partition = partition
-        self._outcome: dict[str, Any] | None = None
+        self._outcome: WireDict | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._wait, name="comfy-llm-modal-call", daemon=True)
         self._thread.start()
@@ -152,12 +160,12 @@ class _ModalCall:
         except BaseException as error:
             self._error = error
 
-    def events(self, timeout: float) -> list[dict[str, Any]]:
+    def events(self, timeout: float) -> list[WireDict]:
         # Queue.get_many raises queue.Empty when a blocking read times out, and
         # a zero timeout is a non-blocking read (modal 1.6).
         try:
             if timeout <= 0:
-                items: list[dict[str, Any]] = self._queue.get_many(
+                items: list[WireDict] = self._queue.get_many(
                     _EVENTS_PER_READ, block=False, partition=self._partition
                 )
             else:
@@ -171,7 +179,7 @@ class _ModalCall:
     def done(self) -> bool:
         return not self._thread.is_alive()
 
-    def outcome(self) -> dict[str, Any]:
+    def outcome(self) -> WireDict:
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -195,8 +203,8 @@ class ModalTransport:
         self._record = Path(record_dir) / DEPLOY_RECORD
         self._lock = threading.Lock()
         self._ready = False
-        self._queue: Any = None
-        self._deploy: Any = None  # a DeployJob still running after a Cancel
+        self._queue: modal.Queue | None = None
+        self._deploy: DeployJob | None = None  # still running after a Cancel
         self._fingerprint: str | None = None
 
     def expected_fingerprint(self) -> str:
@@ -251,7 +259,7 @@ class ModalTransport:
             self._ready = False
             self._record.unlink(missing_ok=True)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> WireDict:
         """This installation's app as Modal sees it: deployed or not, running containers.
 
         ``App.lookup`` (modal/app.py:417) raises ``NotFoundError`` for an app
@@ -314,18 +322,21 @@ class ModalTransport:
         temporary.write_text(json.dumps({self.app_name: fingerprint}), encoding="utf-8")
         os.replace(temporary, self._record)
 
-    def _spawn(self, start: Callable[[str], Any], request: dict[str, Any]) -> RemoteCall:
+    def _spawn(
+        self, start: Callable[[str], modal.FunctionCall[WireDict]], request: WireDict
+    ) -> RemoteCall:
         """Spawn (the arguments upload first, in this thread)."""
+        assert self._queue is not None, "ensure_ready() creates the progress queue first"
         function_call = start(progress_queue_name(self.app_name))
         return _ModalCall(function_call, self._queue, str(request["request_id"]))
 
-    def start_stage(self, request: dict[str, Any]) -> RemoteCall:
+    def start_stage(self, request: WireDict) -> RemoteCall:
         import modal
 
         stager = modal.Function.from_name(self.app_name, "model_stager")
         return self._spawn(lambda queue: stager.spawn(request, queue), request)
 
-    def start_generate(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> RemoteCall:
+    def start_generate(self, request: WireDict, *, gpu: str, affinity_key: str) -> RemoteCall:
         import modal
 
         engine_cls = modal.Cls.from_name(self.app_name, "RemoteEngine").with_options(
@@ -334,7 +345,7 @@ class ModalTransport:
         engine = engine_cls(affinity=affinity_key)
         return self._spawn(lambda queue: engine.generate.spawn(request, queue), request)
 
-    def start_chunk(self, request: dict[str, Any], *, gpu: str, affinity_key: str) -> RemoteCall:
+    def start_chunk(self, request: WireDict, *, gpu: str, affinity_key: str) -> RemoteCall:
         """Spawn ``caption_chunk`` on the key's container pool (the fan-out's one worker)."""
         import modal
 
@@ -345,7 +356,17 @@ class ModalTransport:
         return self._spawn(lambda queue: engine.caption_chunk.spawn(request, queue), request)
 
 
-def engine_options(gpu: str, *, caption: bool = False) -> dict[str, Any]:
+class EngineOptions(TypedDict, total=False):
+    """The keywords of ``modal.Cls.with_options`` this app sets (modal/cls.py, typed there)."""
+
+    gpu: str
+    cpu: float
+    memory: int
+    max_containers: int
+    scaledown_window: int
+
+
+def engine_options(gpu: str, *, caption: bool = False) -> EngineOptions:
     """``RemoteEngine.with_options(...)`` for one call: every option spelled out.
 
     ``with_options`` makes a variant that autoscales on its own (modal/cls.py:
@@ -360,13 +381,14 @@ def engine_options(gpu: str, *, caption: bool = False) -> dict[str, Any]:
     from ._fanout_report import CAPTION_SCALEDOWN_SECONDS
 
     settings = ModalSettings.from_env()
-    options: dict[str, Any] = {
+    options: EngineOptions = {
         "gpu": gpu,
         "cpu": settings.engine_cpu,
         "memory": settings.engine_memory_mb,
     }
     if caption:
-        options.update(max_containers=1, scaledown_window=CAPTION_SCALEDOWN_SECONDS)
+        options["max_containers"] = 1
+        options["scaledown_window"] = CAPTION_SCALEDOWN_SECONDS
     return options
 
 

@@ -8,7 +8,9 @@ worker; tests pass the stand-in's.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from ._plain import WireDict
 
 __all__ = ["ProgressChannel"]
 
@@ -17,7 +19,7 @@ __all__ = ["ProgressChannel"]
 class ProgressChannel(Protocol):
     """A per-request stream of plain-data progress events (worker → dispatcher)."""
 
-    def put_many(self, items: Sequence[dict[str, Any]]) -> None:
+    def put_many(self, items: Sequence[WireDict]) -> None:
         """Append events, in order, without blocking.
 
         Raises:

@@ -34,9 +34,14 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import RemoteExecutionError
+from ._plain import WireDict, WireMapping, WireValue, as_float, as_int, as_items, as_mapping
+
+if TYPE_CHECKING:  # Pillow and core load when an image is encoded, not with the wire
+    from comfy_llm_core import ImageLimits
+    from PIL.Image import Image as PILImage
 
 __all__ = [
     "CHUNK_WIRE_VERSION",
@@ -89,24 +94,24 @@ class ChunkFrame:
     index: int
     kind: ClassVar[str] = "video_frame"
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> WireDict:
         """Plain data, tagged with its kind as the inputs wire tags a part."""
         return {"kind": self.kind, **dataclasses.asdict(self)}
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> ChunkFrame:
+    def from_wire(cls, data: WireMapping) -> ChunkFrame:
         """Rebuild, checking the tag, the bytes and the timestamp."""
         if data.get("kind") != cls.kind:
             raise ValueError(f"a clip part of kind {data.get('kind')!r}, not {cls.kind!r}")
-        timestamp = float(data["timestamp_seconds"])
+        timestamp = as_float(data["timestamp_seconds"])
         if not math.isfinite(timestamp):
             raise ValueError(f"frame timestamp {timestamp!r} is not finite")
         return cls(
             data=_bytes(data["data"]),
-            width=int(data["width"]),
-            height=int(data["height"]),
+            width=as_int(data["width"]),
+            height=as_int(data["height"]),
             timestamp_seconds=timestamp,
-            index=int(data["index"]),
+            index=as_int(data["index"]),
         )
 
 
@@ -132,22 +137,25 @@ class ChunkImage:
     original: bool = False
     frames: tuple[ChunkFrame, ...] = ()
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> WireDict:
         """Plain data."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return {**fields, "frames": [frame.to_wire() for frame in self.frames]}
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> ChunkImage:
+    def from_wire(cls, data: WireMapping) -> ChunkImage:
         """Rebuild, checking types."""
         return cls(
-            index=int(data["index"]),
+            index=as_int(data["index"]),
             name=str(data["name"]),
             data=_bytes(data["data"]),
-            width=int(data["width"]),
-            height=int(data["height"]),
+            width=as_int(data["width"]),
+            height=as_int(data["height"]),
             original=bool(data.get("original", False)),
-            frames=tuple(ChunkFrame.from_wire(frame) for frame in data.get("frames") or ()),
+            frames=tuple(
+                ChunkFrame.from_wire(as_mapping(frame))
+                for frame in as_items(data.get("frames") or ())
+            ),
         )
 
     @property
@@ -156,7 +164,7 @@ class ChunkImage:
         return len(self.data) + sum(len(frame.data) for frame in self.frames)
 
 
-def _bytes(payload: Any) -> bytes:
+def _bytes(payload: WireValue) -> bytes:
     if not isinstance(payload, (bytes, bytearray)):
         raise TypeError(f"image data is a {type(payload).__name__}, not bytes")
     return bytes(payload)
@@ -187,44 +195,48 @@ class ChunkRequest:
     request_id: str
     chunk_id: int
     attempt: int
-    profile: dict[str, Any]
+    profile: WireDict
     snapshot: str
     prompt: str
     system_prompt: str | None
-    settings: dict[str, Any]
+    settings: WireDict
     images: tuple[ChunkImage, ...]
     batch_size: int
     reserve_gb: float | None = None
-    promotion_state: dict[str, Any] | None = None
+    promotion_state: WireDict | None = None
     code_fingerprint: str = ""
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> WireDict:
         """Plain data."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["images"] = [image.to_wire() for image in self.images]
         return {"version": CHUNK_WIRE_VERSION, **data}
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> ChunkRequest:
+    def from_wire(cls, data: WireMapping) -> ChunkRequest:
         """Rebuild from :meth:`to_wire` output."""
         _check_version(data, "Caption chunk request")
         try:
             return cls(
                 request_id=str(data["request_id"]),
-                chunk_id=int(data["chunk_id"]),
-                attempt=int(data["attempt"]),
-                profile=dict(data["profile"]),
+                chunk_id=as_int(data["chunk_id"]),
+                attempt=as_int(data["attempt"]),
+                profile=dict(as_mapping(data["profile"])),
                 snapshot=str(data["snapshot"]),
                 prompt=str(data["prompt"]),
                 system_prompt=(
                     None if data.get("system_prompt") is None else str(data["system_prompt"])
                 ),
-                settings=dict(data["settings"]),
-                images=tuple(ChunkImage.from_wire(item) for item in data["images"]),
-                batch_size=int(data["batch_size"]),
-                reserve_gb=None if data.get("reserve_gb") is None else float(data["reserve_gb"]),
+                settings=dict(as_mapping(data["settings"])),
+                images=tuple(
+                    ChunkImage.from_wire(as_mapping(item)) for item in as_items(data["images"])
+                ),
+                batch_size=as_int(data["batch_size"]),
+                reserve_gb=None if data.get("reserve_gb") is None else as_float(data["reserve_gb"]),
                 promotion_state=(
-                    None if data.get("promotion_state") is None else dict(data["promotion_state"])
+                    None
+                    if data.get("promotion_state") is None
+                    else dict(as_mapping(data["promotion_state"]))
                 ),
                 code_fingerprint=str(data.get("code_fingerprint") or ""),
             )
@@ -254,7 +266,7 @@ class ImageCaption:
     index: int
     response: str = ""
     reasoning: str = ""
-    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    metadata: WireDict = dataclasses.field(default_factory=dict)
     error: str | None = None
 
 
@@ -274,7 +286,7 @@ class ChunkResult:
     worker_seconds: float
     container: str = ""
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> WireDict:
         """Plain data."""
         return {
             "version": CHUNK_WIRE_VERSION,
@@ -285,24 +297,24 @@ class ChunkResult:
         }
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> ChunkResult:
+    def from_wire(cls, data: WireMapping) -> ChunkResult:
         """Rebuild from :meth:`to_wire` output."""
         _check_version(data, "Caption chunk result")
         try:
             captions = tuple(
                 ImageCaption(
-                    index=int(item["index"]),
+                    index=as_int(item["index"]),
                     response=str(item.get("response") or ""),
                     reasoning=str(item.get("reasoning") or ""),
-                    metadata=dict(item.get("metadata") or {}),
+                    metadata=dict(as_mapping(item.get("metadata") or {})),
                     error=None if item.get("error") is None else str(item["error"]),
                 )
-                for item in data["captions"]
+                for item in map(as_mapping, as_items(data["captions"]))
             )
             return cls(
-                chunk_id=int(data["chunk_id"]),
+                chunk_id=as_int(data["chunk_id"]),
                 captions=captions,
-                worker_seconds=float(data["worker_seconds"]),
+                worker_seconds=as_float(data["worker_seconds"]),
                 container=str(data.get("container") or ""),
             )
         except (KeyError, TypeError, ValueError) as error:
@@ -311,7 +323,7 @@ class ChunkResult:
             ) from error
 
 
-def _check_version(data: Mapping[str, Any], what: str) -> None:
+def _check_version(data: WireMapping, what: str) -> None:
     if not isinstance(data, Mapping) or data.get("version") != CHUNK_WIRE_VERSION:
         found = data.get("version") if isinstance(data, Mapping) else type(data).__name__
         raise RemoteExecutionError(
@@ -357,7 +369,7 @@ def encode_image_file(
 
 
 def encode_pil_image(
-    image: Any, *, index: int, name: str, max_side: int = WIRE_IMAGE_SIDE
+    image: PILImage, *, index: int, name: str, max_side: int = WIRE_IMAGE_SIDE
 ) -> ChunkImage:
     """An RGB PIL image (a decoded file or an IMAGE slice) reduced and encoded as JPEG."""
     from PIL import Image
@@ -403,7 +415,7 @@ def encode_video_file(
     return ChunkImage(index, name, b"", width, height, frames=tuple(encoded))
 
 
-def decode_wire_image(image: ChunkImage) -> Any:
+def decode_wire_image(image: ChunkImage) -> PILImage:
     """The worker's side: the RGB PIL image, refused when it is not what was declared.
 
     Raises:
@@ -430,7 +442,7 @@ def decode_wire_image(image: ChunkImage) -> Any:
         ) from None
 
 
-def _side_limits(max_side: int) -> Any:
+def _side_limits(max_side: int) -> ImageLimits:
     from comfy_llm_core import ImageLimits
 
     return ImageLimits(max_image_side=max_side)

@@ -32,11 +32,14 @@ import json
 import os
 from importlib import resources
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..errors import ModalUnavailableError
 from ._cuda_toolchain import toolchain_script
 from ._settings import ModalSettings
+
+if TYPE_CHECKING:
+    import modal
 
 __all__ = [
     "CUDA_HOME",
@@ -98,32 +101,53 @@ class ImageSpec:
     requirements: tuple[str, ...]
     local_packages: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    cuda_toolchain: bool = True
 
 
-def _lock() -> dict[str, Any]:
+class ImageLock(TypedDict):
+    """``image_lock.json``: what ``scripts/modal_image_lock.py`` pinned for the image."""
+
+    python_version: str
+    uv_version: str
+    platform: str
+    requirements: list[str]
+    local_packages: list[str]
+    stager_requirements: list[str]
+    stager_local_packages: list[str]
+
+
+def _lock() -> ImageLock:
     text = resources.files("comfy_llm_modal_remote").joinpath(_LOCK_FILE).read_text("utf-8")
-    data: dict[str, Any] = json.loads(text)
+    data: ImageLock = json.loads(text)  # our own package data, written by the lock script
     return data
 
 
-def image_spec(settings: ModalSettings, extra_env: dict[str, str] | None = None) -> ImageSpec:
-    """The image definition for one deployment's settings."""
+def image_spec(
+    settings: ModalSettings, extra_env: dict[str, str] | None = None, *, stager: bool = False
+) -> ImageSpec:
+    """The image definition for one deployment's settings.
+
+    ``stager``: the ModelStager's slim image. The stager only resolves and
+    downloads, so it carries modal-remote's own closure (``stager_requirements``:
+    no backend-cuda, so no torch, CUDA, vLLM or toolchain step) and the
+    workspace packages that closure names; the app's import path needs nothing
+    more (``worker/_app.py`` imports the engine modules, which load torch only
+    inside the functions that run a model).
+    """
     lock = _lock()
     python = str(lock["python_version"])
-    cuda_home = CUDA_HOME.format(python=python)
-    env = {
-        **settings.container_env(),
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "CUDA_HOME": cuda_home,
-        "PATH": f"{cuda_home}/bin:{_SYSTEM_PATH}",
-        **(extra_env or {}),
-    }
+    env = {**settings.container_env(), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    if not stager:
+        cuda_home = CUDA_HOME.format(python=python)
+        env.update({"CUDA_HOME": cuda_home, "PATH": f"{cuda_home}/bin:{_SYSTEM_PATH}"})
+    env.update(extra_env or {})
     return ImageSpec(
         python_version=python,
         uv_version=str(lock["uv_version"]),
-        requirements=tuple(lock["requirements"]),
-        local_packages=tuple(lock["local_packages"]),
+        requirements=tuple(lock["stager_requirements" if stager else "requirements"]),
+        local_packages=tuple(lock["stager_local_packages" if stager else "local_packages"]),
         env=tuple(sorted(env.items())),
+        cuda_toolchain=not stager,
     )
 
 
@@ -187,23 +211,28 @@ def local_source_files(names: tuple[str, ...] | list[str]) -> list[tuple[Path, s
     return sorted(files, key=lambda item: item[1])
 
 
-def build_image(spec: ImageSpec) -> Any:
+def build_image(spec: ImageSpec) -> modal.Image:
     """Turn the spec into a ``modal.Image`` (offline: nothing is built yet)."""
     import modal
 
     env = dict(spec.env)
-    image = (
-        modal.Image.debian_slim(python_version=spec.python_version)
-        .uv_pip_install(*spec.requirements, uv_version=spec.uv_version)
+    image = modal.Image.debian_slim(python_version=spec.python_version).uv_pip_install(
+        *spec.requirements, uv_version=spec.uv_version
+    )
+    if spec.cuda_toolchain:
         # FlashInfer links with -L$CUDA_HOME/lib64 -lcudart -lcuda: make that work, prove it.
         # Before .env: the environment carries the code fingerprint, and this layer
         # (a few seconds of nvcc) should be rebuilt only when the pins change.
-        .run_commands(toolchain_script(env["CUDA_HOME"]))
-        .env(env)
-    )
+        image = image.run_commands(toolchain_script(env["CUDA_HOME"]))
+    image = image.env(env)
     installed = [name for name in spec.local_packages if _installed(name)]
     # A callable, never a tuple (see the module docstring); data files travel too.
     image = image.add_local_python_source(*installed, ignore=source_ignored)
+    if not modal.is_local():
+        # In a container the app module is imported to run a function, and its images
+        # are already built: nothing is uploaded from here. The stager's slim image
+        # has no backend-cuda, whose sources the GPU image's definition names.
+        return image
     for name in spec.local_packages:
         if name not in installed:  # backend-cuda on a Mac: the sources this wheel ships
             image = image.add_local_dir(

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import PurePath
 from types import ModuleType
-from typing import Any
 
 from comfy_llm_core import ComfyLLMError, ProgressEvent, ProgressStage, rebuild_error
 from comfy_llm_residency import InferenceResult
@@ -31,6 +30,7 @@ from comfy_llm_residency.backend import GenerationSettings
 
 from ..errors import RemoteExecutionError
 from ._channel import ProgressChannel
+from ._plain import WireDict, WireMapping, WireValue, as_float, as_int, as_mapping
 
 __all__ = [
     "ERROR_PACKAGES",
@@ -68,7 +68,7 @@ ERROR_PACKAGES = frozenset(
 """Packages whose ``errors`` module (core: its top level) may name a rebuilt error."""
 
 
-def _check_version(data: Mapping[str, Any], what: str) -> None:
+def _check_version(data: WireMapping, what: str) -> None:
     if not isinstance(data, Mapping) or data.get("version") != WIRE_VERSION:
         found = data.get("version") if isinstance(data, Mapping) else type(data).__name__
         raise RemoteExecutionError(
@@ -85,12 +85,12 @@ class StageRequest:
     request_id: str
     reference: str
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> WireDict:
         """Plain data."""
         return {"version": WIRE_VERSION, **dataclasses.asdict(self)}
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> StageRequest:
+    def from_wire(cls, data: WireMapping) -> StageRequest:
         """Rebuild from :meth:`to_wire` output."""
         _check_version(data, "Stage request")
         return cls(request_id=str(data["request_id"]), reference=str(data["reference"]))
@@ -112,7 +112,7 @@ class StageResult:
             stager's image (empty when the image carries none).
     """
 
-    profile: dict[str, Any]
+    profile: WireDict
     snapshot: str
     downloaded: bool
     manifest_created: bool
@@ -121,16 +121,24 @@ class StageResult:
     bytes_downloaded: int
     code_fingerprint: str = ""
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> WireDict:
         """Plain data."""
         return {"version": WIRE_VERSION, **dataclasses.asdict(self)}
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> StageResult:
+    def from_wire(cls, data: WireMapping) -> StageResult:
         """Rebuild from :meth:`to_wire` output."""
         _check_version(data, "Stage result")
-        names = [f.name for f in dataclasses.fields(cls)]
-        return cls(**{name: data[name] for name in names if name in data})
+        return cls(
+            profile=dict(as_mapping(data["profile"])),
+            snapshot=str(data["snapshot"]),
+            downloaded=bool(data["downloaded"]),
+            manifest_created=bool(data["manifest_created"]),
+            committed=bool(data["committed"]),
+            seconds=as_float(data["seconds"]),
+            bytes_downloaded=as_int(data["bytes_downloaded"]),
+            code_fingerprint=str(data.get("code_fingerprint") or ""),
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -151,38 +159,53 @@ class EngineRequest:
     """
 
     request_id: str
-    profile: dict[str, Any]
+    profile: WireDict
     snapshot: str
-    inputs: dict[str, Any]
-    settings: dict[str, Any]
+    inputs: WireDict
+    settings: WireDict
     reserve_gb: float | None = None
     keep_loaded: bool = True
     prompt_id: str | None = None
-    promotion_state: dict[str, Any] | None = None
+    promotion_state: WireDict | None = None
     code_fingerprint: str = ""
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> WireDict:
         """Plain data."""
         return {"version": WIRE_VERSION, **dataclasses.asdict(self)}
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> EngineRequest:
+    def from_wire(cls, data: WireMapping) -> EngineRequest:
         """Rebuild from :meth:`to_wire` output."""
         _check_version(data, "Engine request")
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        reserve, prompt_id, promotion = (
+            data.get("reserve_gb"),
+            data.get("prompt_id"),
+            data.get("promotion_state"),
+        )
+        return cls(
+            request_id=str(data["request_id"]),
+            profile=dict(as_mapping(data["profile"])),
+            snapshot=str(data["snapshot"]),
+            inputs=dict(as_mapping(data["inputs"])),
+            settings=dict(as_mapping(data["settings"])),
+            reserve_gb=None if reserve is None else as_float(reserve),
+            keep_loaded=bool(data.get("keep_loaded", True)),
+            prompt_id=None if prompt_id is None else str(prompt_id),
+            promotion_state=None if promotion is None else dict(as_mapping(promotion)),
+            code_fingerprint=str(data.get("code_fingerprint") or ""),
+        )
 
     def generation_settings(self) -> GenerationSettings:
         """The validated settings."""
         return GenerationSettings.from_dict(self.settings)
 
 
-def ok_envelope(value: dict[str, Any]) -> dict[str, Any]:
+def ok_envelope(value: WireDict) -> WireDict:
     """A successful worker answer."""
     return {"version": WIRE_VERSION, "ok": value}
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> WireValue:
     """An attribute as JSON-able plain data (paths and enums by value, tuples as lists)."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
@@ -197,7 +220,7 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def error_envelope(error: BaseException) -> dict[str, Any]:
+def error_envelope(error: BaseException) -> WireDict:
     """A failed worker answer: the error's class name, message and attributes as plain data."""
     cls = type(error)
     fields = {name: _plain(value) for name, value in vars(error).items()}
@@ -260,7 +283,7 @@ def _allowed_class(qualified: str) -> type[ComfyLLMError] | None:
     return None
 
 
-def _rebuild(failure: Mapping[str, Any]) -> Exception:
+def _rebuild(failure: WireMapping) -> Exception:
     qualified, message = str(failure.get("class")), str(failure.get("message"))
     cls = _allowed_class(qualified)
     fields, slots = failure.get("fields"), failure.get("slots")
@@ -273,7 +296,7 @@ def _rebuild(failure: Mapping[str, Any]) -> Exception:
         return RemoteExecutionError(qualified, message)
 
 
-def unwrap(envelope: Mapping[str, Any]) -> dict[str, Any]:
+def unwrap(envelope: WireMapping) -> WireDict:
     """Return the answer's value, or raise the remote error locally.
 
     Raises:
@@ -282,12 +305,11 @@ def unwrap(envelope: Mapping[str, Any]) -> dict[str, Any]:
     """
     _check_version(envelope, "Worker answer")
     if "ok" in envelope:
-        value: dict[str, Any] = envelope["ok"]
-        return value
-    raise _rebuild(envelope["error"])
+        return dict(as_mapping(envelope["ok"]))
+    raise _rebuild(as_mapping(envelope["error"]))
 
 
-def result_from_wire(data: Mapping[str, Any]) -> InferenceResult:
+def result_from_wire(data: WireMapping) -> InferenceResult:
     """Rebuild an :class:`InferenceResult` from its ``to_dict()`` (metadata in its flat form).
 
     Raises:

@@ -19,7 +19,7 @@ tokens of the running batch) plus one ``images`` event per finished batch,
 which is what the dispatcher shows as this worker's state. Cancellation is
 Modal's ``InputCancellation`` (a ``BaseException``), let through unchanged,
 except during a cold load: as for one request, it is held until the load
-returns (``_engine._CancelShield``), so the manager owns the model and the
+returns (``_serve.CancelShield``), so the manager owns the model and the
 container's next chunk finds it warm (a Cancel early in a fan-out lands in
 every worker's first load).
 It shares the container's service with ``_engine`` through the service's
@@ -35,8 +35,6 @@ import logging
 import os
 import platform
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from comfy_llm_core import (
     ImageLimits,
@@ -68,9 +66,11 @@ from ..wire._chunk_wire import (
     ImageCaption,
     decode_wire_image,
 )
+from ..wire._plain import WireDict, WireMapping
 from ..wire._settings import FINGERPRINT_ENV
-from ..wire._wire import EventSender, error_envelope, ok_envelope, say_preempted
-from ._engine import EngineService, _CancelShield
+from ..wire._wire import EventSender
+from ._engine import EngineService
+from ._serve import CancelShield, serve_input
 
 __all__ = ["caption_chunk", "serve_chunk"]
 
@@ -78,18 +78,15 @@ logger = logging.getLogger("comfy_llm_modal_remote")
 
 
 def serve_chunk(
-    service: EngineService, request_wire: Mapping[str, Any], channel: ProgressChannel
-) -> dict[str, Any]:
+    service: EngineService, request_wire: WireMapping, channel: ProgressChannel
+) -> WireDict:
     """Serve one chunk; an error of the whole chunk comes back as an envelope."""
-    try:
-        result = caption_chunk(service, ChunkRequest.from_wire(request_wire), channel)
-    except Exception as error:
-        logger.info("Chunk failed: %s: %s", type(error).__name__, error)
-        return error_envelope(error)
-    except KeyboardInterrupt:  # Modal's preemption: the chunk runs again elsewhere
-        say_preempted(channel, "GPU")
-        raise
-    return ok_envelope(result.to_wire())
+    return serve_input(
+        lambda: caption_chunk(service, ChunkRequest.from_wire(request_wire), channel).to_wire(),
+        channel,
+        what="Chunk",
+        container="GPU",
+    )
 
 
 def caption_chunk(
@@ -137,7 +134,7 @@ def caption_chunk(
     # the others batch ``batch_size`` images at a time, as they do locally.
     whole = engine_spec(profile.backend).continuous_batching
     size = max(1, len(ready)) if whole else request.batch_size
-    shield = _CancelShield()  # a cancel during the cold load waits for the load, as in generate
+    shield = CancelShield()  # a cancel during the cold load waits for the load, as in generate
     progress = shield.relay(sender)
     try:
         for at in range(0, len(ready), size):
@@ -175,7 +172,7 @@ def caption_chunk(
     )
 
 
-def _clip_inputs(request: ChunkRequest, clip: ChunkImage, profile: ModelProfile) -> Any:
+def _clip_inputs(request: ChunkRequest, clip: ChunkImage, profile: ModelProfile) -> PreparedInputs:
     """A clip's request as ``prepare_inputs`` builds one for a video: frames, then the prompt.
 
     The prompt carries the frames' timestamps (``assemble_prompt``); a model
@@ -212,7 +209,7 @@ def _clip_inputs(request: ChunkRequest, clip: ChunkImage, profile: ModelProfile)
     return PreparedInputs.text(text, *frames, system_prompt=system)
 
 
-def _commit_after_cold_load(service: EngineService, metadata: Mapping[str, Any]) -> None:
+def _commit_after_cold_load(service: EngineService, metadata: WireMapping) -> None:
     """As for one request: a cold vLLM load publishes its compiled artifacts."""
     if isinstance(metadata.get("vllm_compile_cache_namespace"), str) and (
         metadata.get("cache_status") == "cold"

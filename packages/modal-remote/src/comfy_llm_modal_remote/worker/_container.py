@@ -9,7 +9,10 @@ Progress goes through a :class:`ProgressChannel` for the same reason.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from ..wire._modal_api import QueueWriter, VolumeHandle
+from ..wire._plain import WireDict
 
 __all__ = [
     "PROGRESS_TTL_SECONDS",
@@ -46,7 +49,7 @@ class ContainerControl(Protocol):
 class ModalVolume:
     """A ``modal.Volume`` mounted in this container."""
 
-    def __init__(self, volume: Any) -> None:
+    def __init__(self, volume: VolumeHandle) -> None:
         self._volume = volume
 
     def commit(self) -> None:
@@ -76,11 +79,11 @@ PROGRESS_TTL_SECONDS = 1800
 class ModalQueueChannel:
     """One partition (the request id) of a ``modal.Queue``."""
 
-    def __init__(self, queue: Any, partition: str) -> None:
+    def __init__(self, queue: QueueWriter, partition: str) -> None:
         self._queue = queue
         self._partition = partition
 
-    def put_many(self, items: Sequence[dict[str, Any]]) -> None:
+    def put_many(self, items: Sequence[WireDict]) -> None:
         """``Queue.put_many(block=False)`` into this request's partition.
 
         A blocking put on a full partition retries forever (max_retries=None,

@@ -23,7 +23,7 @@ raised by a SIGUSR1 handler in the main thread at whatever bytecode runs
 (modal/_container_entrypoint.py:250-260). Outside a model load it goes
 straight through: the manager and backend let it pass, the model stays
 resident and the lock is released. During a cold load it is held until the
-load returns (:class:`_CancelShield`): a vLLM engine builds on another
+load returns (``_serve.CancelShield``): a vLLM engine builds on another
 thread, and a cancel that unwound the caller mid-build would leave an engine
 nobody owns holding GPU memory. The load finishes, the manager owns the
 model, then the cancellation is raised.
@@ -33,15 +33,11 @@ from __future__ import annotations
 
 import importlib
 import logging
-import signal
-import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import Protocol
 
-from comfy_llm_core import ExecutionTarget, ProgressCallback, ProgressEvent, ProgressStage, env_str
+from comfy_llm_core import ExecutionTarget, env_str
 from comfy_llm_inputs import PreparedInputs
 from comfy_llm_profiles import ModelProfile
 from comfy_llm_residency import (
@@ -57,9 +53,11 @@ from comfy_llm_staging import IncompleteSnapshotError, require_completed_snapsho
 
 from ..errors import DeploymentMismatchError, SnapshotNotVisibleError, WorkerUnsafeError
 from ..wire._channel import ProgressChannel
+from ..wire._plain import WireDict, WireMapping
 from ..wire._settings import COMPILE_CACHE_ROOT_ENV, FINGERPRINT_ENV
-from ..wire._wire import EngineRequest, EventSender, error_envelope, ok_envelope, say_preempted
+from ..wire._wire import EngineRequest, EventSender
 from ._container import ContainerControl, VolumeStore
+from ._serve import CancelShield, serve_input
 
 __all__ = ["EngineService"]
 
@@ -108,14 +106,14 @@ class EngineService:
             memory_probe=memory_probe,
         )
         self._event_interval = event_interval
-        self._carried_state: dict[str, Any] = {}
+        self._carried_state: WireDict = {}
         self.unsafe = False
         self.reloads = 0
         self.compile_cache_commits = 0
         self.last_compile_cache_commit: str | None = None
 
     # -- vLLM promotion state ------------------------------------------------
-    def export_promotion_state(self) -> dict[str, Any]:
+    def export_promotion_state(self) -> WireDict:
         """The execution state a fresh worker should start from.
 
         The vLLM backend's process-wide execution modes when backend-cuda has
@@ -123,11 +121,10 @@ class EngineService:
         """
         modes = _execution_modes()
         if modes is not None:
-            state: dict[str, Any] = modes.export_state()
-            return state
+            return modes.export_state()
         return dict(self._carried_state)
 
-    def import_promotion_state(self, state: Mapping[str, Any]) -> None:
+    def import_promotion_state(self, state: WireMapping) -> None:
         """Adopt a retired worker's execution state (auto promotion survives)."""
         modes = _execution_modes()
         if modes is not None:
@@ -136,18 +133,14 @@ class EngineService:
             self._carried_state.update(state)
 
     # -- one request ---------------------------------------------------------
-    def serve(self, request_wire: Mapping[str, Any], channel: ProgressChannel) -> dict[str, Any]:
+    def serve(self, request_wire: WireMapping, channel: ProgressChannel) -> WireDict:
         """Serve one wire request; every ordinary error comes back as an envelope."""
-        try:
-            request = EngineRequest.from_wire(request_wire)
-            result = self.generate(request, channel)
-        except Exception as error:
-            logger.info("Request failed: %s: %s", type(error).__name__, error)
-            return error_envelope(error)
-        except KeyboardInterrupt:  # Modal's preemption: the request runs again elsewhere
-            say_preempted(channel, "GPU")
-            raise
-        return ok_envelope(result.to_dict())
+        return serve_input(
+            lambda: self.generate(EngineRequest.from_wire(request_wire), channel).to_dict(),
+            channel,
+            what="Request",
+            container="GPU",
+        )
 
     def generate(self, request: EngineRequest, channel: ProgressChannel) -> InferenceResult:
         """Serve one request (see the module docstring for the order)."""
@@ -167,7 +160,7 @@ class EngineService:
         inputs = PreparedInputs.from_wire(request.inputs)
         settings = request.generation_settings()
         sender = EventSender(channel, interval=self.event_interval)
-        shield = _CancelShield()
+        shield = CancelShield()
         free_before = self._free_bytes()
         compiled_before = _compiled_graphs()
         self.last_compile_cache_commit = None
@@ -297,7 +290,15 @@ class EngineService:
         return WorkerUnsafeError(reason, self.export_promotion_state())
 
 
-def _execution_modes() -> Any:
+class _ExecutionModes(Protocol):
+    """What backend-cuda's ``execution_modes()`` gives the worker (found by name, not imported)."""
+
+    def export_state(self) -> WireDict: ...
+
+    def import_state(self, state: WireDict) -> None: ...
+
+
+def _execution_modes() -> _ExecutionModes | None:
     """backend-cuda's process-wide vLLM execution modes, when it provides them."""
     try:
         module = importlib.import_module(_CUDA_BACKEND)
@@ -348,65 +349,6 @@ def _found_own_graphs(namespace: object, before: dict[str, frozenset[str]] | Non
     after = _compiled_graphs() or {}
     had = before.get(namespace, frozenset())
     return bool(had) and not (after.get(namespace, frozenset()) - had)
-
-
-class _CancelShield:
-    """Holds Modal's SIGUSR1 cancellation while a model load runs.
-
-    Modal installs a SIGUSR1 handler that raises ``InputCancellation`` and
-    cancels a sync input with ``os.kill(os.getpid(), SIGUSR1)``
-    (modal/_container_entrypoint.py:250-260). Between the first LOAD event and
-    the next stage's first event this swaps in a handler that only records
-    the signal; :meth:`release` restores Modal's handler and, if a cancel
-    came, runs it, so the cancellation surfaces once the manager owns the
-    loaded model. Only the main thread can swap handlers; elsewhere (a test
-    calling the body from a thread) nothing is held.
-    """
-
-    def __init__(self) -> None:
-        self._saved: Any = None
-        self._holding = False
-        self._pending = False
-
-    def relay(self, progress: ProgressCallback) -> ProgressCallback:
-        """Wrap ``progress``: hold on LOAD, release (and raise) at the next stage."""
-
-        def relayed(event: ProgressEvent) -> None:
-            if event.stage is ProgressStage.LOAD:
-                self._hold()
-            elif self._holding:
-                self.release(raise_pending=True)
-            progress(event)
-
-        return relayed
-
-    def _hold(self) -> None:
-        if self._holding or threading.current_thread() is not threading.main_thread():
-            return
-        saved = signal.getsignal(signal.SIGUSR1)
-        if not callable(saved):
-            return  # not in a Modal container: nothing raises on SIGUSR1
-        self._saved = saved
-        self._holding = True
-        signal.signal(signal.SIGUSR1, self._record)
-
-    def _record(self, signum: int, frame: FrameType | None) -> None:
-        del signum, frame
-        self._pending = True
-
-    def release(self, *, raise_pending: bool) -> None:
-        """Give SIGUSR1 back to Modal's handler; raise a held cancel when asked."""
-        if self._holding:
-            signal.signal(signal.SIGUSR1, self._saved)
-            self._holding = False
-        if raise_pending:
-            self.raise_pending()
-
-    def raise_pending(self) -> None:
-        """Run Modal's handler for a cancel that arrived while held (it raises)."""
-        if self._pending and self._saved is not None:
-            self._pending = False
-            self._saved(signal.SIGUSR1, None)
 
 
 def _number(value: object) -> float:

@@ -62,10 +62,11 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any, Protocol
 
 from comfy_llm_core import ProgressCallback, ProgressEvent, ProgressStage
 
+from ..wire._modal_api import DictStore
+from ..wire._plain import WireDict, WireValue
 from ..wire._settings import ModalSettings
 
 __all__ = ["CLOCK_TOLERANCE_SECONDS", "HeldLease", "LeaseStore", "StageLeases", "snapshot_lease"]
@@ -76,17 +77,11 @@ _MAX_POLL_SECONDS = 2.0
 CLOCK_TOLERANCE_SECONDS = 600.0
 """How far two hosts' wall clocks may disagree before a deadline alone is trusted."""
 _MAX_DICT_FAILURES = 5
-"""Failed Dict RPCs (after the client's own retries) a waiter rides out before it fails."""
+"""Failed Dict rounds in a row (after the client's own retries) a waiter rides out."""
 
 
-class LeaseStore(Protocol):
-    """The part of ``modal.Dict`` the lease uses (the stand-in's Dict has it too)."""
-
-    def get(self, key: str, default: Any = None) -> Any: ...
-
-    def put(self, key: str, value: Any, *, skip_if_exists: bool = False) -> bool: ...
-
-    def pop(self, key: str, default: Any = None) -> Any: ...
+LeaseStore = DictStore
+"""The part of ``modal.Dict`` the lease uses (the stand-in's Dict has it too)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,13 +118,13 @@ def _beat_key(key: str, holder: str) -> str:
     return f"{key}#beat#{holder}"
 
 
-def _number(value: Any) -> float:
+def _number(value: WireValue) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return 0.0
 
 
-def _holder_of(value: Any) -> tuple[str, float] | None:
+def _holder_of(value: WireValue) -> tuple[str, float] | None:
     """(holder, deadline) of a lease value; another installation wrote it, so check it.
 
     An unreadable value counts as a lease that has already expired.
@@ -191,6 +186,7 @@ def _acquire(leases: StageLeases, key: str, model: str, progress: ProgressCallba
                 logger.warning("The stage lease %s could not be read (%s); retrying", key, error)
                 time.sleep(poll)
                 continue
+            failures = 0  # only consecutive failures end a wait that may last hours
             if held is not None:
                 return dataclasses.replace(held, waited=held.waited or waited)
             waited = True
@@ -234,13 +230,15 @@ def _try_claim(  # noqa: PLR0917
     """One round: claim the free lease, or take over an expired holder's; None: it is held."""
     store, seen = leases.store, seen or _Seen()
     while True:
-        mine = {"holder": holder, "deadline": time.time() + leases.expiry_seconds}
+        mine: WireDict = {"holder": holder, "deadline": time.time() + leases.expiry_seconds}
         if store.put(key, mine, skip_if_exists=True):
             return HeldLease(key, holder, False, None)
         current = _holder_of(store.get(key))
         if current is None:
             continue  # released between the put and the get: claim again
         other, deadline = current
+        if other == holder:  # our claim landed but its answer was lost (the put is retried)
+            return HeldLease(key, holder, False, None)
         beat = _number(store.get(_beat_key(key, other)))
         silent = seen.unchanged_for((other, deadline, beat)) >= leases.expiry_seconds
         long_past = time.time() > max(deadline, beat) + CLOCK_TOLERANCE_SECONDS

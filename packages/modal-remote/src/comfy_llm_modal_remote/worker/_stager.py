@@ -27,25 +27,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from comfy_llm_core import ExecutionTarget, ProgressCallback, env_str
 from comfy_llm_profiles import resolve_profile
 from comfy_llm_staging import break_lease, find_completed_snapshot, snapshot_path, stage_snapshot
 
 from ..wire._channel import ProgressChannel
+from ..wire._plain import WireDict, WireMapping
 from ..wire._settings import FINGERPRINT_ENV
 from ..wire._wire import (
     EventSender,
     StageRequest,
     StageResult,
-    error_envelope,
-    ok_envelope,
-    say_preempted,
 )
 from ._container import VolumeStore
+from ._serve import serve_input
 from ._stage_lease import StageLeases, snapshot_lease
 
 __all__ = ["serve_stage", "stage_model"]
@@ -136,30 +133,29 @@ def _reload(volume: VolumeStore) -> None:
 
 
 def serve_stage(
-    request_wire: Mapping[str, Any],
+    request_wire: WireMapping,
     channel: ProgressChannel,
     *,
     storage_root: Path,
     volume: VolumeStore,
     leases: StageLeases,
     event_interval: float = 0.2,
-) -> dict[str, Any]:
+) -> WireDict:
     """The stager function's body: wire in, envelope out, progress on ``channel``."""
     sender = EventSender(channel, interval=event_interval)
     try:
-        result = stage_model(
-            StageRequest.from_wire(request_wire),
-            storage_root=storage_root,
-            volume=volume,
-            leases=leases,
-            progress=sender,
+        return serve_input(
+            lambda: stage_model(
+                StageRequest.from_wire(request_wire),
+                storage_root=storage_root,
+                volume=volume,
+                leases=leases,
+                progress=sender,
+            ).to_wire(),
+            channel,
+            what="Staging",
+            container="staging",
+            before_preempted=sender.flush,
         )
-    except Exception as error:
-        return error_envelope(error)
-    except KeyboardInterrupt:  # Modal's preemption: it stages again elsewhere
-        sender.flush()
-        say_preempted(channel, "staging")
-        raise
     finally:
         sender.flush()
-    return ok_envelope(result.to_wire())
