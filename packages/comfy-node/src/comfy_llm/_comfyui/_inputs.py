@@ -41,6 +41,7 @@ __all__ = [
     "modal_workers_input",
     "model_input",
     "prompt_input",
+    "request_inputs",
     "response_schema_input",
     "run_on_modal_input",
     "schema_inputs",
@@ -73,9 +74,29 @@ WidgetBuilder = Callable[..., io.Input]
 """Builds one ComfyUI input: ``build(name, default, **options)``."""
 
 
-def widget(default: _T, build: WidgetBuilder, **options: object) -> _T:
-    """A record field shown as ``build(name, default, **options)``; its default is the widget's."""
-    return dataclasses.field(default=default, metadata={WIDGET: (build, options)})
+REQUEST_INPUT: Final = "comfy_llm_request_input"
+"""The field-metadata key marking a field as one of the request's inputs (``LLMRequest.inputs``)."""
+
+
+def widget(
+    default: _T, build: WidgetBuilder, *, request_input: bool = False, **options: object
+) -> _T:
+    """A record field shown as ``build(name, default, **options)``; its default is the widget's.
+
+    ``request_input``: the value goes to ``comfy_llm_inputs.prepare_inputs`` under the
+    field's name (:func:`request_inputs`), unread by the node.
+    """
+    metadata = {WIDGET: (build, options), REQUEST_INPUT: request_input}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def request_inputs(record: object) -> dict[str, object]:
+    """The record's request inputs (``widget(..., request_input=True)``), by field name."""
+    return {
+        field.name: getattr(record, field.name)
+        for field in dataclasses.fields(record)  # type: ignore[arg-type]
+        if field.metadata[REQUEST_INPUT]
+    }
 
 
 def schema_inputs(record: type) -> list[io.Input]:

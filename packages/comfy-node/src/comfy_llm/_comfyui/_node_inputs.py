@@ -26,6 +26,7 @@ from comfy_llm._comfyui._inputs import (
     modal_gpu_input,
     model_input,
     prompt_input,
+    request_inputs,
     response_schema_input,
     run_on_modal_input,
     seed_input,
@@ -94,8 +95,9 @@ class NodeInputs(SharedInputs):
     """One ``ModalLLM`` execution's inputs, in the node's widget order.
 
     ``images``, ``video`` and ``files`` are ComfyUI's IMAGE, VIDEO and
-    OPENAI_INPUT_FILES values, handed to ``comfy_llm_inputs`` unread (it
-    checks them where they enter).
+    OPENAI_INPUT_FILES values; they and ``video_frames`` are the request's
+    inputs (``request_input=True``), handed to ``comfy_llm_inputs`` unread
+    under their field names (it checks them where they enter).
     """
 
     prompt: str = widget(
@@ -106,17 +108,21 @@ class NodeInputs(SharedInputs):
     )
     model_profile: str = widget(DEFAULT_MODEL, model_input)
     images: object = widget(
-        None, media_input(io.Image.Input, "Optional IMAGE (a batch is several images).")
+        None,
+        media_input(io.Image.Input, "Optional IMAGE (a batch is several images)."),
+        request_input=True,
     )
-    video: object = widget(None, media_input(io.Video.Input, _VIDEO_TIP))
-    files: object = widget(None, media_input(io.Custom("OPENAI_INPUT_FILES").Input, _FILES_TIP))
+    video: object = widget(None, media_input(io.Video.Input, _VIDEO_TIP), request_input=True)
+    files: object = widget(
+        None, media_input(io.Custom("OPENAI_INPUT_FILES").Input, _FILES_TIP), request_input=True
+    )
     system_prompt: str = widget("", system_prompt_input)
     max_new_tokens: int = widget(defaults.MAX_NEW_TOKENS, max_new_tokens_input)
     enable_reasoning: bool = widget(True, enable_reasoning_input)
     temperature: float = widget(defaults.TEMPERATURE, temperature_input)
     top_p: float = widget(defaults.TOP_P, top_p_input)
     seed: int = widget(0, seed_input)
-    video_frames: int = widget(defaults.VIDEO_FRAMES, _video_frames_input)
+    video_frames: int = widget(defaults.VIDEO_FRAMES, _video_frames_input, request_input=True)
     reserve_free_vram_gb: float = widget(
         defaults.RESERVE_GB["modal"], _reserve_input, tooltip=_MODAL_RESERVE_TIP
     )
@@ -140,10 +146,7 @@ class NodeInputs(SharedInputs):
             model=self.model(),
             prompt=self.prompt,
             system_prompt=self.system_prompt or None,
-            images=self.images,
-            video=self.video,
-            video_frames=self.video_frames,
-            files=self.files,
+            inputs=request_inputs(self),
             settings=self.settings(),
             target=target.value,
             run_on_modal=self.run_on_modal,
