@@ -23,7 +23,7 @@ from comfy_llm._caption_conventions import (
     CSV_NAME,
     MANIFEST_NAME,
     CaptionConventions,
-    check_template,
+    checked_conventions,
 )
 from comfy_llm._caption_job import CaptionJob, ImageBatch
 from comfy_llm._caption_media import MAX_CAPTION_IMAGES, split_patterns
@@ -264,11 +264,12 @@ class CaptionInputs(SharedInputs):
 
     def conventions(self) -> CaptionConventions:
         """The convention inputs as ``CaptionConventions`` (checked where they enter)."""
-        check_template("caption_prefix", self.caption_prefix)
-        check_template("caption_suffix", self.caption_suffix)
         mode = self.caption_mode
-        return CaptionConventions(
-            suffix=self.caption_suffix,
+        off = [rule for rule, name in _CLEANUP_SWITCHES.items() if not getattr(self, name)]
+        return checked_conventions(
+            prefix=("caption_prefix", self.caption_prefix),
+            suffix=("caption_suffix", self.caption_suffix),
+            disabled_cleanup=off,
             separator=self.caption_separator,
             trigger_word=self.trigger_word,
             # skip_existing defers to the older switches (both at their defaults: the same)
@@ -280,7 +281,6 @@ class CaptionInputs(SharedInputs):
             exclude=split_patterns(self.exclude_patterns),
             limit=self.max_files,
             csv=self.write_csv,
-            cleanup=tuple(rule for rule, name in _CLEANUP_SWITCHES.items() if getattr(self, name)),
         )
 
     def job(
