@@ -148,9 +148,7 @@ class ProfileLimits:
 
     def for_modalities(self, modalities: Collection[str]) -> ProfileLimits:
         """These limits for a model taking only ``modalities``: other count bounds zero."""
-        zero = {
-            bound: 0 for modality, bound in COUNT_BOUNDS.items() if modality not in modalities
-        }
+        zero = {bound: 0 for modality, bound in COUNT_BOUNDS.items() if modality not in modalities}
         return ProfileLimits.of(**{**self.to_dict(), **zero}) if zero else self
 
     def to_dict(self) -> dict[str, Any]:
