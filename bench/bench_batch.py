@@ -71,8 +71,7 @@ def _manager(name: str, device: str) -> None:
 
 def _engine(name: str, images: Any, tokens: int, device: str, torch_threads: int) -> dict[str, Any]:
     from comfy_api.latest import io
-    from comfy_llm._comfyui._caption_node import CaptionImagesNode
-    from comfy_llm._comfyui._modal_llm import ModalLLMNode
+    from comfy_llm import CaptionImagesNode, ModalLLMNode
     from comfy_llm_residency import reset_managers
 
     os.environ["COMFY_LLM_EXECUTION_TARGET"] = TARGETS[name]

@@ -221,7 +221,7 @@ class NodeHooks:
 
     @contextmanager
     def installed(self) -> Iterator[NodeHooks]:
-        from comfy_llm._comfyui._glue import ComfyGlue
+        from comfy_llm import ComfyGlue
         from comfy_llm_core import ProgressStage
         from comfy_llm_residency import TokenRelay
 
@@ -492,7 +492,7 @@ def run_raw_with_node_callbacks(
     after generation (Hub inspection, staging, inputs, metadata).
     """
     import comfy.utils
-    from comfy_llm._comfyui._glue import ComfyGlue
+    from comfy_llm import ComfyGlue
     from comfy_llm_residency import TokenRelay
     from server import PromptServer
 
@@ -549,7 +549,7 @@ def bench_backend(
     # 3 (set-up). the raw backend on the same snapshot
     root = Path(os.environ["COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT"])
     if name == "llama_cpp":
-        from comfy_llm._storage import model_folders
+        from comfy_llm import model_folders
         from comfy_llm_profiles import gguf_file_names
         from comfy_llm_staging import stage_local_folder
 
@@ -916,7 +916,7 @@ def main(argv: list[str] | None = None) -> int:
             with installed_standin():
                 import comfy.model_management
                 from comfy_api.latest import io
-                from comfy_llm._comfyui._modal_llm import ModalLLMNode
+                from comfy_llm import ModalLLMNode
 
                 comfy.model_management.reset()
                 ModalLLMNode.hidden = io.HiddenHolder(unique_id=NODE_ID)

@@ -228,7 +228,7 @@ def _node(mode: str, runs: int, tokens: int) -> dict[str, Any]:
     median of the per-pair ratios.
     """
     from comfy_api.latest import io
-    from comfy_llm._comfyui._modal_llm import ModalLLMNode
+    from comfy_llm import ModalLLMNode
     from comfy_llm_inputs import PreparedInputs, chat_messages
     from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager, reset_managers
 
@@ -320,8 +320,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     _environment(workdir, args.device)
     os.environ["BENCH_DEVICE"] = args.device
     cores = _reserve_caller_core() if args.device == "cpu" else None
-    from comfy_llm._pipeline import resolve_and_stage
-    from comfy_llm._storage import storage_root
+    from comfy_llm import resolve_and_stage, storage_root
     from comfy_llm_core import ExecutionTarget, ignore_progress
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files

@@ -146,3 +146,42 @@ def test_no_import_circle_inside_a_package(folder: str) -> None:
     for importer, imported in allowed:
         graph[importer] = graph[importer] - {imported}
     assert house_figures.import_circles(graph) == []
+
+
+def _node_imports(path: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """``(module, names)`` for every import of the node package ``comfy_llm`` in ``path``."""
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(a.name, ()) for a in node.names if a.name.split(".")[0] == "comfy_llm"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] != "comfy_llm":
+                continue
+            found.append((node.module, tuple(alias.name for alias in node.names)))
+    return found
+
+
+def test_bench_and_the_test_world_use_only_the_node_packages_public_names() -> None:
+    """bench/, the test world and scripts/ drive comfy-node through ``comfy_llm.__all__``.
+
+    Issue 28: they imported ``comfy_llm._comfyui._modal_llm``, ``_glue``, ``_pipeline``
+    and ``_storage``, so a private rename broke a benchmark nobody ran.
+    """
+    import comfy_llm
+
+    public = set(comfy_llm.__all__)
+    outside = [
+        *sorted((REPO_ROOT / "bench").rglob("*.py")),
+        *sorted((REPO_ROOT / "testing" / "src").rglob("*.py")),
+        *sorted((REPO_ROOT / "scripts").rglob("*.py")),
+    ]
+    wrong = [
+        f"{path.relative_to(REPO_ROOT)}: {module} {names}"
+        for path in outside
+        for module, names in _node_imports(path)
+        if module != "comfy_llm" or not set(names) <= public
+    ]
+    assert not wrong
+    # the names that need no ComfyUI resolve here (the nodes and the glue: the tiers)
+    for name in public - {"ModalLLMNode", "CaptionImagesNode", "ComfyGlue"}:
+        assert getattr(comfy_llm, name) is not None

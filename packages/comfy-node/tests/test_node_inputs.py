@@ -83,3 +83,36 @@ def test_comfyui_start_up_loads_no_engine_torch_or_modal_from_the_node(comfyui: 
     loaded = set(json.loads(done.stdout))
     assert not loaded & heavy
     assert "comfy_llm_modal_remote" not in loaded and "comfy_llm_backend_cuda" not in loaded
+
+
+def test_the_request_inputs_reach_prepare_inputs_by_name_as_data(comfyui: Path) -> None:
+    """A modality is data on the way down (issue 28): no field per kind in LLMRequest.
+
+    The node's input fields (``widget(..., request_input=True)``) and the CLI's input
+    flags (``INPUT_FLAGS``) name ``prepare_inputs`` keywords; the request carries them
+    as one mapping, the unconnected ones left out.
+    """
+    import inspect
+
+    from comfy_llm._cli._args import INPUT_FLAGS, input_values
+    from comfy_llm._cli._main import _build_parser
+    from comfy_llm._comfyui._node_inputs import NodeInputs
+    from comfy_llm_core import ExecutionTarget
+    from comfy_llm_inputs import prepare_inputs
+
+    keywords = set(inspect.signature(prepare_inputs).parameters) - {"prompt", "system_prompt"}
+    pixels = object()
+    request = NodeInputs(images=pixels, video_frames=3).request(ExecutionTarget.LOCAL_CPU, Path())
+    assert dict(request.inputs) == {"images": pixels, "video_frames": 3}
+    assert (
+        set(
+            NodeInputs(images=1, video=2, files=3).request(ExecutionTarget.LOCAL_CPU, Path()).inputs
+        )
+        <= keywords
+    )
+    assert {flag.name for flag in INPUT_FLAGS} <= keywords
+
+    args = _build_parser().parse_args(
+        ["run", "--prompt", "p", "--video", "clip.mp4", "--file", "a.txt", "--file", "b.pdf"]
+    )
+    assert input_values(args) == {"video": "clip.mp4", "files": ["a.txt", "b.pdf"]}

@@ -271,3 +271,25 @@ def test_compute_profile_id_ignores_non_identity_keys(make_profile: MakeProfile)
     data["display_name"] = "x"
     data["profile_id"] = "whatever"
     assert compute_profile_id(data) == GOLDEN_LOCAL_CPU_ID
+
+
+def test_the_flat_limit_keys_come_from_cores_bounds_records() -> None:
+    """A modality's bounds are data (issue 28): profiles spell, zero and check them by record.
+
+    Each core record names the bounds a profile stores and the one counting its inputs;
+    a model without the modality gets that count zeroed, and nothing in profiles names
+    a modality's bound by hand.
+    """
+    from comfy_llm_core import MediaLimits, Modality
+    from comfy_llm_profiles._profile import COUNT_BOUNDS, LIMIT_KEYS
+
+    records = MediaLimits.records()
+    stored = [key for record in records.values() for key in record.profile_bounds]
+    assert ("context_tokens", *stored) == LIMIT_KEYS
+    assert COUNT_BOUNDS == {Modality.IMAGE: "max_images", Modality.VIDEO: "max_video_frames"}
+    assert MediaLimits.of({Modality.IMAGE: {"max_images": 2}})[Modality.IMAGE].max_images == 2
+    limits = ProfileLimits.of(context_tokens=4096, max_images=4, max_video_frames=16)
+    text_and_images = limits.for_modalities(("text", "image", "file"))
+    assert text_and_images.media.image.max_images == 4
+    assert text_and_images.media.video.max_video_frames == 0
+    assert limits.for_modalities(("text", "image", "video", "file")) is limits

@@ -265,7 +265,7 @@ def node_requests(folder: Path, *, second_model: str | None) -> list[dict[str, A
 def node_run(node_id: str = "7", **inputs: Any) -> dict[str, Any]:
     """Run the ModalLLM node (ComfyUI stand-in installed) once; its outputs, normalised."""
     from comfy_api.latest import io
-    from comfy_llm._comfyui._modal_llm import ModalLLMNode
+    from comfy_llm import ModalLLMNode
 
     ModalLLMNode.hidden = io.HiddenHolder(unique_id=node_id)
     inputs.setdefault("temperature", 0.0)

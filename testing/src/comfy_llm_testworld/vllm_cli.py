@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     """Configure the manager, then hand ``argv`` to the CLI."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    from comfy_llm._cli import main as cli_main
+    from comfy_llm import cli_main
     from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager
 
     get_manager("local_cuda", backend_factory=create_backend, memory_probe=PsutilMemoryProbe("cpu"))

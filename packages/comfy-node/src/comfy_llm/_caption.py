@@ -261,7 +261,7 @@ def _prepare(
                 model=job.model,
                 prompt=job.prompt,
                 system_prompt=job.system_prompt,
-                **media_input(item.pixels, item.path, profile),
+                inputs=media_input(item.pixels, item.path, profile),
                 settings=job.settings,
             )
             prepared = prepare_request_inputs(request, profile, progress)

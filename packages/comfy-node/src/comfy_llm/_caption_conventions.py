@@ -32,7 +32,7 @@ import dataclasses
 import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ __all__ = [
     "MANIFEST_NAME",
     "CaptionConventions",
     "check_template",
+    "checked_conventions",
     "compose_caption",
     "counted_message",
     "existing_mode",
@@ -173,6 +174,34 @@ def check_template(field: str, text: str) -> None:
                 "placeholders {name} (the file's stem), {folder} (its folder's name) and "
                 "[trigger] (the trigger word, or left for ai-toolkit)",
             )
+
+
+def checked_conventions(
+    *,
+    prefix: tuple[str, str],
+    suffix: tuple[str, str],
+    disabled_cleanup: Collection[str] = (),
+    **fields: Any,
+) -> CaptionConventions:
+    """The conventions as the node or the CLI gives them, checked where they enter.
+
+    The one place both faces build :class:`CaptionConventions`: the prefix and
+    suffix templates are checked under the name the user typed them as, each
+    cleanup rule not switched off applies, and the record checks the rest.
+
+    Args:
+        prefix: ``(its name, the prefix)``: the prefix stays ``CaptionJob``'s, only checked.
+        suffix: ``(its name, the suffix)``.
+        disabled_cleanup: The ``CLEANUP_RULES`` switched off.
+        fields: The record's other fields.
+
+    Raises:
+        InvalidSettingError: An unknown placeholder, or a value the record refuses.
+    """
+    check_template(*prefix)
+    check_template(*suffix)
+    cleanup = tuple(rule for rule in CLEANUP_RULES if rule not in disabled_cleanup)
+    return CaptionConventions(suffix=suffix[1], cleanup=cleanup, **fields)
 
 
 def _fill(text: str, trigger_word: str, path: Path | None, name: str) -> str:

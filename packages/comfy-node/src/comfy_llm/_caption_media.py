@@ -161,7 +161,7 @@ def item_name(path: Path, folder: str | Path) -> str:
 
 
 def media_input(pixels: Any, path: Path | None, profile: ModelProfile) -> dict[str, Any]:
-    """The ``LLMRequest`` fields for one item: its image, or its video's frames.
+    """The ``LLMRequest.inputs`` of one item: its image, or its video's frames.
 
     A clip gets the describe node's default frame count, lowered to what
     the model takes per request (the describe node refuses more; a batch

@@ -154,12 +154,9 @@ def prepare_request_inputs(
     return prepare_inputs(
         request.prompt,
         system_prompt=request.system_prompt or None,
-        images=request.images,
-        video=request.video,
-        video_frames=request.video_frames,
-        files=request.files,
         limits=profile.limits.media,
         progress=report,
+        **request.inputs,
     )
 
 

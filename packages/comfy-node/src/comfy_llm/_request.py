@@ -7,7 +7,10 @@ The pipeline (``_pipeline``) serves it here or hands it to Modal
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from comfy_llm_core import defaults
 from comfy_llm_residency.backend import GenerationSettings
@@ -24,10 +27,11 @@ class LLMRequest:
             checkpoint folder or ``models/<folder>/<name>``.
         prompt: The user prompt.
         system_prompt: Optional system prompt ("" counts as none).
-        images: ComfyUI IMAGE tensor/array, or image file paths (CLI).
-        video: A ComfyUI VIDEO object or a video file path.
-        video_frames: How many frames to sample from ``video``.
-        files: OPENAI_INPUT_FILES value or file paths.
+        inputs: The request's inputs beside the prompt, unread, by
+            ``comfy_llm_inputs.prepare_inputs`` keyword: ``images`` (ComfyUI
+            IMAGE, or image file paths), ``video`` (VIDEO or a file path),
+            ``video_frames``, ``files`` (OPENAI_INPUT_FILES or paths). Data,
+            not fields: a new kind of input passes through here untouched.
         settings: Generation settings.
         target: Explicit execution target name, else detected.
         run_on_modal: The node's Modal toggle.
@@ -40,10 +44,7 @@ class LLMRequest:
     model: str
     prompt: str
     system_prompt: str | None = None
-    images: object = None
-    video: object = None
-    video_frames: int = defaults.VIDEO_FRAMES
-    files: object = None
+    inputs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     settings: GenerationSettings = dataclasses.field(default_factory=GenerationSettings)
     target: str | None = None
     run_on_modal: bool = False
@@ -51,3 +52,8 @@ class LLMRequest:
     storage_root: str | Path | None = None
     reserve_gb: float | None = None
     keep_loaded: bool = True
+
+    def __post_init__(self) -> None:
+        """Hold ``inputs`` read-only, its absent values (None) left out."""
+        present = {name: value for name, value in self.inputs.items() if value is not None}
+        object.__setattr__(self, "inputs", MappingProxyType(present))

@@ -28,7 +28,7 @@ from comfy_llm_core import ExecutionTarget
 
 from comfy_llm_profiles._decide import decide
 from comfy_llm_profiles._families import FAMILIES
-from comfy_llm_profiles._profile import LIMIT_KEYS, ModelProfile
+from comfy_llm_profiles._profile import BOOLEAN_LIMITS, COUNT_BOUNDS, LIMIT_KEYS, ModelProfile
 from comfy_llm_profiles._reference import ModelReference, is_commit, parse_model_reference
 from comfy_llm_profiles._registry import registry_for
 from comfy_llm_profiles.errors import CuratedRegistryError, ProfileError
@@ -210,15 +210,16 @@ def _limits(name: str, family: str, raw: object) -> dict[str, int | bool]:
         raise _bad(name, f"has unknown limits {unknown} (known: {sorted(_LIMIT_FIELDS)})")
     limits: dict[str, int | bool] = {}
     for key, value in raw.items():
-        if key == "allow_mixed_image_video":
+        if key in BOOLEAN_LIMITS:
             if not isinstance(value, bool):
                 raise _bad(name, f"has limits.{key} {value!r}; expected true or false")
         elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise _bad(name, f"has limits.{key} {value!r}; expected a positive integer")
         limits[key] = value
     modalities = FAMILIES[family].modalities
-    if limits.get("max_video_frames") and "video" not in modalities:
-        raise _bad(name, f"sets max_video_frames, but family {family!r} takes no video")
+    for modality, bound in COUNT_BOUNDS.items():
+        if limits.get(bound) and modality not in modalities:
+            raise _bad(name, f"sets {bound}, but family {family!r} takes no {modality}")
     return limits
 
 

@@ -229,14 +229,14 @@ def _limits(
         return ProfileLimits.of(**{**_limits(config, registry, rule, None).to_dict(), **reviewed})
     return ProfileLimits.of(
         context_tokens=context,
-        max_images=policy.max_images if "image" in rule.modalities else 0,
-        max_video_frames=policy.max_video_frames if "video" in rule.modalities else 0,
+        max_images=policy.max_images,
+        max_video_frames=policy.max_video_frames,
         max_file_bytes=policy.max_file_bytes,
         max_total_file_bytes=policy.max_total_file_bytes,
         max_file_characters=min(policy.max_file_characters, 4 * context),
         max_pdf_pages=policy.max_pdf_pages,
         allow_mixed_image_video=rule.allow_mixed_image_video,
-    )
+    ).for_modalities(rule.modalities)
 
 
 def _capped(limits: ProfileLimits, rule: ArchitectureRule) -> ProfileLimits:

@@ -44,6 +44,9 @@ __all__ = ["GGUF_DTYPE", "decide_gguf", "gguf_pair_label"]
 
 GGUF_DTYPE = "gguf"
 """A GGUF profile's ``dtype``: the file's tensors keep their own types (see ``quantization``)."""
+_LLAMA_CPP_MODALITIES = ("text", "file")
+"""What llama.cpp reads of a family's modalities beside images (with a projector only):
+no video, and a new modality only once its libmtmd mapping is in."""
 
 
 def _engine_unavailable(where: Where, engine: str, install_hint: str) -> EngineUnavailableError:
@@ -156,20 +159,13 @@ def decide_gguf(
         )
     config = _config_view(model)
     modalities = tuple(
-        m for m in rule.modalities if m != "video" and (m != "image" or projector is not None)
+        m
+        for m in rule.modalities
+        if m in _LLAMA_CPP_MODALITIES or (m == "image" and projector is not None)
     )
-    base = _limits(config, registry, rule, None)
-    media = dataclasses.replace(
-        base.media,
-        image=dataclasses.replace(
-            base.media.image,
-            max_images=registry.policy.max_images if "image" in modalities else 0,
-        ),
-        video=dataclasses.replace(
-            base.media.video, max_video_frames=0, allow_mixed_image_video=False
-        ),
-    )
-    limits = dataclasses.replace(base, media=media)
+    base = _limits(config, registry, rule, None).for_modalities(modalities)
+    video = dataclasses.replace(base.media.video, allow_mixed_image_video=False)
+    limits = dataclasses.replace(base, media=dataclasses.replace(base.media, video=video))
     weight_bytes = model.weight_bytes + (projector.weight_bytes if projector else 0)
     quantization = QuantizationInfo(method=method, description=f"GGUF {method}")
     facts = dataclasses.replace(

@@ -25,17 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
-from comfy_llm_core import (
-    ExecutionTarget,
-    FileLimits,
-    ImageLimits,
-    MediaLimits,
-    Modality,
-    VideoLimits,
-)
+from comfy_llm_core import ExecutionTarget, MediaLimits, Modality
 
 from comfy_llm_profiles._engines import ENGINES, quantization_methods
 from comfy_llm_profiles._identity import (
@@ -84,16 +77,25 @@ def _non_negative_int(field: str, value: object, *, positive: bool = False) -> N
 
 
 _LIMIT_KEYS: Final = {
-    "max_images": (Modality.IMAGE, "max_images"),
-    "max_video_frames": (Modality.VIDEO, "max_video_frames"),
-    "max_file_bytes": (Modality.FILE, "max_file_bytes"),
-    "max_total_file_bytes": (Modality.FILE, "max_total_file_bytes"),
-    "max_file_characters": (Modality.FILE, "max_file_characters"),
-    "max_pdf_pages": (Modality.FILE, "max_pdf_pages"),
-    "allow_mixed_image_video": (Modality.VIDEO, "allow_mixed_image_video"),
+    key: (modality, key)
+    for modality, record in MediaLimits.records().items()
+    for key in record.profile_bounds
 }
 """The profile's flat spelling of each bound (manifests, curated entries): its modality
-and field. Bounds a profile does not carry keep ``MediaLimits``' defaults."""
+and field, as each ``comfy_llm_core`` bounds record declares (``profile_bounds``). Bounds
+a profile does not carry keep ``MediaLimits``' defaults."""
+COUNT_BOUNDS: Final = {
+    modality: record.count_bound
+    for modality, record in MediaLimits.records().items()
+    if record.count_bound
+}
+"""The bound counting each modality's inputs (``max_images``...): zero for a model
+without that modality."""
+BOOLEAN_LIMITS: Final = frozenset(
+    key
+    for key, (modality, _) in _LIMIT_KEYS.items()
+    if isinstance(getattr(MediaLimits()[modality], key), bool)
+)
 LIMIT_KEYS: Final = ("context_tokens", *_LIMIT_KEYS)
 """Every key of :meth:`ProfileLimits.to_dict`, in order."""
 _POSITIVE_LIMITS: Final = frozenset(
@@ -142,14 +144,12 @@ class ProfileLimits:
         for key, value in bounds.items():
             modality, field = _LIMIT_KEYS[key]
             records.setdefault(modality, {})[field] = value
-        return cls(
-            context_tokens=context_tokens,
-            media=MediaLimits(
-                image=ImageLimits(**records.get(Modality.IMAGE, {})),
-                video=VideoLimits(**records.get(Modality.VIDEO, {})),
-                file=FileLimits(**records.get(Modality.FILE, {})),
-            ),
-        )
+        return cls(context_tokens=context_tokens, media=MediaLimits.of(records))
+
+    def for_modalities(self, modalities: Collection[str]) -> ProfileLimits:
+        """These limits for a model taking only ``modalities``: other count bounds zero."""
+        zero = {bound: 0 for modality, bound in COUNT_BOUNDS.items() if modality not in modalities}
+        return ProfileLimits.of(**{**self.to_dict(), **zero}) if zero else self
 
     def to_dict(self) -> dict[str, Any]:
         """Return the limits as a JSON-ready dict, flat (the manifest's spelling)."""
@@ -176,7 +176,7 @@ class ProfileLimits:
 def _check_limits(values: Mapping[str, Any]) -> None:
     """Each flat bound is a whole number >= 0 (> 0 where zero fits nothing) or a bool."""
     for name, value in values.items():
-        if name == "allow_mixed_image_video":
+        if name in BOOLEAN_LIMITS:
             if not isinstance(value, bool):
                 raise _fail(f"limits.{name}", value, "true or false")
         else:

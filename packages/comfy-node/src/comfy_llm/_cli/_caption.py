@@ -13,8 +13,7 @@ from comfy_llm._caption_conventions import (
     CAPTION_MODES,
     CSV_NAME,
     MANIFEST_NAME,
-    CaptionConventions,
-    check_template,
+    checked_conventions,
     write_batch_manifest,
 )
 from comfy_llm._caption_presets import PROMPT_PRESETS, preset_prompt
@@ -182,10 +181,10 @@ def cmd_caption(args: argparse.Namespace) -> JsonRecord:
     )
     if args.clip_tokenizer:  # a typo is refused before any image is captioned
         check_clip_folder(args.clip_tokenizer)
-    check_template("--prefix", args.prefix)
-    check_template("--suffix", args.suffix)
-    conventions = CaptionConventions(
-        suffix=args.suffix,
+    conventions = checked_conventions(
+        prefix=("--prefix", args.prefix),
+        suffix=("--suffix", args.suffix),
+        disabled_cleanup=args.cleanup or (),
         separator=args.separator,
         trigger_word=args.trigger_word,
         mode=args.mode,
@@ -196,7 +195,6 @@ def cmd_caption(args: argparse.Namespace) -> JsonRecord:
         exclude=tuple(args.exclude),
         limit=args.limit,
         csv=args.csv,
-        cleanup=tuple(rule for rule in CLEANUP_RULES if rule not in (args.cleanup or ())),
     )
     items = caption_items(folder=args.folder, conventions=conventions)
     job = CaptionJob(

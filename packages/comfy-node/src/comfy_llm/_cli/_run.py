@@ -14,9 +14,10 @@ from comfy_llm_core import defaults
 from comfy_llm._cli._args import (
     AddCommon,
     Subcommands,
+    add_input_flags,
     check_paths,
     default_model,
-    load_image_files,
+    input_values,
     read_schema_file,
 )
 from comfy_llm._cli._console import ConsoleProgress
@@ -37,20 +38,13 @@ def add_run_parser(sub: Subcommands, add_common: AddCommon) -> None:
     )
     run.add_argument("--prompt", required=True, help="the user prompt")
     run.add_argument("--system", help="a system prompt")
-    run.add_argument(
-        "--image",
-        action="append",
-        default=[],
-        help="an image file (repeatable; downscaled to fit 4096x4096 as it is decoded)",
-    )
-    run.add_argument("--video", help="a video file")
+    add_input_flags(run)
     run.add_argument(
         "--video-frames",
         type=int,
         default=defaults.VIDEO_FRAMES,
         help="frames sampled from --video",
     )
-    run.add_argument("--file", action="append", default=[], help="a text or PDF file (repeatable)")
     run.add_argument("--max-new-tokens", type=int, default=defaults.MAX_NEW_TOKENS)
     run.add_argument("--no-reasoning", action="store_true", help="disable the reasoning channel")
     run.add_argument("--temperature", type=float, default=defaults.TEMPERATURE)
@@ -75,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> JsonRecord:
             was refused.
     """
     check_paths(args)
-    images = load_image_files(args.image)  # a bad image fails before the heavy imports
+    inputs = input_values(args)  # a bad image fails before the heavy imports
     from comfy_llm_residency.backend import GenerationSettings
 
     from comfy_llm._pipeline import LLMRequest, run_request
@@ -92,10 +86,7 @@ def cmd_run(args: argparse.Namespace) -> JsonRecord:
         model=args.model or default_model(args.target),
         prompt=args.prompt,
         system_prompt=args.system,
-        images=images,
-        video=args.video,
-        video_frames=args.video_frames,
-        files=list(args.file) or None,
+        inputs={**inputs, "video_frames": args.video_frames},
         settings=settings,
         target=args.target,
         storage_root=args.storage_root,

@@ -23,7 +23,7 @@ from comfy_llm._caption_conventions import (
     CSV_NAME,
     MANIFEST_NAME,
     CaptionConventions,
-    check_template,
+    checked_conventions,
 )
 from comfy_llm._caption_job import CaptionJob, ImageBatch
 from comfy_llm._caption_media import MAX_CAPTION_IMAGES, split_patterns
@@ -32,22 +32,11 @@ from comfy_llm._caption_presets import PROMPT_PRESETS, preset_prompt
 from comfy_llm._comfyui._inputs import (
     DEFAULT_MODEL,
     SharedInputs,
-    custom_model_input,
-    enable_reasoning_input,
-    keep_model_loaded_input,
-    max_new_tokens_input,
     media_input,
-    modal_gpu_input,
     modal_workers_input,
-    model_input,
     prompt_input,
-    response_schema_input,
-    run_on_modal_input,
-    seed_input,
+    shared,
     supported,
-    system_prompt_input,
-    temperature_input,
-    top_p_input,
     widget,
 )
 from comfy_llm._storage import comfy_input_dir
@@ -125,7 +114,7 @@ class CaptionInputs(SharedInputs):
         tooltip="The instruction given with every image.",
         placeholder="How to caption each image…",
     )
-    model_profile: str = widget(DEFAULT_MODEL, model_input)
+    model_profile: str = shared(DEFAULT_MODEL)
     # widget() is a dataclasses.field (its default is None), not a shared mutable default
     images: ImageBatch | None = widget(  # noqa: RUF009
         None, media_input(io.Image.Input, "An IMAGE batch to caption.")
@@ -136,16 +125,15 @@ class CaptionInputs(SharedInputs):
         tooltip="A folder of images (png, jpg, webp, ...) and videos to caption, sorted "
         "by name: a full path, or a folder name inside ComfyUI's input folder.",
     )
-    system_prompt: str = widget("", system_prompt_input)
-    max_new_tokens: int = widget(CAPTION_MAX_NEW_TOKENS, max_new_tokens_input)
-    enable_reasoning: bool = widget(False, enable_reasoning_input)
-    temperature: float = widget(CAPTION_TEMPERATURE, temperature_input)
-    top_p: float = widget(defaults.TOP_P, top_p_input)
-    seed: int = widget(0, seed_input, tooltip="Sampling seed, the same for every image.")
-    keep_model_loaded: bool = widget(True, keep_model_loaded_input)
-    response_schema: str = widget(
+    system_prompt: str = shared("")
+    max_new_tokens: int = shared(CAPTION_MAX_NEW_TOKENS)
+    enable_reasoning: bool = shared(False)
+    temperature: float = shared(CAPTION_TEMPERATURE)
+    top_p: float = shared(defaults.TOP_P)
+    seed: int = shared(0, tooltip="Sampling seed, the same for every image.")
+    keep_model_loaded: bool = shared(True)
+    response_schema: str = shared(
         "",
-        response_schema_input,
         tooltip="A JSON Schema every caption must satisfy (constrained decoding); an image "
         "whose answer still fails after one retry counts as failed, with the reason.",
     )
@@ -176,10 +164,10 @@ class CaptionInputs(SharedInputs):
     )
     batch_size: int = widget(defaults.CAPTION_BATCH_SIZE, _batch_size_input)
     # New inputs go last: saved workflows keep their widget order.
-    run_on_modal: bool = widget(False, run_on_modal_input)
-    modal_gpu: str = widget(defaults.DEFAULT_GPU, modal_gpu_input)
+    run_on_modal: bool = shared(False)
+    modal_gpu: str = shared(defaults.DEFAULT_GPU)
     modal_workers: int = widget(1, modal_workers_input)
-    custom_model: str = widget("", custom_model_input)
+    custom_model: str = shared("")
     # The LoRA captioner's options (``_caption_conventions``), after every older input.
     caption_suffix: str = widget(
         "",
@@ -264,11 +252,12 @@ class CaptionInputs(SharedInputs):
 
     def conventions(self) -> CaptionConventions:
         """The convention inputs as ``CaptionConventions`` (checked where they enter)."""
-        check_template("caption_prefix", self.caption_prefix)
-        check_template("caption_suffix", self.caption_suffix)
         mode = self.caption_mode
-        return CaptionConventions(
-            suffix=self.caption_suffix,
+        off = [rule for rule, name in _CLEANUP_SWITCHES.items() if not getattr(self, name)]
+        return checked_conventions(
+            prefix=("caption_prefix", self.caption_prefix),
+            suffix=("caption_suffix", self.caption_suffix),
+            disabled_cleanup=off,
             separator=self.caption_separator,
             trigger_word=self.trigger_word,
             # skip_existing defers to the older switches (both at their defaults: the same)
@@ -280,7 +269,6 @@ class CaptionInputs(SharedInputs):
             exclude=split_patterns(self.exclude_patterns),
             limit=self.max_files,
             csv=self.write_csv,
-            cleanup=tuple(rule for rule, name in _CLEANUP_SWITCHES.items() if getattr(self, name)),
         )
 
     def job(

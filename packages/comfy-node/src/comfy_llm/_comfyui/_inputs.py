@@ -30,6 +30,7 @@ __all__ = [
     "MODAL_GPUS",
     "MODEL_LABELS",
     "SEARCH_ALIASES",
+    "SHARED_WIDGETS",
     "SharedInputs",
     "WidgetBuilder",
     "custom_model_input",
@@ -41,10 +42,12 @@ __all__ = [
     "modal_workers_input",
     "model_input",
     "prompt_input",
+    "request_inputs",
     "response_schema_input",
     "run_on_modal_input",
     "schema_inputs",
     "seed_input",
+    "shared",
     "supported",
     "system_prompt_input",
     "temperature_input",
@@ -73,9 +76,29 @@ WidgetBuilder = Callable[..., io.Input]
 """Builds one ComfyUI input: ``build(name, default, **options)``."""
 
 
-def widget(default: _T, build: WidgetBuilder, **options: object) -> _T:
-    """A record field shown as ``build(name, default, **options)``; its default is the widget's."""
-    return dataclasses.field(default=default, metadata={WIDGET: (build, options)})
+REQUEST_INPUT: Final = "comfy_llm_request_input"
+"""The field-metadata key marking a field as one of the request's inputs (``LLMRequest.inputs``)."""
+
+
+def widget(
+    default: _T, build: WidgetBuilder, *, request_input: bool = False, **options: object
+) -> _T:
+    """A record field shown as ``build(name, default, **options)``; its default is the widget's.
+
+    ``request_input``: the value goes to ``comfy_llm_inputs.prepare_inputs`` under the
+    field's name (:func:`request_inputs`), unread by the node.
+    """
+    metadata = {WIDGET: (build, options), REQUEST_INPUT: request_input}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def request_inputs(record: object) -> dict[str, object]:
+    """The record's request inputs (``widget(..., request_input=True)``), by field name."""
+    return {
+        field.name: getattr(record, field.name)
+        for field in dataclasses.fields(record)  # type: ignore[arg-type]
+        if field.metadata[REQUEST_INPUT]
+    }
 
 
 def schema_inputs(record: type) -> list[io.Input]:
@@ -83,8 +106,20 @@ def schema_inputs(record: type) -> list[io.Input]:
     built = []
     for field in dataclasses.fields(record):
         build, options = field.metadata[WIDGET]
+        build = build or SHARED_WIDGETS[field.name]
         built.append(build(field.name, field.default, **options))
     return built
+
+
+def shared(default: _T, **options: object) -> _T:
+    """A field both nodes ask: its widget is the one :data:`SHARED_WIDGETS` names for it.
+
+    The record keeps its own default and widget order; ``options`` go to the
+    builder (``seed``'s tooltip, ``response_schema``'s).
+    """
+    return dataclasses.field(
+        default=default, metadata={WIDGET: (None, options), REQUEST_INPUT: False}
+    )
 
 
 class SharedInputs:
@@ -347,3 +382,21 @@ def media_input(factory: Callable[..., io.Input], tooltip: str) -> WidgetBuilder
         return factory(name, optional=True, tooltip=tooltip)
 
     return build
+
+
+SHARED_WIDGETS: Final[dict[str, WidgetBuilder]] = {
+    "model_profile": model_input,
+    "custom_model": custom_model_input,
+    "system_prompt": system_prompt_input,
+    "max_new_tokens": max_new_tokens_input,
+    "enable_reasoning": enable_reasoning_input,
+    "temperature": temperature_input,
+    "top_p": top_p_input,
+    "seed": seed_input,
+    "keep_model_loaded": keep_model_loaded_input,
+    "response_schema": response_schema_input,
+    "run_on_modal": run_on_modal_input,
+    "modal_gpu": modal_gpu_input,
+}
+"""The widget of each input both nodes ask (``shared()`` fields), by field name: one home
+for its spelling, range and help text."""

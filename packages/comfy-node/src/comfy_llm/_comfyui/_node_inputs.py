@@ -18,21 +18,11 @@ from comfy_llm_core import ExecutionTarget, defaults
 from comfy_llm._comfyui._inputs import (
     DEFAULT_MODEL,
     SharedInputs,
-    custom_model_input,
-    enable_reasoning_input,
-    keep_model_loaded_input,
-    max_new_tokens_input,
     media_input,
-    modal_gpu_input,
-    model_input,
     prompt_input,
-    response_schema_input,
-    run_on_modal_input,
-    seed_input,
+    request_inputs,
+    shared,
     supported,
-    system_prompt_input,
-    temperature_input,
-    top_p_input,
     widget,
 )
 from comfy_llm._pipeline import LLMRequest
@@ -94,8 +84,9 @@ class NodeInputs(SharedInputs):
     """One ``ModalLLM`` execution's inputs, in the node's widget order.
 
     ``images``, ``video`` and ``files`` are ComfyUI's IMAGE, VIDEO and
-    OPENAI_INPUT_FILES values, handed to ``comfy_llm_inputs`` unread (it
-    checks them where they enter).
+    OPENAI_INPUT_FILES values; they and ``video_frames`` are the request's
+    inputs (``request_input=True``), handed to ``comfy_llm_inputs`` unread
+    under their field names (it checks them where they enter).
     """
 
     prompt: str = widget(
@@ -104,31 +95,35 @@ class NodeInputs(SharedInputs):
         tooltip="What to ask the model about the connected images, video and files.",
         placeholder="Ask about the images, video or files…",
     )
-    model_profile: str = widget(DEFAULT_MODEL, model_input)
+    model_profile: str = shared(DEFAULT_MODEL)
     images: object = widget(
-        None, media_input(io.Image.Input, "Optional IMAGE (a batch is several images).")
+        None,
+        media_input(io.Image.Input, "Optional IMAGE (a batch is several images)."),
+        request_input=True,
     )
-    video: object = widget(None, media_input(io.Video.Input, _VIDEO_TIP))
-    files: object = widget(None, media_input(io.Custom("OPENAI_INPUT_FILES").Input, _FILES_TIP))
-    system_prompt: str = widget("", system_prompt_input)
-    max_new_tokens: int = widget(defaults.MAX_NEW_TOKENS, max_new_tokens_input)
-    enable_reasoning: bool = widget(True, enable_reasoning_input)
-    temperature: float = widget(defaults.TEMPERATURE, temperature_input)
-    top_p: float = widget(defaults.TOP_P, top_p_input)
-    seed: int = widget(0, seed_input)
-    video_frames: int = widget(defaults.VIDEO_FRAMES, _video_frames_input)
+    video: object = widget(None, media_input(io.Video.Input, _VIDEO_TIP), request_input=True)
+    files: object = widget(
+        None, media_input(io.Custom("OPENAI_INPUT_FILES").Input, _FILES_TIP), request_input=True
+    )
+    system_prompt: str = shared("")
+    max_new_tokens: int = shared(defaults.MAX_NEW_TOKENS)
+    enable_reasoning: bool = shared(True)
+    temperature: float = shared(defaults.TEMPERATURE)
+    top_p: float = shared(defaults.TOP_P)
+    seed: int = shared(0)
+    video_frames: int = widget(defaults.VIDEO_FRAMES, _video_frames_input, request_input=True)
     reserve_free_vram_gb: float = widget(
         defaults.RESERVE_GB["modal"], _reserve_input, tooltip=_MODAL_RESERVE_TIP
     )
-    keep_model_loaded: bool = widget(True, keep_model_loaded_input)
+    keep_model_loaded: bool = shared(True)
     local_reserve_free_memory_gb: float = widget(
         defaults.RESERVE_GB["local_cpu"], _reserve_input, tooltip=_LOCAL_RESERVE_TIP
     )
-    run_on_modal: bool = widget(False, run_on_modal_input)
-    modal_gpu: str = widget(defaults.DEFAULT_GPU, modal_gpu_input)
+    run_on_modal: bool = shared(False)
+    modal_gpu: str = shared(defaults.DEFAULT_GPU)
     # New inputs go last: saved workflows keep their widget order.
-    response_schema: str = widget("", response_schema_input, tooltip=_SCHEMA_TIP)
-    custom_model: str = widget("", custom_model_input)
+    response_schema: str = shared("", tooltip=_SCHEMA_TIP)
+    custom_model: str = shared("")
 
     def request(self, target: ExecutionTarget, root: Path) -> LLMRequest:
         """The pipeline request these inputs make on ``target``, storing under ``root``.
@@ -140,10 +135,7 @@ class NodeInputs(SharedInputs):
             model=self.model(),
             prompt=self.prompt,
             system_prompt=self.system_prompt or None,
-            images=self.images,
-            video=self.video,
-            video_frames=self.video_frames,
-            files=self.files,
+            inputs=request_inputs(self),
             settings=self.settings(),
             target=target.value,
             run_on_modal=self.run_on_modal,
