@@ -12,7 +12,7 @@ here so that a ``list[dict[str, int]]`` built by a writer is accepted as-is.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, ForwardRef, TypeAlias
 
 __all__ = [
     "WireDict",
@@ -25,10 +25,18 @@ __all__ = [
     "as_strings",
 ]
 
-WireValue: TypeAlias = (
-    "bool | int | float | str | bytes | Sequence[WireValue] | Mapping[str, WireValue] | None"
-)
-"""One plain value on the wire (recursive)."""
+if TYPE_CHECKING:
+    WireValue: TypeAlias = (
+        "bool | int | float | str | bytes | Sequence[WireValue] | Mapping[str, WireValue] | None"
+    )
+else:  # the same, as a reference that resolves in this module wherever it is read
+    WireValue = ForwardRef(
+        "bool | int | float | str | bytes | Sequence[WireValue] | Mapping[str, WireValue] | None",
+        module=__name__,
+    )
+"""One plain value on the wire (recursive). ``typing.get_type_hints`` on a class
+whose annotations name it (an error's ``__init__``) resolves it here, not in the
+reader's module, which need not import ``Sequence`` or ``Mapping``."""
 
 WireDict: TypeAlias = dict[str, WireValue]
 """A plain-data object a writer builds (a message, an envelope, a record)."""
