@@ -16,11 +16,14 @@ def main(argv: list[str]) -> int:
     """Configure the manager, then hand ``argv`` to the CLI."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    from comfy_llm import cli_main
+    from importlib.metadata import entry_points
+
     from comfy_llm_residency import PsutilMemoryProbe, create_backend, get_manager
 
     get_manager("local_cuda", backend_factory=create_backend, memory_probe=PsutilMemoryProbe("cpu"))
-    return cli_main(argv)
+    # the installed ``comfy-llm`` command's own entry point (its package is not public)
+    (command,) = entry_points(group="console_scripts", name="comfy-llm")
+    return int(command.load()(argv))
 
 
 if __name__ == "__main__":

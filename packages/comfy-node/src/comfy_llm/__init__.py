@@ -12,7 +12,10 @@ product through (never its private modules), loaded on first use:
 * ``LLMRequest``, ``run_request``, ``resolve_and_stage``: the pipeline both
   faces share; ``storage_root``, ``model_folders``: where it keeps snapshots
   and which checkpoint folders it reads.
-* ``cli_main``: ``comfy-llm`` itself (``cli_main(["run", ...])``).
+
+The CLI is not in the seam: the registry archive leaves its package out, and
+the node's import walk must never reach it (tests/test_registry_pack.py).
+Callers run it through its console-script entry point, ``comfy-llm``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from comfy_llm._versions import __version__
 from comfy_llm.errors import NodeError
 
 if TYPE_CHECKING:
-    from comfy_llm._cli import main as cli_main
     from comfy_llm._comfyui._caption_node import CaptionImagesNode
     from comfy_llm._comfyui._glue import ComfyGlue
     from comfy_llm._comfyui._modal_llm import ModalLLMNode
@@ -42,7 +44,6 @@ __all__ = [
     "ModalLLMNode",
     "NodeError",
     "__version__",
-    "cli_main",
     "comfy_entrypoint",
     "model_folders",
     "resolve_and_stage",
@@ -59,7 +60,6 @@ _LAZY = {
     "ComfyGlue": ("comfy_llm._comfyui._glue", "ComfyGlue"),
     "LLMRequest": ("comfy_llm._request", "LLMRequest"),
     "ModalLLMNode": ("comfy_llm._comfyui._modal_llm", "ModalLLMNode"),
-    "cli_main": ("comfy_llm._cli", "main"),
     "model_folders": ("comfy_llm._storage", "model_folders"),
     "resolve_and_stage": ("comfy_llm._pipeline", "resolve_and_stage"),
     "run_request": ("comfy_llm._pipeline", "run_request"),
