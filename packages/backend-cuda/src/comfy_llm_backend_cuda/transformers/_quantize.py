@@ -1,0 +1,95 @@
+"""Quantizing at load with bitsandbytes: the ``BitsAndBytesConfig`` of a ``bnb_*`` profile.
+
+A profile resolved from ``owner/model:nf4`` or ``:int8`` names its load
+quantization as its ``quantization_method`` (profiles' ``_load_quantization``);
+Transformers replaces every ``nn.Linear`` but the output embedding with a
+bitsandbytes layer while the weights load. bitsandbytes 0.50 runs both on
+CUDA and on the CPU (``bench/bench_bnb_cpu.py``), so the model goes to the
+plan's one device through ``device_map`` (its quantizers place the weights
+themselves, with accelerate).
+
+The 4-bit compute dtype is the plan's dtype (float32 on the CPU, the
+checkpoint's 16-bit dtype on CUDA), so the layers that stay unconverted and
+the NF4 matmuls run in the same dtype as the unquantized model would.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from comfy_llm_profiles import LOAD_QUANTIZATIONS, LoadQuantization, ModelProfile
+
+from ..errors import QuantizationNotInstalledError
+from ._engine import DevicePlan
+
+__all__ = ["load_quantization", "quantization_arguments", "quantization_report"]
+
+_REQUIRED = ("bitsandbytes", "accelerate")
+"""What Transformers' bitsandbytes quantizers import (``quantizer_bnb_4bit``'s checks)."""
+_LAYERS = ("Linear4bit", "Linear8bitLt")
+
+
+def load_quantization(profile: ModelProfile) -> LoadQuantization | None:
+    """The quantization this profile applies at load, None for an unquantized load."""
+    return LOAD_QUANTIZATIONS.get(profile.quantization_method)
+
+
+def _import(profile: ModelProfile, quantization: LoadQuantization) -> ModuleType:
+    modules = []
+    for name in _REQUIRED:
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError as error:
+            raise QuantizationNotInstalledError(
+                profile.profile_id, quantization.name, name, quantization.extra, str(error)
+            ) from error
+    return modules[0]
+
+
+def quantization_arguments(
+    profile: ModelProfile, torch: ModuleType, transformers: ModuleType, plan: DevicePlan
+) -> dict[str, Any]:
+    """``from_pretrained`` keywords that quantize this profile's model as it loads.
+
+    Empty for an unquantized profile.
+
+    Raises:
+        QuantizationNotInstalledError: bitsandbytes or accelerate is missing
+            (names the ``bitsandbytes`` extra).
+    """
+    quantization = load_quantization(profile)
+    if quantization is None:
+        return {}
+    _import(profile, quantization)
+    dtype = plan.torch_dtype(torch)
+    compute = dtype if dtype != "auto" else torch.float16
+    if quantization.bits == 4:
+        config = transformers.BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute
+        )
+    else:
+        config = transformers.BitsAndBytesConfig(load_in_8bit=True)
+    return {"quantization_config": config, "device_map": {"": plan.device}}
+
+
+def quantization_report(profile: ModelProfile, model: Any) -> dict[str, object]:
+    """What ran: ``quantization_method``, and for a load quantization more.
+
+    Its label, library, how many linear layers it converted, and the weights'
+    bytes as loaded (``get_memory_footprint``).
+    """
+    report: dict[str, object] = {"quantization_method": profile.quantization_method}
+    quantization = load_quantization(profile)
+    if quantization is None or model is None:
+        return report
+    bitsandbytes = importlib.import_module("bitsandbytes")
+    converted = sum(type(m).__name__ in _LAYERS for m in model.modules())
+    report |= {
+        "quantization": quantization.label,
+        "quantization_library": f"bitsandbytes {bitsandbytes.__version__}",
+        "quantized_linear_layers": int(converted),
+        "weight_memory_bytes": int(model.get_memory_footprint()),
+    }
+    return report
