@@ -376,6 +376,7 @@ def decide(
     # A config.json checkpoint is safetensors; GGUF engines decide GGUF files (_decide_gguf).
     candidates = [c for c in rule.backends if c.name in usable and c.weight_format == "safetensors"]
     load = None
+    choice: EngineSpec | None
     if load_quantization is not None:
         load = LOAD_QUANTIZATIONS[load_quantization]
         choice = load_engine(
