@@ -21,7 +21,7 @@ from comfy_llm_inputs import ImagePart, PreparedInputs
 from comfy_llm_profiles import LOAD_QUANTIZATIONS, ModelProfile, registry_for, resolve_profile
 from comfy_llm_profiles._config_defaults import with_class_defaults
 from comfy_llm_profiles._load_quantization import quantized_weight_bytes
-from comfy_llm_residency.backend import GenerationSettings
+from comfy_llm_residency.backend import BatchItem, GenerationSettings
 from comfy_llm_staging import stage_snapshot
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.sinks import RecordingSink
@@ -94,6 +94,9 @@ def test_bitsandbytes_quantizes_and_runs_on_the_cpu(
         assert meta["quantized_linear_layers"] == kinds.count(layer)
         assert meta["device"] == "cpu"
         assert any("bitsandbytes" in (e.message or "") for e in events)
+        # LLM.int8() picks outlier columns over a whole batch: no batch equals its rows
+        greedy = BatchItem(PreparedInputs.text("a"), GenerationSettings(temperature=0.0))
+        assert backend.can_batch([greedy, greedy]) is (tag == "nf4")
         settings = GenerationSettings(max_new_tokens=6, temperature=0.0, enable_reasoning=False)
         image = ImagePart(Image.new("RGB", (48, 40), "red"))
         for inputs in (

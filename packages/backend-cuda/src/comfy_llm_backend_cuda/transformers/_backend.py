@@ -34,7 +34,12 @@ from ._batch import batchable, generate_groups
 from ._engine import DevicePlan, import_engine, plan_device
 from ._generate import eos_ids, run_generate
 from ._messages import encode_prompt
-from ._quantize import load_quantization, quantization_arguments, quantization_report
+from ._quantize import (
+    batches_like_single_runs,
+    load_quantization,
+    quantization_arguments,
+    quantization_report,
+)
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
@@ -235,8 +240,8 @@ class TransformersBackend:
         return self._result(run, encoded, constrained=constraint is not None)
 
     def can_batch(self, items: Sequence[BatchItem]) -> bool:
-        """Greedy items without a schema only: see ``_batch`` for why."""
-        return batchable(items)
+        """Greedy items without a schema only (``_batch``), never on 8-bit (``_quantize``)."""
+        return batches_like_single_runs(self.profile) and batchable(items)
 
     def generate_batch(
         self, items: Sequence[BatchItem], sink: BatchTokenSink

@@ -24,7 +24,12 @@ from comfy_llm_profiles import LOAD_QUANTIZATIONS, LoadQuantization, ModelProfil
 from ..errors import QuantizationNotInstalledError
 from ._engine import DevicePlan
 
-__all__ = ["load_quantization", "quantization_arguments", "quantization_report"]
+__all__ = [
+    "batches_like_single_runs",
+    "load_quantization",
+    "quantization_arguments",
+    "quantization_report",
+]
 
 _REQUIRED = ("bitsandbytes", "accelerate")
 """What Transformers' bitsandbytes quantizers import (``quantizer_bnb_4bit``'s checks)."""
@@ -34,6 +39,20 @@ _LAYERS = ("Linear4bit", "Linear8bitLt")
 def load_quantization(profile: ModelProfile) -> LoadQuantization | None:
     """The quantization this profile applies at load, None for an unquantized load."""
     return LOAD_QUANTIZATIONS.get(profile.quantization_method)
+
+
+def batches_like_single_runs(profile: ModelProfile) -> bool:
+    """False for LLM.int8(): its outlier columns are chosen over every row of a batch.
+
+    ``MatMul8bitLt.forward`` (bitsandbytes 0.50.2 ``autograd/_functions.py``
+    134-140, 157-167) flattens the batch's rows into one matrix, takes the
+    columns where any row passes ``llm_int8_threshold`` (6.0) and multiplies
+    those in float16: a row's answer depends on its batch-mates, so a batch
+    would not equal the single runs. NF4 dequantizes the weights only
+    (per-row arithmetic as unquantized).
+    """
+    quantization = load_quantization(profile)
+    return quantization is None or quantization.bits != 8
 
 
 def _import(profile: ModelProfile, quantization: LoadQuantization) -> ModuleType:
