@@ -15,7 +15,6 @@ the NF4 matmuls run in the same dtype as the unquantized model would.
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 from typing import Any
 
@@ -31,8 +30,6 @@ __all__ = [
     "quantization_report",
 ]
 
-_REQUIRED = ("bitsandbytes", "accelerate")
-"""What Transformers' bitsandbytes quantizers import (``quantizer_bnb_4bit``'s checks)."""
 _LAYERS = ("Linear4bit", "Linear8bitLt")
 
 
@@ -55,16 +52,16 @@ def batches_like_single_runs(profile: ModelProfile) -> bool:
     return quantization is None or quantization.bits != 8
 
 
-def _import(profile: ModelProfile, quantization: LoadQuantization) -> ModuleType:
-    modules = []
-    for name in _REQUIRED:
-        try:
-            modules.append(importlib.import_module(name))
-        except ImportError as error:
-            raise QuantizationNotInstalledError(
-                profile.profile_id, quantization.name, name, quantization.extra, str(error)
-            ) from error
-    return modules[0]
+def _import(profile: ModelProfile, quantization: LoadQuantization) -> None:
+    """Import what Transformers' bitsandbytes quantizers need (``quantizer_bnb_4bit``'s checks)."""
+    try:
+        import accelerate  # noqa: F401
+        import bitsandbytes  # noqa: F401
+    except ImportError as error:
+        module = error.name or quantization.library
+        raise QuantizationNotInstalledError(
+            profile.profile_id, quantization.name, module, quantization.extra, str(error)
+        ) from error
 
 
 def quantization_arguments(
@@ -103,7 +100,8 @@ def quantization_report(profile: ModelProfile, model: Any) -> dict[str, object]:
     quantization = load_quantization(profile)
     if quantization is None or model is None:
         return report
-    bitsandbytes = importlib.import_module("bitsandbytes")
+    import bitsandbytes
+
     converted = sum(type(m).__name__ in _LAYERS for m in model.modules())
     report |= {
         "quantization": quantization.label,
