@@ -181,11 +181,15 @@ class QuantizationNotInstalledError(CudaBackendError, ImportError):
         self.module = module
         self.extra = extra
         self.reason = reason
+        try:
+            how = f": {install_command(extra)}"
+        except KeyError:  # an extra this install does not know: its name is the advice
+            how = ""
         super().__init__(
             f"Profile {profile_id} quantizes the model as it loads ({quantization}), which "
             f"needs {module!r}; it cannot be imported here ({reason}). Install the "
-            f"{extra!r} extra into ComfyUI's Python: {install_command(extra)}; or drop the "
-            "':nf4' / ':int8' from the model reference to load it unquantized.",
+            f"{extra!r} extra into ComfyUI's Python{how}; or drop the ':nf4' / ':int8' "
+            "from the model reference to load it unquantized.",
             name=module,
         )
 
