@@ -1,13 +1,9 @@
 """Evidence: does bitsandbytes' CPU backend run 4-bit NF4 and 8-bit with Transformers?
 
-bitsandbytes is not in the workspace (issue 30 item 3 waits for the engine
-table); run this in a scratch environment with the locked torch and
-Transformers plus bitsandbytes and accelerate::
+The workspace's dev environment carries the ``bitsandbytes`` extra
+(bitsandbytes 0.50.2, accelerate), so::
 
-    uv venv .venv-bnb --python 3.11
-    uv pip install --python .venv-bnb/bin/python torch==2.13.0 transformers==5.24.0 \\
-        bitsandbytes==0.50.2 accelerate safetensors tokenizers pillow num2words psutil
-    PYTHONPATH=testing/src .venv-bnb/bin/python bench/bench_bnb_cpu.py --out bench/results/bnb.json
+    uv run python bench/bench_bnb_cpu.py --out bench/results/bnb.json
 
 For each of none / 8-bit / 4-bit NF4 it loads the test world's tiny random
 SmolVLM (``AutoModelForImageTextToText``, ``device_map="cpu"``), counts the

@@ -3,7 +3,9 @@
 # there): only the third-party packages the workspace imports that its image lacks
 # (its python3 is Python 3.12 with torch, Transformers, NumPy, Pillow, psutil,
 # pytest and nvidia-ml-py; device KINDS.md). Versions are uv.lock's; PyAV is left out
-# (35.8 MiB; gpu-check.sh stubs it: no video is checked).
+# (35.8 MiB; gpu-check.sh stubs it: no video is checked). The bitsandbytes extra
+# (bitsandbytes 41 MiB, accelerate) comes along for tests/gpu/test_gpu_bitsandbytes.py:
+# 51 MiB with the tree in December 2026.
 #
 #   scripts/gpu-wheels.sh [DIR]     (default: gpu-wheels/; needs PyPI)
 #
@@ -13,10 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR="${1:-gpu-wheels}"
 mkdir -p "$DIR"
-NEEDED='^(llguidance|jsonschema|jsonschema-specifications|referencing|rpds-py|pypdf)=='
+NEEDED='^(llguidance|jsonschema|jsonschema-specifications|referencing|rpds-py|pypdf|bitsandbytes|accelerate)=='
 requirements="$(mktemp)"
 trap 'rm -f "$requirements"' EXIT
-uv export --frozen --no-hashes --no-emit-workspace --no-dev \
+uv export --frozen --no-hashes --no-emit-workspace --no-dev --extra bitsandbytes \
   --package comfy-llm-backend-cuda --package comfy-llm --package comfy-llm-testworld \
   | sed 's/ *;.*$//' | grep -E "$NEEDED" | sort -u >"$requirements"
 # the image is Ubuntu 24.04 (glibc 2.39): pip matches each manylinux_2_N tag exactly

@@ -72,6 +72,8 @@ def test_extra_requirements_are_the_packages_own() -> None:
     # The platform engines come with requirements.txt, which a clone installs anyway.
     node_extras = project("comfy-node")["optional-dependencies"]
     assert set(node_extras) <= set(EXTRA_REQUIREMENTS)
+    bnb = project("backend-cuda")["optional-dependencies"]["bitsandbytes"]
+    assert EXTRA_REQUIREMENTS["bitsandbytes"] == tuple(bnb)
     (llamacpp,) = project("backend-llamacpp")["optional-dependencies"]["engine"]
     assert EXTRA_REQUIREMENTS["llamacpp"] == (llamacpp,)
     assert EXTRA_REQUIREMENTS["apple"] == EXTRA_REQUIREMENTS["cuda"] == ()

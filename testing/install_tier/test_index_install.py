@@ -234,6 +234,15 @@ CASES = [
         {"mlx", "mlx-vlm", "modal", "vllm"},
         id="cuda-linux",
     ),
+    # 8-bit / NF4 at load (issue 30): bitsandbytes with what Transformers' quantizers
+    # import, over the Transformers engine; no vLLM, no MLX.
+    pytest.param(
+        "bitsandbytes",
+        LINUX,
+        {"bitsandbytes", "accelerate", "torch", "transformers"},
+        {"mlx", "mlx-vlm", "modal", "vllm"},
+        id="bitsandbytes-linux",
+    ),
     pytest.param("modal", LINUX, {"modal"}, {"mlx", "mlx-vlm", "vllm"}, id="modal-linux"),
     pytest.param("modal", MAC, {"modal"}, {"mlx", "mlx-vlm", "vllm"}, id="modal-mac"),
     # The intended rule: [modal] is Modal's client and the worker's sources, no engine.

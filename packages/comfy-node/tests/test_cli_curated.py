@@ -93,3 +93,19 @@ def test_the_default_model_of_every_target_resolves_against_the_fake_hub(
     data = _run_json(capsys, "resolve", model, "--target", target)
     assert (data["repository"], data["revision"]) == (entry.repository, entry.revision)
     assert data["execution_target"] == target
+
+
+def test_a_curated_id_with_nf4_resolves_its_quantized_profile(
+    hf_env: FakeHub, storage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``smolvlm2-2.2b-instruct:nf4``: the pinned commit, its reviewed limits, NF4 at load."""
+    hf_env.add_repo(SMOLVLM2, build_checkpoint_files("smolvlm"), sha=SMOLVLM2_PIN)
+    plain = _run_json(capsys, "resolve", "smolvlm2-2.2b-instruct", "--target", "local_cuda")
+    nf4 = _run_json(capsys, "resolve", "smolvlm2-2.2b-instruct:nf4", "--target", "local_cuda")
+    assert (nf4["repository"], nf4["revision"]) == (SMOLVLM2, SMOLVLM2_PIN)
+    assert (plain["quantization_method"], nf4["quantization_method"]) == ("none", "bnb_nf4")
+    assert nf4["backend"] == "transformers" and nf4["id"] != plain["id"]
+    quantized = load_manifest(Path(nf4["manifest_path"]))
+    unquantized = load_manifest(Path(plain["manifest_path"]))
+    assert quantized.limits == unquantized.limits  # the curated entry's reviewed limits
+    assert quantized.estimated_memory_bytes < unquantized.estimated_memory_bytes

@@ -57,7 +57,7 @@ def _portable(message: str) -> str:
     from here), so the digest would differ per checkout; its wording is
     comfy_llm_core.install_command's own tests' concern.
     """
-    for extra in ("apple", "cuda", "vllm", "modal", "llamacpp"):
+    for extra in ("apple", "cuda", "vllm", "modal", "llamacpp", "bitsandbytes"):
         message = message.replace(install_command(extra), f"<install {extra}>")
     return message
 
@@ -122,6 +122,15 @@ def _cases() -> dict[str, Any]:
         )
         remote = build_config("smolvlm", auto_map={"AutoModel": "custom.Model"})
         cases[f"{target.value}/remote-code"] = _outcome(target, remote, backends=_BACKENDS["all"])
+        # quantized at load (owner/model:nf4, :int8): issue 30's bitsandbytes
+        for name in ("qwen3_5", "smolvlm", "gemma3"):
+            for format_ in ("none", "fp8"):
+                for load in ("bnb_int8", "bnb_nf4"):
+                    key = f"{target.value}/{name}/{format_}+{load}"
+                    config = _config(name, format_)
+                    cases[key] = _outcome(
+                        target, config, backends=_BACKENDS["all"], load_quantization=load
+                    )
     return cases
 
 

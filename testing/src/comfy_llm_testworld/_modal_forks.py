@@ -51,10 +51,14 @@ HOME_CAPTURES_ALLOWED = (
     "transformers.utils.",
     "transformers.dynamic_module_utils.HF_MODULES_CACHE",
     "torchvision._internally_replaced_utils._HOME",
+    "accelerate.commands.config.",
 )
 """Default cache paths computed from HOME at import (the user site, the Hub cache,
-Transformers' remote-code modules, torch hub's). The placeholder HOME never exists, so a
-container that uses one of them is caught when its transport closes."""
+Transformers' remote-code modules, torch hub's, and the config file of ``accelerate``'s
+command line, which Transformers imports when the bitsandbytes extra installed it:
+``accelerate/commands/config/config_args.py``, read only by ``accelerate config`` and
+``launch``). The placeholder HOME never exists, so a container that uses one of them is
+caught when its transport closes."""
 
 _START_SECONDS = 300.0
 _MAX_IDLE_ZYGOTES = 3

@@ -26,6 +26,7 @@ from .errors import (
     InvalidExecutionStateError,
     ModelLoadError,
     PromptTooLongError,
+    QuantizationNotInstalledError,
     UnsupportedBackendError,
     UnsupportedQuantizationError,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidExecutionStateError",
     "ModelLoadError",
     "PromptTooLongError",
+    "QuantizationNotInstalledError",
     "TransformersBackend",
     "UnsupportedBackendError",
     "UnsupportedQuantizationError",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from comfy_llm_core import ComfyLLMError, ErrorAction
+from comfy_llm_core import ComfyLLMError, ErrorAction, install_command
 from comfy_llm_residency.errors import (
     BackendUnloadedError,
     EngineNotInstalledError,
@@ -38,6 +38,7 @@ __all__ = [
     "InvalidExecutionStateError",
     "ModelLoadError",
     "PromptTooLongError",
+    "QuantizationNotInstalledError",
     "UnsupportedBackendError",
     "UnsupportedQuantizationError",
 ]
@@ -156,6 +157,40 @@ class UnsupportedQuantizationError(CudaBackendError, ValueError):
             f"Profile {profile_id}: quantization {quantization!r}{need} and {have} ({reason}). "
             "Run it on a newer GPU (Modal: pick another gpu), or choose an unquantized or "
             "block-FP8 checkpoint of the model."
+        )
+
+
+class QuantizationNotInstalledError(CudaBackendError, ImportError):
+    """A profile quantizes at load (``bnb_nf4``), and its library cannot be imported here.
+
+    Attributes:
+        profile_id: The profile being loaded.
+        quantization: The load quantization (``bnb_nf4``, ``bnb_int8``).
+        module: The module that failed to import (``bitsandbytes``, ``accelerate``).
+        extra: The ``comfy-llm`` extra that installs it.
+        reason: The import error's message.
+    """
+
+    action = ErrorAction.FIX_INPUT
+
+    def __init__(
+        self, profile_id: str, quantization: str, module: str, extra: str, reason: str
+    ) -> None:
+        self.profile_id = profile_id
+        self.quantization = quantization
+        self.module = module
+        self.extra = extra
+        self.reason = reason
+        try:
+            how = f": {install_command(extra)}"
+        except KeyError:  # an extra this install does not know: its name is the advice
+            how = ""
+        super().__init__(
+            f"Profile {profile_id} quantizes the model as it loads ({quantization}), which "
+            f"needs {module!r}; it cannot be imported here ({reason}). Install the "
+            f"{extra!r} extra into ComfyUI's Python{how}; or drop the ':nf4' / ':int8' "
+            "from the model reference to load it unquantized.",
+            name=module,
         )
 
 

@@ -36,6 +36,8 @@ EXTRA_REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "apple": (),  # requirements.txt has MLX-VLM for macOS arm64
     "cuda": (),  # requirements.txt has Transformers elsewhere; torch comes with ComfyUI
     "vllm": ("vllm>=0.32,<0.33",),
+    # 8-bit / NF4 at load for Transformers (backend-cuda's extra of the same name)
+    "bitsandbytes": ("bitsandbytes>=0.50,<0.51", "accelerate>=1.1"),
     "modal": ("modal>=1.6,<2",),
     "llamacpp": ("llama-cpp-python==0.3.36",),  # compiles llama.cpp (backend-llamacpp README)
 }
@@ -87,7 +89,7 @@ def install_command(extra: str, *, python: str | None = None, wheels: bool = Fal
     """The command that installs the ``comfy-llm[extra]`` pieces into a Python.
 
     Args:
-        extra: ``apple``, ``cuda``, ``vllm``, ``modal`` or ``llamacpp``.
+        extra: ``apple``, ``cuda``, ``vllm``, ``bitsandbytes``, ``modal`` or ``llamacpp``.
         python: Another interpreter to install into (default: this one).
         wheels: Install the comfy-llm packages themselves even from a clone
             (what an interpreter that must import ``comfy_llm`` needs).

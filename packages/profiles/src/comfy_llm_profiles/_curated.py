@@ -96,6 +96,7 @@ class CuratedEntry:
         *,
         weight_bytes: int,
         backends: frozenset[str] | None = None,
+        load_quantization: str | None = None,
     ) -> ModelProfile:
         """Decide this entry's profile from the pinned commit's own metadata.
 
@@ -104,6 +105,7 @@ class CuratedEntry:
             config: config.json at :attr:`revision`.
             weight_bytes: Total safetensors bytes at :attr:`revision`.
             backends: Backends usable here; None asks the installation.
+            load_quantization: A quantization applied at load (``bnb_nf4``), or None.
 
         Raises:
             CuratedRegistryError: Not reviewed for ``target``, or the commit is
@@ -119,6 +121,7 @@ class CuratedEntry:
             revision=self.revision,
             backends=backends,
             limit_overrides=self.limits,
+            load_quantization=load_quantization,
         )
         if decision.family != self.family:
             raise CuratedRegistryError(

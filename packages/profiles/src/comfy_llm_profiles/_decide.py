@@ -20,6 +20,11 @@ loads by it::
          _config_defaults; 0 when they are still missing)
     estimate = ceil(runtime_weights x weight_overhead) + kv_cache + activation_bytes
 
+A quantization applied at load (``owner/model:nf4``, ``:int8``) replaces
+runtime_weights with the quantized layers' bytes plus the embeddings kept at
+the runtime dtype (:func:`._load_quantization.quantized_weight_bytes`, which
+cites the bitsandbytes source for its per-weight figures).
+
 with weight_overhead, kv_element_bytes and activation_bytes from the
 target's :class:`TargetPolicy`. An engine with memory terms of its own
 (``EngineSpec.memory_terms``; vLLM's: weights, KV, activation peak,
@@ -37,8 +42,14 @@ from typing import Any
 from comfy_llm_core import ExecutionTarget
 
 from comfy_llm_profiles._config_defaults import with_class_defaults
+from comfy_llm_profiles._decide_load import load_engine
 from comfy_llm_profiles._engines import ENGINES, EngineFacts, EngineSpec
 from comfy_llm_profiles._kv_cache import kv_cache_bytes, positive_int, text_config
+from comfy_llm_profiles._load_quantization import (
+    LOAD_QUANTIZATIONS,
+    LoadQuantization,
+    quantized_weight_bytes,
+)
 from comfy_llm_profiles._profile import ModelProfile, ProfileLimits
 from comfy_llm_profiles._quantization import QuantizationInfo, detect_quantization
 from comfy_llm_profiles._refusals import (
@@ -182,6 +193,8 @@ def estimate_memory_bytes(
     context_tokens: int,
     registry: CompatibilityRegistry,
     dtype: str,
+    *,
+    load_quantization: str | None = None,
 ) -> int:
     """Estimate the memory a loaded model needs (formula in the module docstring).
 
@@ -191,13 +204,16 @@ def estimate_memory_bytes(
         context_tokens: The configured context.
         registry: The target's registry (its policy holds the factors).
         dtype: The checkpoint's declared dtype.
+        load_quantization: A quantization applied at load (``bnb_nf4``), or None.
 
     Returns:
         The estimate in bytes.
     """
     policy = registry.policy
     config = with_class_defaults(config)
-    weights = math.ceil(_runtime_weights(weight_bytes, registry, dtype) * policy.weight_overhead)
+    load = None if load_quantization is None else LOAD_QUANTIZATIONS[load_quantization]
+    runtime = _runtime_weights(config, weight_bytes, registry, dtype, load)
+    weights = math.ceil(runtime * policy.weight_overhead)
     return (
         weights
         + kv_cache_bytes(config, context_tokens, policy.kv_element_bytes)
@@ -205,8 +221,22 @@ def estimate_memory_bytes(
     )
 
 
-def _runtime_weights(weight_bytes: int, registry: CompatibilityRegistry, dtype: str) -> int:
+def _runtime_weights(
+    config: Mapping[str, Any],
+    weight_bytes: int,
+    registry: CompatibilityRegistry,
+    dtype: str,
+    load: LoadQuantization | None,
+) -> int:
     policy = registry.policy
+    if load is not None:
+        return quantized_weight_bytes(
+            config,
+            weight_bytes,
+            checkpoint_dtype=dtype,
+            runtime_dtype=policy.runtime_dtype,
+            quantization=load,
+        )
     factor = 2 if policy.runtime_dtype == "float32" and dtype in _SIXTEEN_BIT else 1
     return weight_bytes * factor
 
@@ -254,6 +284,7 @@ def _engine_facts(
     *,
     dtype: str,
     quantization: QuantizationInfo,
+    load: LoadQuantization | None = None,
 ) -> EngineFacts:
     policy = registry.policy
     return EngineFacts(
@@ -264,7 +295,7 @@ def _engine_facts(
         runtime_dtype=policy.runtime_dtype,
         device=policy.device,
         kv_element_bytes=policy.kv_element_bytes,
-        runtime_weight_bytes=_runtime_weights(weight_bytes, registry, dtype),
+        runtime_weight_bytes=_runtime_weights(config, weight_bytes, registry, dtype, load),
         attention_kv_bytes=kv_cache_bytes(config, limits.context_tokens, policy.kv_element_bytes),
     )
 
@@ -285,6 +316,7 @@ def decide(
     revision: str | None = None,
     backends: Collection[str] | None = None,
     limit_overrides: Mapping[str, int | bool] | None = None,
+    load_quantization: str | None = None,
 ) -> CompatibilityDecision:
     """Judge a config.json against the target's registry.
 
@@ -298,6 +330,9 @@ def decide(
         limit_overrides: Reviewed :class:`ProfileLimits` values (a curated
             entry's) that replace the policy's; the context stays within the
             checkpoint's advertised one.
+        load_quantization: A quantization the engine applies while loading
+            (``bnb_int8``, ``bnb_nf4``; a reference's ``:int8``/``:nf4``), or None.
+            The decision's quantization is then that name.
 
     Returns:
         The decision.
@@ -311,7 +346,9 @@ def decide(
             but no reviewed family has it (not reviewed yet, or reviewed and
             refused for a named reason).
         UnsupportedArchitectureError: Another target accepts it, this one not.
-        UnsupportedQuantizationError: The format is unknown or not allowed here.
+        UnsupportedQuantizationError: The format is unknown or not allowed here;
+            or a load quantization is asked for a quantized checkpoint, on a
+            target that does not take it, or for a family no engine here quantizes.
     """
     target = ExecutionTarget(target)
     registry = registry_for(target)
@@ -338,7 +375,21 @@ def decide(
     usable = available_backends(target) if backends is None else frozenset(backends)
     # A config.json checkpoint is safetensors; GGUF engines decide GGUF files (_decide_gguf).
     candidates = [c for c in rule.backends if c.name in usable and c.weight_format == "safetensors"]
-    choice = next((c for c in candidates if rule.accepts(c, quantization.method)), None)
+    load = None
+    choice: EngineSpec | None
+    if load_quantization is not None:
+        load = LOAD_QUANTIZATIONS[load_quantization]
+        choice = load_engine(
+            load,
+            quantization=quantization,
+            registry=registry,
+            rule=rule,
+            candidates=candidates,
+            where=where,
+        )
+        quantization = QuantizationInfo(load.name, load.label)
+    else:
+        choice = next((c for c in candidates if rule.accepts(c, quantization.method)), None)
     if choice is None:
         reviewed = rule.record.quantizations
         allowed = sorted(
@@ -356,10 +407,17 @@ def decide(
     dtype = _dtype(config)
     limits = _capped(_limits(config, registry, rule, limit_overrides), rule)
     facts = _engine_facts(
-        config, weight_bytes, limits, registry, dtype=dtype, quantization=quantization
+        config, weight_bytes, limits, registry, dtype=dtype, quantization=quantization, load=load
     )
     options = _options(choice, rule, facts)
-    estimate = estimate_memory_bytes(config, weight_bytes, limits.context_tokens, registry, dtype)
+    estimate = estimate_memory_bytes(
+        config,
+        weight_bytes,
+        limits.context_tokens,
+        registry,
+        dtype,
+        load_quantization=load_quantization,
+    )
     if choice.memory_terms is not None:
         terms = choice.memory_terms(facts, options)
         options |= {f"memory_{term}_bytes": value for term, value in terms.items()}

@@ -29,6 +29,7 @@ from typing import Any, Final
 from comfy_llm_core import ExecutionTarget, install_command
 
 from comfy_llm_profiles._gguf_rules import FILE_TYPES
+from comfy_llm_profiles._load_quantization import LOAD_QUANTIZATIONS
 from comfy_llm_profiles._vllm_memory import (
     vllm_engine_options,
     vllm_memory_terms,
@@ -97,6 +98,8 @@ class EngineSpec:
         extras: The ``comfy-llm`` extras that install it.
         targets: Where it runs; a family's engine counts on these targets only.
         quantizations: Quantization methods it loads (``none`` = unquantized).
+        load_quantizations: Quantizations it applies to an unquantized checkpoint
+            while loading it (``_load_quantization``: ``bnb_int8``, ``bnb_nf4``).
         requirements: The pinned engine a profile runs with (part of the identity).
         vram_overhead_gb: The seed's identity figure ``estimated_vram_gb`` adds
             this to the weights (never change it: ids hash it).
@@ -132,8 +135,12 @@ class EngineSpec:
     continuous_batching: bool = False
     weight_format: str = "safetensors"
     install_note: str = ""
+    load_quantizations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        unknown = set(self.load_quantizations) - set(LOAD_QUANTIZATIONS)
+        if unknown:
+            raise ValueError(f"Engine {self.name!r} names unknown load quantizations {unknown}")
         if self.weight_format not in WEIGHT_FORMATS:
             raise ValueError(
                 f"Engine {self.name!r} loads {self.weight_format!r} weights, which inspection and "
@@ -231,6 +238,7 @@ ENGINES: Final[dict[str, EngineSpec]] = {
             requirements=("transformers==5.24.0",),
             vram_overhead_gb=8,
             options=_transformers_options,
+            load_quantizations=tuple(LOAD_QUANTIZATIONS),  # bitsandbytes (extra bitsandbytes)
         ),
         EngineSpec(
             name="vllm",
@@ -293,8 +301,13 @@ def engine_spec(name: str) -> EngineSpec:
 
 
 def quantization_methods() -> tuple[str, ...]:
-    """Every quantization method some engine loads, ``none`` first, in table order."""
+    """Every quantization method some engine loads or applies at load, ``none`` first.
+
+    Checkpoint formats in table order, then those applied at load (``bnb_int8``, ``bnb_nf4``).
+    """
     methods = dict.fromkeys(["none"])
     for spec in ENGINES.values():
         methods.update(dict.fromkeys(spec.quantizations))
+    for spec in ENGINES.values():
+        methods.update(dict.fromkeys(spec.load_quantizations))
     return tuple(methods)

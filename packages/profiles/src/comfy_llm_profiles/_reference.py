@@ -7,7 +7,9 @@ here, once, before anything touches the network or the disk. Four forms pass:
   rules (letters, digits, ``-``, ``_``, ``.``; no ``--`` or ``..``; at most 96
   characters per part), which also rule out URLs and whitespace; either may
   end in ``:<quantization>`` (``owner/model-GGUF:Q8_0``, the form llama.cpp's
-  ``-hf`` and Ollama use) to pick one file of a GGUF repository; a model
+  ``-hf`` and Ollama use) to pick one file of a GGUF repository, or in
+  ``:nf4`` / ``:int8`` to quantize a safetensors checkpoint as it loads
+  (``_load_quantization``; a curated id takes those two as well); a model
   page's address pasted from the browser (``https://huggingface.co/owner/model``,
   ``…/tree/<revision>``, with or without the scheme and trailing slashes) is
   read as that reference, every other URL is refused;
@@ -31,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from comfy_llm_profiles._load_quantization import load_quantization_for_tag
 from comfy_llm_profiles.errors import InvalidModelReferenceError
 
 __all__ = [
@@ -94,8 +97,9 @@ class ModelReference:
         local_path: An absolute folder path as typed (``~`` not yet expanded).
         model_folder: The registered folder of ``models/<folder>/<name>``.
         local_name: ``<name>`` of ``models/<folder>/<name>`` (may hold ``/``).
-        quantization: The ``:<quantization>`` of a Hub reference (a GGUF
-            repository's file, e.g. ``Q8_0``), None when not given.
+        quantization: The ``:<quantization>`` of a Hub reference or curated id
+            (a GGUF repository's file, e.g. ``Q8_0``; or ``nf4``/``int8``, quantized
+            at load), None when not given.
     """
 
     repository: str | None
@@ -127,7 +131,9 @@ class ModelReference:
         if self.model_folder is not None:
             return f"{LOCAL_NAME_PREFIX}{self.model_folder}/{self.local_name}"
         if self.curated_id is not None:
-            return self.curated_id
+            return (
+                f"{self.curated_id}:{self.quantization}" if self.quantization else self.curated_id
+            )
         name = f"{self.repository}@{self.revision}" if self.revision else str(self.repository)
         return f"{name}:{self.quantization}" if self.quantization else name
 
@@ -135,8 +141,10 @@ class ModelReference:
 ACCEPTED_REFERENCE_FORMS = (
     "owner/model (e.g. HuggingFaceTB/SmolVLM-256M-Instruct), "
     "owner/model@revision (a branch, tag or 40-character commit, e.g. owner/model@main), "
-    "either with :<quantization> for a GGUF repository (e.g. owner/model-GGUF:Q8_0), "
-    "a curated id (e.g. smolvlm-256m-instruct), an absolute path to a checkpoint folder, "
+    "either with :<quantization> for a GGUF repository (e.g. owner/model-GGUF:Q8_0) or "
+    ":nf4 / :int8 to quantize a safetensors model as it loads (bitsandbytes), "
+    "a curated id (e.g. smolvlm-256m-instruct, or smolvlm-256m-instruct:nf4), "
+    "an absolute path to a checkpoint folder, "
     "or models/<folder>/<name> for one under ComfyUI's models (e.g. models/LLM/Qwen3-VL-2B)"
 )
 """The reference forms every parsing error shows."""
@@ -305,8 +313,9 @@ def _split_quantization(text: str) -> tuple[str, str | None]:
     if "://" in text or text.lower().startswith(("http:", "https:", "hf:", "www.")):
         return text, None  # refused as a URL by _check_shape
     name, colon, tag = text.rpartition(":")
-    if not colon or "/" not in name.partition("@")[0] or ":" in name:
-        return text, None  # not owner/model...:tag: _check_shape names the problem
+    curated = load_quantization_for_tag(tag) is not None and "@" not in name
+    if not colon or ("/" not in name.partition("@")[0] and not curated) or ":" in name:
+        return text, None  # not owner/model...:tag or id:nf4: _check_shape names the problem
     if _QUANTIZATION_TAG.fullmatch(tag) is None:
         raise _refuse(
             text,
@@ -321,7 +330,10 @@ def _parse(text: str, curated_ids: Iterable[str]) -> ModelReference:
     if quantization is not None:
         found = _parse(name, curated_ids)
         return ModelReference(
-            repository=found.repository, revision=found.revision, quantization=quantization
+            repository=found.repository,
+            revision=found.revision,
+            curated_id=found.curated_id,
+            quantization=quantization,
         )
     _check_shape(text)
     name, _, revision = text.partition("@")

@@ -35,6 +35,7 @@ __all__ = [
     "quantization_advice",
     "refuse_architecture",
     "unsupported_architecture",
+    "unsupported_load_quantization",
     "unsupported_quantization",
     "unusable_gguf_repository",
 ]
@@ -181,6 +182,20 @@ def unsupported_quantization(
     )
 
 
+def unsupported_load_quantization(
+    where: Where, *, tag: str, label: str, allowed: Sequence[str], problem: str, fix: str
+) -> UnsupportedQuantizationError:
+    """The refusal of a quantization asked for at load (``owner/model:nf4``), with ``fix``."""
+    repository, revision, target = where
+    return UnsupportedQuantizationError(
+        f"{label} (':{tag}') cannot load {repository!r} at {revision} on target {target!r}: "
+        f"{problem} (quantizations applied at load here: {', '.join(allowed) or 'none'}). {fix}",
+        quantization=tag,
+        allowed=tuple(allowed),
+        **_facts(where),
+    )
+
+
 def quantization_advice(
     registry: CompatibilityRegistry,
     rule: ArchitectureRule,
@@ -213,7 +228,8 @@ def unusable_gguf_repository(where: Where, problem: str) -> GgufRepositoryError:
     repository, revision, _ = where
     return GgufRepositoryError(
         f"GGUF repository {repository!r} at {revision} cannot be used: {problem}. Pick "
-        "another repository (one model .gguf per quantization, plus its mmproj-*.gguf).",
+        "another repository (one model .gguf per quantization, plus its mmproj-*.gguf); for a "
+        "safetensors repository, ':nf4' or ':int8' quantizes it as it loads.",
         problem=problem,
         **_facts(where),
     )

@@ -117,6 +117,8 @@ class TargetPolicy:
         kv_element_bytes: Bytes per KV-cache element.
         device: ``mps``-free device string for Transformers (``cuda``/``cpu``),
             empty for other backends.
+        load_quantizations: Quantizations an engine may apply while loading
+            here (``_load_quantization``): where its library runs and is shipped.
     """
 
     context_cap: int
@@ -132,6 +134,7 @@ class TargetPolicy:
     runtime_dtype: str
     kv_element_bytes: int
     device: str
+    load_quantizations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,8 @@ class CompatibilityRegistry:
         rules: One rule per model family.
         policy: The target's numbers.
         quantization_advice: What to pick instead when a format is refused.
+        load_quantization_advice: What to do instead when a load quantization
+            (``:nf4``, ``:int8``) is refused here.
     """
 
     target: ExecutionTarget
@@ -151,6 +156,7 @@ class CompatibilityRegistry:
     rules: tuple[ArchitectureRule, ...]
     policy: TargetPolicy
     quantization_advice: str
+    load_quantization_advice: str = ""
 
     @property
     def architectures(self) -> tuple[str, ...]:
@@ -172,7 +178,14 @@ class CompatibilityRegistry:
                 "record": dataclasses.asdict(rule.record),
                 "architectures": rule.architectures,
                 "engines": [
-                    (e.name, e.quantizations, e.requirements, e.vram_overhead_gb, e.weight_format)
+                    (
+                        e.name,
+                        e.quantizations,
+                        e.requirements,
+                        e.vram_overhead_gb,
+                        e.weight_format,
+                        e.load_quantizations,
+                    )
                     for e in rule.backends
                 ],
             }
@@ -182,6 +195,7 @@ class CompatibilityRegistry:
             "rules": rules,
             "policy": dataclasses.asdict(self.policy),
             "advice": self.quantization_advice,
+            "load_advice": self.load_quantization_advice,
         }
         text = json.dumps(data, sort_keys=True, default=sorted)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -215,6 +229,7 @@ class _Target:
     policy: TargetPolicy
     quantization_advice: str
     dense_only: bool = False
+    load_quantization_advice: str = ""
 
 
 _GPU_POLICY = TargetPolicy(
@@ -232,11 +247,13 @@ _GPU_POLICY = TargetPolicy(
     kv_element_bytes=2,
     device="cuda",
 )
+_BNB = ("bnb_int8", "bnb_nf4")
+"""bitsandbytes 0.50 quantizes and runs on CUDA and on the CPU (bench/bench_bnb_cpu.py)."""
 
 _TARGETS: Final = {
     ExecutionTarget.LOCAL_APPLE: _Target(
-        version="local_apple/2026.12.3",
-        fingerprint="7cb26e3a2cd031e7",
+        version="local_apple/2026.12.4",
+        fingerprint="22c2cced73d9164c",
         policy=TargetPolicy(
             context_cap=32768,
             default_context=4096,
@@ -256,11 +273,16 @@ _TARGETS: Final = {
             "MLX-VLM on Apple Silicon cannot run CUDA-oriented formats; pick an unquantized "
             "repository or an mlx-community conversion (e.g. mlx-community/<model>-4bit)."
         ),
+        load_quantization_advice=(
+            "bitsandbytes quantizes for the Transformers engine, which does not run on "
+            "local_apple: drop the ':' tag, or pick an mlx-community 4-bit or 8-bit "
+            "conversion (e.g. mlx-community/<model>-4bit), which MLX-VLM runs."
+        ),
     ),
     ExecutionTarget.LOCAL_CUDA: _Target(
-        version="local_cuda/2026.12.6",
-        fingerprint="7c103db06cfa86b4",
-        policy=_GPU_POLICY,
+        version="local_cuda/2026.12.7",
+        fingerprint="0724a667a2ab8c9d",
+        policy=dataclasses.replace(_GPU_POLICY, load_quantizations=_BNB),
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
             "local_apple); block-FP8 and ModelOpt NVFP4 Qwen3.5 checkpoints need the vLLM "
@@ -268,17 +290,22 @@ _TARGETS: Final = {
         ),
     ),
     ExecutionTarget.MODAL: _Target(
-        version="modal/2026.12.5",
-        fingerprint="09f2d03d6ac08aaf",
+        version="modal/2026.12.6",
+        fingerprint="44e8ba53c5958446",
         policy=_GPU_POLICY,
         quantization_advice=(
             "Pick the unquantized original repository (MLX conversions run only on "
             "local_apple); only Qwen3.5 accepts block-FP8 or ModelOpt NVFP4 checkpoints."
         ),
+        load_quantization_advice=(
+            "The Modal image does not carry bitsandbytes: drop the ':' tag (a Modal GPU holds "
+            "the unquantized model), pick a block-FP8 or ModelOpt NVFP4 Qwen3.5 checkpoint for "
+            "vLLM, or run it on this machine (turn run_on_modal off)."
+        ),
     ),
     ExecutionTarget.LOCAL_CPU: _Target(
-        version="local_cpu/2026.12.4",
-        fingerprint="e543712f3236a9f0",
+        version="local_cpu/2026.12.5",
+        fingerprint="02fbccaf769f9210",
         policy=TargetPolicy(
             context_cap=8192,
             default_context=4096,
@@ -293,6 +320,7 @@ _TARGETS: Final = {
             runtime_dtype="float32",
             kv_element_bytes=4,
             device="cpu",
+            load_quantizations=_BNB,
         ),
         quantization_advice=(
             "The CPU target runs only unquantized checkpoints; pick the original unquantized "
@@ -323,6 +351,7 @@ def registry_for(target: ExecutionTarget | str) -> CompatibilityRegistry:
         rules=_rules(target, dense_only=spec.dense_only),
         policy=spec.policy,
         quantization_advice=spec.quantization_advice,
+        load_quantization_advice=spec.load_quantization_advice,
     )
 
 

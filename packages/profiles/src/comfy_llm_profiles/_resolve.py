@@ -41,6 +41,7 @@ from comfy_llm_profiles._hf_cache import (
 )
 from comfy_llm_profiles._hub_errors import hub_request, offline_error, unavailable_error
 from comfy_llm_profiles._inspect import inspect_repository
+from comfy_llm_profiles._load_quantization import load_quantization_for_tag
 from comfy_llm_profiles._local import (
     FolderScan,
     content_pin,
@@ -109,7 +110,8 @@ def resolve_profile(
     """Parse, inspect (metadata only), decide, pin and record a profile.
 
     Args:
-        reference: ``owner/model``, ``owner/model@revision`` or a curated id.
+        reference: ``owner/model``, ``owner/model@revision`` or a curated id;
+            ``:nf4``/``:int8`` after a Hub reference or curated id quantizes it at load.
         target: The execution target to resolve for.
         storage_root: Root under which ``profiles/<id>.json`` is written.
         token: Hub token; default HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then
@@ -184,7 +186,11 @@ def resolve_profile(
             entry.repository, entry.revision, target, root, settings, cache_dir=cache_dir
         )
         profile = entry.profile(
-            target, facts.config, weight_bytes=facts.weight_bytes, backends=usable
+            target,
+            facts.config,
+            weight_bytes=facts.weight_bytes,
+            backends=usable,
+            load_quantization=_load_quantization(ref),
         )
     elif is_hub_gguf(ref):
         report(f"Inspecting GGUF repository {ref} (metadata, then the chosen files)")
@@ -202,6 +208,7 @@ def resolve_profile(
             repository=repository,
             revision=commit,
             backends=usable,
+            load_quantization=_load_quantization(ref),
         )
         profile = decision.to_profile(repository, commit, requested_revision=ref.revision)
     path, created = write_manifest(root, profile)
@@ -209,6 +216,12 @@ def resolve_profile(
     return ResolvedProfile(
         profile=profile, manifest_path=path, created=created, resolved_offline=offline
     )
+
+
+def _load_quantization(ref: ModelReference) -> str | None:
+    """The quantization a reference's ``:nf4``/``:int8`` asks to apply at load, if any."""
+    found = load_quantization_for_tag(ref.quantization)
+    return found.name if found is not None else None
 
 
 _LABEL_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]+")

@@ -37,6 +37,7 @@ from comfy_llm_profiles._hub import fetch_model_info
 from comfy_llm_profiles._hub_errors import hub_request, offline_error, unavailable_error
 from comfy_llm_profiles._hub_gguf import choose_hub_gguf
 from comfy_llm_profiles._inspect import check_security_findings, repository_files
+from comfy_llm_profiles._load_quantization import load_quantization_for_tag
 from comfy_llm_profiles._local_gguf import scan_gguf_files
 from comfy_llm_profiles._pins import save_branch_pin
 from comfy_llm_profiles._profile import ModelProfile
@@ -60,9 +61,15 @@ lmstudio-community): such a reference without ``:<quantization>`` takes the defa
 
 
 def is_hub_gguf(ref: ModelReference) -> bool:
-    """Whether a Hub reference names a GGUF repository (a ``:`` tag or a ``-GGUF`` name)."""
+    """Whether a Hub reference names a GGUF repository (a ``:`` tag or a ``-GGUF`` name).
+
+    ``:nf4`` and ``:int8`` quantize a safetensors repository as it loads
+    (``_load_quantization``), so they name one only with a ``-GGUF`` name.
+    """
     repository = ref.repository or ""
-    return ref.quantization is not None or repository.lower().endswith(GGUF_REPOSITORY_SUFFIX)
+    if repository.lower().endswith(GGUF_REPOSITORY_SUFFIX):
+        return True
+    return ref.quantization is not None and load_quantization_for_tag(ref.quantization) is None
 
 
 def resolve_hub_gguf(

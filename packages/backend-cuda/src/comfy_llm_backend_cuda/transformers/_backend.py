@@ -34,6 +34,12 @@ from ._batch import batchable, generate_groups
 from ._engine import DevicePlan, import_engine, plan_device
 from ._generate import eos_ids, run_generate
 from ._messages import encode_prompt
+from ._quantize import (
+    batches_like_single_runs,
+    load_quantization,
+    quantization_arguments,
+    quantization_report,
+)
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
@@ -106,6 +112,8 @@ class TransformersBackend:
             UnsupportedBackendError: The profile names another backend.
             IncompleteSnapshotError: The snapshot is not complete.
             EngineNotInstalledError: torch or transformers is missing.
+            QuantizationNotInstalledError: The profile quantizes at load
+                (``:nf4``/``:int8``) and bitsandbytes is missing.
             ModelLoadError: Transformers could not load the files.
         """
         if profile.backend != ENGINE_NAME:
@@ -120,11 +128,15 @@ class TransformersBackend:
         started = time.perf_counter()
         report = load_reporter(progress, started)
         hide_library_bars(transformers)
+        # One device only: weights go straight there (no accelerate needed unless
+        # bitsandbytes quantizes them on the way: _quantize).
+        placement: dict[str, Any] = {"device_map": plan.device} if plan.device != "cpu" else {}
+        placement |= quantization_arguments(profile, torch, transformers, plan)
         report("Loading processor")
         processor = load_processor(transformers, profile, path)
-        report(f"Loading model ({plan.device}, {plan.dtype_name})")
-        # One device only: weights go straight there (no accelerate needed).
-        placement = {"device_map": plan.device} if plan.device != "cpu" else {}
+        quantized = load_quantization(profile)
+        how = f", {quantized.label}" if quantized is not None else ""
+        report(f"Loading model ({plan.device}, {plan.dtype_name}{how})")
         try:
             model = transformers.AutoModelForImageTextToText.from_pretrained(
                 str(path),
@@ -228,8 +240,8 @@ class TransformersBackend:
         return self._result(run, encoded, constrained=constraint is not None)
 
     def can_batch(self, items: Sequence[BatchItem]) -> bool:
-        """Greedy items without a schema only: see ``_batch`` for why."""
-        return batchable(items)
+        """Greedy items without a schema only (``_batch``), never on 8-bit (``_quantize``)."""
+        return batches_like_single_runs(self.profile) and batchable(items)
 
     def generate_batch(
         self, items: Sequence[BatchItem], sink: BatchTokenSink
@@ -292,7 +304,9 @@ class TransformersBackend:
             ``engine``, ``engine_version`` (transformers), ``torch_version``,
             ``device`` (``cpu``/``cuda:N``), ``device_name``, ``dtype``,
             ``requested_dtype``, ``attention_implementation``, ``model_class``,
-            ``load_seconds``, ``loaded``; on CUDA also
+            ``load_seconds``, ``loaded``, ``quantization_method`` (and for a
+            profile quantized at load ``quantization``, ``quantization_library``,
+            ``quantized_linear_layers``, ``weight_memory_bytes``); on CUDA also
             ``cuda_memory_allocated_bytes`` and ``cuda_memory_reserved_bytes``.
         """
         torch = self._torch
@@ -308,6 +322,7 @@ class TransformersBackend:
             "model_class": type(model).__name__ if model is not None else None,
             "load_seconds": round(self.load_seconds, 4),
             "loaded": model is not None,
+            **quantization_report(self.profile, model),
         }
         if self.plan.device == "cuda" and torch.cuda.is_available():
             index = torch.cuda.current_device()

@@ -227,7 +227,10 @@ def custom_model_input(name: str, default: str, /) -> io.Input:
         tooltip=(
             "Overrides model_profile when not empty: a Hugging Face id owner/model"
             "[@revision] (or its model page's address, pasted), a curated id, an absolute "
-            "checkpoint folder path, or models/<folder>/<name>. Checked when the node runs."
+            "checkpoint folder path, or models/<folder>/<name>. Checked when the node runs. "
+            "Add :nf4 or :int8 to a Hub id or curated id to quantize it as it loads "
+            "(bitsandbytes, Transformers models on NVIDIA or the CPU: smaller, slower); "
+            "add :Q4_K_M or another quantization to pick a GGUF repository's file."
         ),
     )
 

@@ -1,0 +1,112 @@
+"""Quantizing at load with bitsandbytes: the ``BitsAndBytesConfig`` of a ``bnb_*`` profile.
+
+A profile resolved from ``owner/model:nf4`` or ``:int8`` names its load
+quantization as its ``quantization_method`` (profiles' ``_load_quantization``);
+Transformers replaces every ``nn.Linear`` but the output embedding with a
+bitsandbytes layer while the weights load. bitsandbytes 0.50 runs both on
+CUDA and on the CPU (``bench/bench_bnb_cpu.py``), so the model goes to the
+plan's one device through ``device_map`` (its quantizers place the weights
+themselves, with accelerate).
+
+The 4-bit compute dtype is the plan's dtype (float32 on the CPU, the
+checkpoint's 16-bit dtype on CUDA), so the layers that stay unconverted and
+the NF4 matmuls run in the same dtype as the unquantized model would.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from comfy_llm_profiles import LOAD_QUANTIZATIONS, LoadQuantization, ModelProfile
+
+from ..errors import QuantizationNotInstalledError
+from ._engine import DevicePlan
+
+__all__ = [
+    "batches_like_single_runs",
+    "load_quantization",
+    "quantization_arguments",
+    "quantization_report",
+]
+
+_LAYERS = ("Linear4bit", "Linear8bitLt")
+
+
+def load_quantization(profile: ModelProfile) -> LoadQuantization | None:
+    """The quantization this profile applies at load, None for an unquantized load."""
+    return LOAD_QUANTIZATIONS.get(profile.quantization_method)
+
+
+def batches_like_single_runs(profile: ModelProfile) -> bool:
+    """False for LLM.int8(): its outlier columns are chosen over every row of a batch.
+
+    ``MatMul8bitLt.forward`` (bitsandbytes 0.50.2 ``autograd/_functions.py``
+    134-140, 157-167) flattens the batch's rows into one matrix, takes the
+    columns where any row passes ``llm_int8_threshold`` (6.0) and multiplies
+    those in float16: a row's answer depends on its batch-mates, so a batch
+    would not equal the single runs. NF4 dequantizes the weights only
+    (per-row arithmetic as unquantized).
+    """
+    quantization = load_quantization(profile)
+    return quantization is None or quantization.bits != 8
+
+
+def _import(profile: ModelProfile, quantization: LoadQuantization) -> None:
+    """Import what Transformers' bitsandbytes quantizers need (``quantizer_bnb_4bit``'s checks)."""
+    try:
+        import accelerate  # noqa: F401
+        import bitsandbytes  # noqa: F401
+    except ImportError as error:
+        module = error.name or quantization.library
+        raise QuantizationNotInstalledError(
+            profile.profile_id, quantization.name, module, quantization.extra, str(error)
+        ) from error
+
+
+def quantization_arguments(
+    profile: ModelProfile, torch: ModuleType, transformers: ModuleType, plan: DevicePlan
+) -> dict[str, Any]:
+    """``from_pretrained`` keywords that quantize this profile's model as it loads.
+
+    Empty for an unquantized profile.
+
+    Raises:
+        QuantizationNotInstalledError: bitsandbytes or accelerate is missing
+            (names the ``bitsandbytes`` extra).
+    """
+    quantization = load_quantization(profile)
+    if quantization is None:
+        return {}
+    _import(profile, quantization)
+    dtype = plan.torch_dtype(torch)
+    compute = dtype if dtype != "auto" else torch.float16
+    if quantization.bits == 4:
+        config = transformers.BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute
+        )
+    else:
+        config = transformers.BitsAndBytesConfig(load_in_8bit=True)
+    return {"quantization_config": config, "device_map": {"": plan.device}}
+
+
+def quantization_report(profile: ModelProfile, model: Any) -> dict[str, object]:
+    """What ran: ``quantization_method``, and for a load quantization more.
+
+    Its label, library, how many linear layers it converted, and the weights'
+    bytes as loaded (``get_memory_footprint``).
+    """
+    report: dict[str, object] = {"quantization_method": profile.quantization_method}
+    quantization = load_quantization(profile)
+    if quantization is None or model is None:
+        return report
+    import bitsandbytes
+
+    converted = sum(type(m).__name__ in _LAYERS for m in model.modules())
+    report |= {
+        "quantization": quantization.label,
+        "quantization_library": f"bitsandbytes {bitsandbytes.__version__}",
+        "quantized_linear_layers": int(converted),
+        "weight_memory_bytes": int(model.get_memory_footprint()),
+    }
+    return report

@@ -1,0 +1,104 @@
+"""bitsandbytes 8-bit and NF4 on a real NVIDIA GPU (marked ``gpu``; skipped, and counted so,
+without CUDA or without the ``bitsandbytes`` extra's packages).
+
+The CPU suite runs the same loads on bitsandbytes' CPU backend
+(``packages/backend-cuda/tests/test_bitsandbytes.py``); what only a GPU shows
+is the CUDA kernels: the layers land on ``cuda``, the 4-bit compute dtype is
+the GPU's 16-bit one, the answer streams, and unloading returns the memory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not _cuda(), reason="no CUDA device (torch.cuda.is_available() is False)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("bitsandbytes") is None
+        or importlib.util.find_spec("accelerate") is None,
+        reason="the bitsandbytes extra is not installed (scripts/gpu-wheels.sh carries it)",
+    ),
+]
+
+REPO = "gpu-owner/smolvlm-tiny"
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[Any, Path]]]:
+    from comfy_llm_core import ExecutionTarget
+    from comfy_llm_profiles import resolve_profile
+    from comfy_llm_staging import stage_snapshot
+    from comfy_llm_testworld import FakeHub
+    from comfy_llm_testworld.checkpoints import build_checkpoint_files
+
+    root = tmp_path_factory.mktemp("storage")
+    with pytest.MonkeyPatch.context() as patch, FakeHub() as hub:
+        patch.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
+        patch.delenv("HF_TOKEN", raising=False)
+        hub.add_repo(REPO, build_checkpoint_files("smolvlm"))
+        found = {}
+        for tag in ("int8", "nf4"):
+            profile = resolve_profile(
+                f"{REPO}:{tag}",
+                ExecutionTarget.LOCAL_CUDA,
+                storage_root=root,
+                endpoint=hub.endpoint,
+                backends=("transformers",),
+            ).profile
+            snapshot = stage_snapshot(
+                profile.repository,
+                profile.revision,
+                storage_root=root,
+                profile_id=profile.profile_id,
+                endpoint=hub.endpoint,
+            )
+            found[tag] = (profile, Path(snapshot.path))
+        yield found
+
+
+@pytest.mark.parametrize(("tag", "layer"), [("int8", "Linear8bitLt"), ("nf4", "Linear4bit")])
+def test_bitsandbytes_quantizes_and_answers_on_the_gpu(
+    staged: dict[str, tuple[Any, Path]], tag: str, layer: str
+) -> None:
+    import torch
+    from comfy_llm_backend_cuda import create_backend
+    from comfy_llm_inputs import ImagePart, PreparedInputs
+    from comfy_llm_residency.backend import GenerationSettings
+    from comfy_llm_testworld.sinks import RecordingSink
+    from PIL import Image
+
+    profile, path = staged[tag]
+    before = torch.cuda.memory_allocated()
+    backend = create_backend(profile, path, lambda event: None)
+    try:
+        model = backend._model  # type: ignore[attr-defined]
+        converted = [m for m in model.modules() if type(m).__name__ == layer]
+        assert converted and all(m.weight.device.type == "cuda" for m in converted)
+        meta = backend.runtime_metadata()
+        assert meta["quantization_method"] == f"bnb_{tag}"
+        assert str(meta["device"]).startswith("cuda")
+        assert meta["quantized_linear_layers"] == len(converted)
+        settings = GenerationSettings(max_new_tokens=6, temperature=0.0, enable_reasoning=False)
+        inputs = PreparedInputs.text("describe", ImagePart(Image.new("RGB", (48, 40), "red")))
+        sink = RecordingSink()
+        result = backend.generate(inputs, settings, sink)
+        assert len(result.token_ids) == 6
+        assert [token for token, _ in sink.calls] == list(result.token_ids)
+    finally:
+        backend.unload()
+    assert torch.cuda.memory_allocated() <= before + 1024**2
