@@ -20,7 +20,6 @@ Callers run it through its console-script entry point, ``comfy-llm``.
 
 from __future__ import annotations
 
-import importlib
 import os
 from typing import TYPE_CHECKING
 
@@ -55,25 +54,45 @@ WEB_DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_comfy
 """The frontend extension's folder (absolute): a custom_nodes entry re-exports it
 as its own ``WEB_DIRECTORY``, and ComfyUI serves the ``.js`` files in it."""
 
-_LAZY = {
-    "CaptionImagesNode": ("comfy_llm._comfyui._caption_node", "CaptionImagesNode"),
-    "ComfyGlue": ("comfy_llm._comfyui._glue", "ComfyGlue"),
-    "LLMRequest": ("comfy_llm._request", "LLMRequest"),
-    "ModalLLMNode": ("comfy_llm._comfyui._modal_llm", "ModalLLMNode"),
-    "model_folders": ("comfy_llm._storage", "model_folders"),
-    "resolve_and_stage": ("comfy_llm._pipeline", "resolve_and_stage"),
-    "run_request": ("comfy_llm._pipeline", "run_request"),
-    "storage_root": ("comfy_llm._storage", "storage_root"),
-}
-"""The seam's names and where each lives: imported on first use, so importing the
-package (ComfyUI's scan, the CLI's start) loads none of them."""
+
+def _seam(name: str) -> object:
+    """The seam name's object, imported on first use.
+
+    Each import is static, so the registry's scan sees what the package can
+    load (it flags a module named at run time).
+    """
+    if name == "CaptionImagesNode":
+        from comfy_llm._comfyui._caption_node import CaptionImagesNode
+
+        return CaptionImagesNode
+    if name == "ComfyGlue":
+        from comfy_llm._comfyui._glue import ComfyGlue
+
+        return ComfyGlue
+    if name == "ModalLLMNode":
+        from comfy_llm._comfyui._modal_llm import ModalLLMNode
+
+        return ModalLLMNode
+    if name == "LLMRequest":
+        from comfy_llm._request import LLMRequest
+
+        return LLMRequest
+    if name in ("resolve_and_stage", "run_request"):
+        from comfy_llm import _pipeline
+
+        return getattr(_pipeline, name)
+    if name in ("model_folders", "storage_root"):
+        from comfy_llm import _storage
+
+        return getattr(_storage, name)
+    raise AttributeError(f"module 'comfy_llm' has no attribute {name!r}")
 
 
 def __getattr__(name: str) -> object:
-    """Load a seam name on first use (PEP 562); anything else is an AttributeError."""
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module 'comfy_llm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where[0]), where[1])
+    """Load a seam name on first use (PEP 562); anything else is an AttributeError.
+
+    Importing the package (ComfyUI's scan, the CLI's start) loads none of them.
+    """
+    value = _seam(name)
     globals()[name] = value
     return value
