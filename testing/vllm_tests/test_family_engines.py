@@ -3,7 +3,10 @@
 For each family the builder says vLLM runs, one engine loads the tiny
 checkpoint and greedily decodes a prompt with an image; Transformers (the
 version vLLM brings) decodes the same prompt: the ids must agree, so the
-checkpoint means the same to both engines. The families vLLM does not run
+checkpoint means the same to both engines. Both engines are handed the
+prompt as the backends hand it (``engine_prompt``, ``encode_prompt``'s BOS
+rule): where the template writes the BOS and the tokenizer adds one too
+(JoyCaption, Mistral 3), the prompt vLLM tokenized must hold it once. The families vLLM does not run
 must still be refused by its registry for the stated reason, and GLM-4.1V's
 reasoning must be split off by vLLM's own parser for it (``glm45``).
 """
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comfy_llm_inputs import template_wrote_bos
 from comfy_llm_testworld.families import FAMILY_KINDS, family_spec, write_family_checkpoint
 
 pytestmark = pytest.mark.slow
@@ -23,6 +27,8 @@ MAX_NEW_TOKENS = 4
 PROMPT = "Describe the image."
 VLLM_KINDS = [kind for kind in FAMILY_KINDS if family_spec(kind).supported("vllm")]
 IMAGE_SIDE = {"gemma3": 64, "lfm2_vl": 64}
+#: Families whose template writes ``bos_token`` and whose tokenizer adds it as well.
+BOS_TWICE = ("llava_joycaption", "mistral3")
 
 
 def _image(side: int) -> Any:
@@ -51,6 +57,12 @@ def _prompt(path: Path, kind: str, **template: Any) -> str:
 
 
 def _vllm_ids(path: Path, prompt: str, side: int, max_tokens: int) -> list[int]:
+    return _vllm_run(path, prompt, side, max_tokens)[1]
+
+
+def _vllm_run(path: Path, prompt: str, side: int, max_tokens: int) -> tuple[list[int], list[int]]:
+    """The prompt ids vLLM tokenized and the ids it generated, asked as the backend asks."""
+    from comfy_llm_backend_cuda.vllm._requests import engine_prompt
     from vllm import LLM, SamplingParams
 
     llm = LLM(
@@ -62,9 +74,13 @@ def _vllm_ids(path: Path, prompt: str, side: int, max_tokens: int) -> list[int]:
         trust_remote_code=False,
     )
     try:
-        request = {"prompt": prompt, "multi_modal_data": {"image": [_image(side)]}}
-        output = llm.generate(request, SamplingParams(max_tokens=max_tokens, temperature=0))
-        return list(output[0].outputs[0].token_ids)
+        request = engine_prompt(prompt, [_image(side)], llm.get_tokenizer())
+        output = llm.generate(
+            request.prompt,
+            SamplingParams(max_tokens=max_tokens, temperature=0),
+            tokenization_kwargs=request.tokenization,
+        )
+        return list(output[0].prompt_token_ids or []), list(output[0].outputs[0].token_ids)
     finally:
         del llm
         gc.collect()
@@ -77,8 +93,7 @@ def _transformers_ids(path: Path, kind: str, prompt: str, side: int) -> list[int
     processor = transformers.AutoProcessor.from_pretrained(path, local_files_only=True)
     model = getattr(transformers, family_spec(kind).auto_class).from_pretrained(path)
     call: dict[str, Any] = {"text": [prompt], "images": [[_image(side)]], "return_tensors": "pt"}
-    bos = processor.tokenizer.bos_token
-    if bos and prompt.startswith(bos):
+    if template_wrote_bos(prompt, processor.tokenizer.bos_token):  # encode_prompt's rule
         call["add_special_tokens"] = False
     inputs = processor(**call)
     with torch.inference_mode():
@@ -91,9 +106,21 @@ def test_vllm_generates_like_transformers(tmp_path: Path, kind: str) -> None:
     path = write_family_checkpoint(kind, tmp_path / kind)
     side = IMAGE_SIDE.get(kind, 56)
     prompt = _prompt(path, kind)
-    ids = _vllm_ids(path, prompt, side, MAX_NEW_TOKENS)
+    prompt_ids, ids = _vllm_run(path, prompt, side, MAX_NEW_TOKENS)
     assert len(ids) == MAX_NEW_TOKENS
     assert ids == _transformers_ids(path, kind, prompt, side)
+    bos = _bos(path)
+    if bos is not None:  # never two, and the template's or the tokenizer's one kept
+        assert prompt_ids.count(bos) == (1 if prompt_ids[0] == bos else 0)
+    if kind in BOS_TWICE:
+        assert prompt_ids[0] == bos and prompt_ids.count(bos) == 1
+
+
+def _bos(path: Path) -> int | None:
+    from transformers import AutoTokenizer
+
+    bos = AutoTokenizer.from_pretrained(path, local_files_only=True).bos_token_id
+    return None if bos is None else int(bos)
 
 
 @pytest.mark.parametrize(

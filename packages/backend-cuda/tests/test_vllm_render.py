@@ -15,6 +15,7 @@ import pytest
 from comfy_llm_backend_cuda._processor import load_processor
 from comfy_llm_backend_cuda.transformers._messages import encode_prompt
 from comfy_llm_backend_cuda.vllm import VllmBackend
+from comfy_llm_backend_cuda.vllm._requests import EnginePrompt, engine_prompt
 from comfy_llm_core import ExecutionTarget
 from comfy_llm_inputs import ImagePart, PreparedInputs, TextPart
 from comfy_llm_profiles import resolve_profile
@@ -57,7 +58,33 @@ def test_vllm_renders_a_template_that_reads_content_as_a_string(
     assert rendered.endswith(f"{marker}Describe the image.<|eot_id|>" + _generation_prompt())
     assert [image.size for image in images] == [(40, 30)]
     # the same text the Transformers path renders for the same request
-    assert rendered == encode_prompt(backend._processor, inputs, {}).text
+    encoded = encode_prompt(backend._processor, inputs, {})
+    assert rendered == encoded.text
+    # the template wrote <|begin_of_text|> and the tokenizer adds one too: vLLM is told
+    # not to add it (its raw-prompt default), the Transformers path does the same
+    tokenizer = backend._processor.tokenizer
+    request = engine_prompt(rendered, images, tokenizer)
+    assert request.prompt == {"prompt": rendered, "multi_modal_data": {"image": images}}
+    assert request.tokenization == {"add_special_tokens": False}
+    bos_id = tokenizer.bos_token_id
+    assert tokenizer(rendered)["input_ids"].count(bos_id) == 2  # vLLM's default: two
+    assert tokenizer(rendered, **request.tokenization)["input_ids"].count(bos_id) == 1
+    assert encoded.tensors["input_ids"][0].tolist().count(bos_id) == 1
+
+
+def test_a_template_without_the_bos_keeps_vllms_tokenization(tmp_path: Path) -> None:
+    import transformers
+
+    path = write_family_checkpoint("qwen2_5_vl", tmp_path / "checkpoint")
+    processor = transformers.AutoProcessor.from_pretrained(path, local_files_only=True)
+    rendered = processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert engine_prompt(rendered, [], processor.tokenizer) == EnginePrompt(
+        {"prompt": rendered}, None
+    )
 
 
 def _generation_prompt() -> str:

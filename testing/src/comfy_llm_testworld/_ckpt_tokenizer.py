@@ -137,6 +137,11 @@ class TokenizerSpec:
             ``▁``, byte fallback, no pre-tokenizer): what ``GemmaTokenizer``
             rebuilds from vocab + merges on load, so a byte-level vocabulary
             would not survive it.
+        adds_bos: Encoding with special tokens prepends ``bos_token`` (a
+            ``TemplateProcessing`` post-processor in ``tokenizer.json``), as
+            the real Llama 3.x (JoyCaption, Llama 3.2 Vision), LLaVA and
+            Mistral 3 tokenizers do; their templates write it as well, which
+            is how an engine ends up with two.
     """
 
     specials: tuple[str, ...]
@@ -145,6 +150,7 @@ class TokenizerSpec:
     chat_template: str
     tokenizer_config: dict[str, object] = field(default_factory=dict)
     metaspace: bool = False
+    adds_bos: bool = False
 
 
 QWEN_SPEC = TokenizerSpec(
@@ -232,7 +238,19 @@ def train_tokenizer(spec: TokenizerSpec) -> Any:
         ids = tokenizer.encode(piece, add_special_tokens=False).ids
         if len(ids) != 1:
             raise RuntimeError(f"piece {piece!r} is not a single token: {ids}")
+    if spec.adds_bos:
+        _prepend_bos(tokenizer, str(spec.tokenizer_config["bos_token"]))
     return tokenizer
+
+
+def _prepend_bos(tokenizer: Any, bos: str) -> None:
+    """The post-processor the real Llama 3 / LLaVA tokenizer.json files carry."""
+    from tokenizers import processors
+
+    bos_id = tokenizer.token_to_id(bos)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A {bos} $B:1", special_tokens=[(bos, bos_id)]
+    )
 
 
 def _byte_level_tokenizer(spec: TokenizerSpec) -> Any:

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from comfy_llm_inputs import template_wrote_bos
+
 if TYPE_CHECKING:
     from jinja2 import Template
 
@@ -97,6 +99,6 @@ def render_prompt(
         raise
     except Exception as error:  # Jinja raises many kinds for a broken template
         raise TemplateError(f"{type(error).__name__}: {error}") from error
-    if strip_bos and bos_text and text.startswith(bos_text):
+    if strip_bos and template_wrote_bos(text, bos_text):
         text = text[len(bos_text) :]
     return text

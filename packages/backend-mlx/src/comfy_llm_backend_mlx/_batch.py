@@ -26,9 +26,9 @@ from comfy_llm_reasoning import prompt_opens_reasoning
 from comfy_llm_residency.backend import BackendResult, BatchTokenSink, GenerationSettings
 from mlx_vlm.generate import BatchGenerator
 from mlx_vlm.prompt_utils import apply_chat_template
-from mlx_vlm.utils import prepare_inputs, should_add_special_tokens
+from mlx_vlm.utils import prepare_inputs
 
-from ._engine import LoadedModel, _TextSoFar, _timings
+from ._engine import LoadedModel, _TextSoFar, _timings, encoded_prompt
 
 __all__ = ["BatchRow", "generate_rows"]
 
@@ -57,12 +57,13 @@ def _prepare(
     text: str = apply_chat_template(  # type: ignore[assignment]
         processor, model.config, row.messages, num_images=len(row.images), **chat_kwargs
     )
+    encoded, special = encoded_prompt(model, processor, text)
     prepared = prepare_inputs(
         processor,
         images=list(row.images) or None,
-        prompts=text,
+        prompts=encoded,
         image_token_index=getattr(model.config, "image_token_index", None),
-        add_special_tokens=should_add_special_tokens(model.config.model_type, processor),
+        add_special_tokens=special,
     )
     input_ids = prepared["input_ids"]
     extra = {

@@ -19,6 +19,7 @@ from typing import Any
 import mlx.core as mx
 import mlx_vlm
 from comfy_llm_core import SEED_BITS_UINT64, fold_seed
+from comfy_llm_inputs import template_wrote_bos
 from comfy_llm_reasoning import THINK_CLOSE, THINK_OPEN, TokenVocabulary, prompt_opens_reasoning
 from comfy_llm_residency.backend import (
     BackendResult,
@@ -38,6 +39,7 @@ from .errors import ENGINE_NAME, ModelLoadError
 
 __all__ = [
     "LoadedModel",
+    "encoded_prompt",
     "clear_cache",
     "engine_versions",
     "generate",
@@ -46,6 +48,34 @@ __all__ = [
 ]
 
 _TEMPLATE_NEWLINE_BEFORE_CLOSE = "\n" + THINK_CLOSE
+
+
+def encoded_prompt(model: Any, processor: Any, prompt_text: str) -> tuple[str, bool]:
+    """The text ``prepare_inputs`` encodes and its ``add_special_tokens``: one BOS.
+
+    Mistral 3's, LFM2-VL's and Gemma 3's templates write ``bos_token``
+    (:func:`comfy_llm_inputs.template_wrote_bos`), and their tokenizers add
+    another when asked for special tokens. MLX-VLM 0.7.10 cannot be told not
+    to ask: ``process_inputs`` forwards ``add_special_tokens`` only to a
+    processor whose signature names it (mlx_vlm/utils.py:1773-1774), which
+    neither its own Mistral 3 / LLaVA-NeXT / Gemma 3 processors nor
+    Transformers' name, so the tokenizer's default (add them) applies, even
+    where ``should_add_special_tokens`` (utils.py:2346-2357) says no. So a
+    BOS the template wrote is dropped from the text when the tokenizer adds
+    one itself (what the llama.cpp engine does too), and encoding adds it.
+    The rendered text itself (the reasoning check, the metadata) is unchanged.
+    """
+    tokenizer = getattr(processor, "tokenizer", processor)
+    bos = getattr(tokenizer, "bos_token", None)
+    if isinstance(bos, str) and template_wrote_bos(prompt_text, bos) and _adds_bos(tokenizer):
+        return prompt_text[len(bos) :], True
+    return prompt_text, bool(should_add_special_tokens(model.config.model_type, processor))
+
+
+def _adds_bos(tokenizer: Any) -> bool:
+    """Whether encoding with special tokens puts the BOS first."""
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    return bos_id is not None and list(tokenizer("a")["input_ids"][:1]) == [bos_id]
 
 
 @dataclasses.dataclass(slots=True)
@@ -236,12 +266,13 @@ def generate(
     )
     opened = prompt_opens_reasoning(prompt_text)
     sink.prompt_opened(opened)  # the live view's split
+    encoded, special = encoded_prompt(model, processor, prompt_text)
     prepared = prepare_inputs(
         processor,
         images=list(images) or None,
-        prompts=prompt_text,
+        prompts=encoded,
         image_token_index=getattr(model.config, "image_token_index", None),
-        add_special_tokens=should_add_special_tokens(model.config.model_type, processor),
+        add_special_tokens=special,
     )
     input_ids = prepared["input_ids"]
     extra = {

@@ -12,7 +12,7 @@ numpy, pillow, av and pypdf.
 
 from __future__ import annotations
 
-from ._chat import chat_messages
+from ._chat import chat_messages, template_wrote_bos
 from ._files import (
     EXTENSION_MIME_TYPES,
     PDF_MIME_TYPE,
@@ -63,4 +63,5 @@ __all__ = [
     "prepare_inputs",
     "read_input_files",
     "sample_video_frames",
+    "template_wrote_bos",
 ]

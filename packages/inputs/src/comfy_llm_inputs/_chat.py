@@ -4,7 +4,9 @@ An optional system turn, then one user turn holding every part in order
 (each image, then each sampled video frame as an image, then the prompt
 text, which already carries the frame timestamps and the file sections).
 Engines render it with their own chat template; whether the rendered prompt
-opened a reasoning block is ``comfy_llm_reasoning.prompt_opens_reasoning``.
+opened a reasoning block is ``comfy_llm_reasoning.prompt_opens_reasoning``,
+and whether it already starts with the tokenizer's BOS is
+:func:`template_wrote_bos` (every engine asks it before encoding).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from ._prepared import PreparedInputs
 
-__all__ = ["chat_messages"]
+__all__ = ["chat_messages", "template_wrote_bos"]
 
 
 def chat_messages(
@@ -48,3 +50,23 @@ def chat_messages(
         return messages
     messages.append({"role": "user", "content": [part.chat_entry() for part in inputs.parts]})
     return messages
+
+
+def template_wrote_bos(rendered: str, bos_token: object) -> bool:
+    """Whether the rendered prompt already starts with the tokenizer's BOS.
+
+    Many chat templates write ``bos_token`` themselves (JoyCaption's Llama 3.1
+    ``<|begin_of_text|>``, Mistral 3's and LLaVA-NeXT's ``<s>``, Gemma 3's
+    ``<bos>``) while their tokenizer also adds one when asked for special
+    tokens, as every engine asks by default (Transformers' processor call,
+    vLLM's raw-prompt tokenization, MLX-VLM's ``prepare_inputs``, llama.cpp's
+    ``add_bos``). The model then reads two BOS tokens, which it never saw in
+    training. When this says True, the engine encodes the text without
+    adding special tokens (or drops the template's copy, llama.cpp), so the
+    prompt starts with exactly one.
+
+    Args:
+        rendered: The chat template's output.
+        bos_token: The tokenizer's BOS text (``None`` or ``""`` when it has none).
+    """
+    return isinstance(bos_token, str) and bool(bos_token) and rendered.startswith(bos_token)

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from comfy_llm_inputs import chat_messages
+from comfy_llm_inputs import chat_messages, template_wrote_bos
 from comfy_llm_reasoning import prompt_opens_reasoning
 
 from .._processor import render_chat
@@ -60,8 +60,8 @@ def encode_prompt(
     messages = chat_messages(inputs)
     rendered = render_chat(processor, messages, template_kwargs)
     call: dict[str, Any] = {"text": [rendered], "return_tensors": "pt"}
-    bos = getattr(getattr(processor, "tokenizer", None), "bos_token", None)
-    if isinstance(bos, str) and bos and rendered.startswith(bos):
+    tokenizer = getattr(processor, "tokenizer", None)
+    if template_wrote_bos(rendered, getattr(tokenizer, "bos_token", None)):
         call["add_special_tokens"] = False  # the template already wrote it; never twice
     if images:
         call["images"] = [images]

@@ -8,8 +8,8 @@ errors), ``_engine`` (engine arguments, the loop thread, quantization),
 ``_memory`` / ``_kernels`` (GPU memory and kernel choices), ``_cache`` /
 ``_modes`` (compile caches, eager or throughput), ``_process`` (the
 engine-core process's environment), ``_stats`` (running/waiting peaks),
-``_reasoning`` (vLLM's reasoning parser) and ``_plugin`` (the
-``comfy_llm_engine_watch`` entry point vLLM loads in its engine core).
+``_reasoning`` (vLLM's reasoning parser) and ``_watch`` (the engine
+process's parent-death watch, armed as it is spawned).
 
 Besides the backend, this module names what the raw-engine benchmarks
 (``bench/bench_vllm*.py``) and ``scripts/gpu_check.py`` build their own

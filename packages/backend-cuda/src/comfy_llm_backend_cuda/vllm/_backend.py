@@ -64,6 +64,7 @@ from ._modes import execution_modes
 from ._reasoning import native_reasoning
 from ._requests import (
     capped_image,
+    engine_prompt,
     next_request_id,
     raise_translated,
     sampling_params,
@@ -268,9 +269,7 @@ class VllmBackend:
         )
         opened = prompt_opens_reasoning(rendered)
         sink.prompt_opened(opened)  # the live view's split
-        prompt: dict[str, Any] = {"prompt": rendered}
-        if images:
-            prompt["multi_modal_data"] = {"image": images}
+        request = engine_prompt(rendered, images, self._tokenizer)
         request_id = next_request_id()
         self.load_stats.reset()
         steps: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
@@ -282,7 +281,13 @@ class VllmBackend:
             if task is not None:
                 tasks.append(task)
             try:
-                async for output in engine.generate(prompt, sampling_params(settings), request_id):
+                outputs = engine.generate(
+                    request.prompt,
+                    sampling_params(settings),
+                    request_id,
+                    tokenization_kwargs=request.tokenization,
+                )
+                async for output in outputs:
                     steps.put(("step", output))
             except BaseException as error:
                 steps.put(("error", error))

