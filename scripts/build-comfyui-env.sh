@@ -27,8 +27,13 @@ printf 'torch==2.13.0\ntorchvision==0.28.0\n' > "$overrides"
 uv venv --quiet --python 3.11 --allow-existing "$VENV"
 uv pip install --quiet --python "$VENV/bin/python" --override "$overrides" \
   -r "$SOURCE/requirements.txt"
-llama_wheel="$(.venv/bin/python scripts/wheel-from-venv.py llama-cpp-python "$wheels")"
-uv pip install --quiet --python "$VENV/bin/python" "$llama_wheel"
+# (skipped when this venv already holds that build: same version and build flags)
+llama_build='import importlib.metadata as m; d = m.distribution("llama-cpp-python")
+print(d.version, d.read_text("uv_build.json"))'
+if [ "$(.venv/bin/python -c "$llama_build")" != "$("$VENV/bin/python" -c "$llama_build" 2>/dev/null)" ]; then
+  llama_wheel="$(.venv/bin/python scripts/wheel-from-venv.py llama-cpp-python "$wheels")"
+  uv pip install --quiet --python "$VENV/bin/python" "$llama_wheel"
+fi
 "$VENV/bin/python" - <<'PY'
 import importlib.metadata as md
 print("comfyui venv: torch", md.version("torch"), "transformers", md.version("transformers"),
