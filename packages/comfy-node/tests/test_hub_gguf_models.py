@@ -25,6 +25,16 @@ from comfy_llm_testworld.gguf_checkpoints import GGUF_MMPROJ_NAME, build_gguf_fi
 
 from .conftest import node_raises
 
+
+def _fresh_process() -> None:
+    """What a restarted ComfyUI (or a new CLI run) has: no resolution cache, no resident."""
+    from comfy_llm._pipeline import forget_resolved_profiles
+    from comfy_llm_residency import reset_managers
+
+    forget_resolved_profiles()
+    reset_managers()
+
+
 pytestmark = pytest.mark.slow
 
 REPO = "ggml-org/tiny-smolvlm-GGUF"
@@ -56,7 +66,7 @@ def cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_hub_gguf_quantization_is_pinned_staged_and_describes_an_image(
-    cpu: None, hf_env: FakeHub, storage: Path, comfyui: Path
+    cpu: None, hf_env: FakeHub, storage: Path, comfyui: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     commit = hf_env.add_repo(REPO, _repository())
     image = np.random.default_rng(0).random((1, 32, 32, 3), dtype=np.float32)
@@ -91,6 +101,51 @@ def test_a_hub_gguf_quantization_is_pinned_staged_and_describes_an_image(
     hf_env.clear_requests()
     assert _execute(model_profile=pinned, images=image)[0] == response
     assert hf_env.file_requests("GET") == []
+
+    # a restarted ComfyUI with HF_HUB_OFFLINE=1: the choice is rebuilt from the staged files
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hf_env.clear_requests()
+    for reference, offline in ((f"{REPO}:Q8_0", True), (pinned, False)):
+        _fresh_process()
+        answer, again_metadata = _execute(model_profile=reference, images=image)
+        assert answer == response and again_metadata["gguf_file"] == Q8
+        assert again_metadata["revision"] == commit
+        assert again_metadata["resolved_offline"] is offline  # a branch took its last commit
+        assert again_metadata["profile_id"] == metadata["profile_id"]
+    assert hf_env.requests == []
+
+
+def test_offline_an_unstaged_gguf_quantization_is_refused_with_the_fix(
+    cpu: None,
+    hf_env: FakeHub,
+    storage: Path,
+    comfyui: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from comfy_llm_profiles import OfflineResolutionError
+
+    commit = hf_env.add_repo(REPO, _repository())
+    resolve = ["resolve", f"{REPO}:Q8_0", "--target", "local_cpu", "--json"]
+    assert main(resolve) == 0  # stages the Q8_0 selection
+    online = json.loads(capsys.readouterr().out)
+    hf_env.inject_fault(method="GET", path_contains="/api/models/", status=500)
+    assert main(resolve) == 0  # the Hub unreachable: the staged choice, as offline
+    assert json.loads(capsys.readouterr().out)["id"] == online["id"]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hf_env.clear_requests()
+    for reference, wanted in ((f"{REPO}:F32", "F32"), (REPO, "Q4_K_M (the default)")):
+        with node_raises(OfflineResolutionError) as failure:
+            _execute(model_profile=reference)
+        message = str(failure.shown)
+        assert reference in message and f"quantization {wanted}" in message
+        assert "HF_HUB_OFFLINE=1" in message and "unset HF_HUB_OFFLINE" in message
+        assert f"staged here: Q8_0; or run a staged one ({REPO}@{commit}:Q8_0)" in message
+        assert "\n" not in message
+    with node_raises(OfflineResolutionError) as failure:
+        _execute(model_profile="ggml-org/never-seen-GGUF:Q8_0")
+    assert "ggml-org/never-seen-GGUF was never resolved on this machine" in str(failure.shown)
+    assert hf_env.requests == []
 
 
 def test_a_file_that_does_not_match_its_sha256_is_refused_and_not_kept(
@@ -141,7 +196,11 @@ def test_an_unoffered_quantization_lists_the_offer(
 
 
 def test_the_cli_resolves_and_runs_a_hub_gguf(
-    hf_env: FakeHub, storage: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    hf_env: FakeHub,
+    storage: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     commit = hf_env.add_repo(REPO, _repository())
     image = tmp_path / "red.png"
@@ -161,3 +220,15 @@ def test_the_cli_resolves_and_runs_a_hub_gguf(
     assert SCRIPTED_ANSWER in ran["response"]
     assert ran["metadata"]["gguf_file"] == Q8
     assert sorted(hf_env.file_requests("GET", REPO)) == sorted([Q8, GGUF_MMPROJ_NAME])
+
+    _fresh_process()  # a new `comfy-llm run`, offline: the staged choice, no request
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hf_env.clear_requests()
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    offline = json.loads(captured.out)
+    assert offline["response"] == ran["response"]
+    assert offline["metadata"]["resolved_offline"] is True
+    assert offline["metadata"]["profile_id"] == ran["metadata"]["profile_id"]
+    assert hf_env.requests == []

@@ -142,3 +142,57 @@ def test_a_changed_file_changes_the_pin(llm_folder: Path, tmp_path: Path) -> Non
     after = _resolve("models/LLM/tiny-smolvlm-GGUF", root, llm_folder).profile
     assert after.revision != before.revision
     assert after.limits.context_tokens == 2048 < before.limits.context_tokens
+
+
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every GGUF header the checks read (the real reader, counted)."""
+    import comfy_llm_profiles._gguf_rules as rules
+
+    reads: list[str] = []
+    real = rules.read_gguf
+
+    def counting(path: Path, *args: object, **kwargs: object) -> object:
+        reads.append(Path(path).name)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rules, "read_gguf", counting)
+    return reads
+
+
+def test_an_unchanged_pair_is_not_read_again_a_rewritten_one_is(
+    llm_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local reference resolves on every request: its headers are read once while unchanged."""
+    import time
+
+    import comfy_llm_profiles._local_gguf as local_gguf
+
+    reads = _counting_reads(monkeypatch)
+    # the files were written just now: check them as if a while later (past the racy window)
+    monkeypatch.setattr(local_gguf, "_clock", lambda: time.time_ns() + 10 * 10**9, raising=False)
+    reference, root = "models/LLM/tiny-smolvlm-GGUF", tmp_path / "store"
+    model = "tiny-smolvlm-Q8_0.gguf"
+
+    first = _resolve(reference, root, llm_folder).profile
+    assert sorted(reads) == sorted([model, GGUF_MMPROJ_NAME])
+    reads.clear()
+    assert _resolve(reference, root, llm_folder).profile == first
+    assert reads == []  # the same files: no header read again
+
+    folder = llm_folder / "tiny-smolvlm-GGUF"
+    variants = hostile_model_variants((folder / model).read_bytes())
+    truncated = next(v for v in variants if v.name == "truncated-data")
+    (folder / model).write_bytes(truncated.content)
+    with pytest.raises(UnsafeGgufError, match="past the end of the file"):
+        _resolve(reference, root, llm_folder)
+    assert reads == [model]  # rewritten: read and refused
+
+
+def test_a_pair_written_just_before_its_check_is_read_again(
+    llm_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """File times are coarse: a second write in the same tick could keep the identity."""
+    reads = _counting_reads(monkeypatch)
+    for _ in range(2):
+        _resolve("models/LLM/tiny-smolvlm-GGUF", tmp_path / "store", llm_folder)
+    assert len(reads) == 4  # both files, both times

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -10,6 +11,8 @@ from comfy_llm_staging import (
     IncompleteSnapshotError,
     SnapshotContentError,
     find_completed_snapshot,
+    list_staged_selections,
+    list_staged_snapshots,
     require_completed_snapshot,
     snapshot_path,
     stage_snapshot,
@@ -90,3 +93,38 @@ def test_a_whole_snapshot_never_takes_gguf_files(hf_env, tmp_path) -> None:
     sha = hf_env.add_repo("acme/both", files)
     staged = stage_snapshot("acme/both", sha, storage_root=tmp_path)
     assert not [name for name in staged.files if name.endswith(".gguf")]
+
+
+def test_each_staged_selection_of_a_commit_is_listed_with_its_verified_files(
+    hf_env, tmp_path
+) -> None:
+    """Offline resolution rebuilds a GGUF choice from these (and the picker lists each)."""
+    sha = hf_env.add_repo(REPO, FILES)
+    other = ("tiny-F32.gguf", "mmproj-tiny-F16.gguf")
+    q8 = stage_snapshot(REPO, sha, storage_root=tmp_path, files=PICK)
+    f32 = stage_snapshot(REPO, sha, storage_root=tmp_path, files=other)
+    hf_env.clear_requests()
+
+    listed = list_staged_selections(tmp_path, REPO, sha)
+
+    assert sorted(s.path for s in listed) == sorted([q8.path, f32.path])
+    by_path = {s.path: s.files for s in listed}
+    q8_files = {f.path: f for f in by_path[q8.path]}
+    assert set(q8_files) == set(PICK)
+    model = q8_files["tiny-Q8_0.gguf"]
+    assert model.size == len(FILES["tiny-Q8_0.gguf"])
+    assert model.sha256 == hashlib.sha256(FILES["tiny-Q8_0.gguf"]).hexdigest()
+    staged = list_staged_snapshots(tmp_path)
+    assert sorted(path for _, _, path in staged) == sorted([q8.path, f32.path])
+    assert list_staged_selections(tmp_path, REPO, "0" * 40) == []
+    assert hf_env.requests == []
+
+
+def test_a_selection_whose_marker_lies_about_its_files_is_not_listed(hf_env, tmp_path) -> None:
+    sha = hf_env.add_repo(REPO, FILES)
+    staged = stage_snapshot(REPO, sha, storage_root=tmp_path, files=PICK)
+    marker_path = staged.path / MARKER_FILENAME
+    marker = json.loads(marker_path.read_text())
+    del marker["files"]["mmproj-tiny-F16.gguf"]  # another name set: not this folder's digest
+    marker_path.write_text(json.dumps(marker))
+    assert list_staged_selections(tmp_path, REPO, sha) == []

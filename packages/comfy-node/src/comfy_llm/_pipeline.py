@@ -27,6 +27,7 @@ from comfy_llm_profiles import (
     LocalFolderError,
     ModelProfile,
     ProfileError,
+    RepositoryFile,
     ResolvedProfile,
     gguf_file_names,
     load_curated_registry,
@@ -42,7 +43,12 @@ from comfy_llm_residency import (
     create_backend,
     get_manager,
 )
-from comfy_llm_staging import StagedSnapshot, stage_local_folder, stage_snapshot
+from comfy_llm_staging import (
+    StagedSnapshot,
+    list_staged_selections,
+    stage_local_folder,
+    stage_snapshot,
+)
 from comfy_llm_structured import AnswerSchemaError
 
 from comfy_llm._notes import empty_answer
@@ -61,6 +67,7 @@ __all__ = [
     "refuse_local_folder_on_modal",
     "resolve_and_stage",
     "run_request",
+    "staged_gguf_lister",
 ]
 
 
@@ -106,6 +113,7 @@ def _resolve_cached(
         progress=progress,
         model_folders=folders,
         fetch_gguf=fetch,
+        staged_gguf=staged_gguf_lister(root),
     )
     with _RESOLVED_LOCK:
         _RESOLVED[key] = (now, resolved)
@@ -123,6 +131,15 @@ def gguf_fetcher(
         ).path
 
     return fetch
+
+
+def staged_gguf_lister(root: Path) -> Callable[[str, str], list[tuple[RepositoryFile, ...]]]:
+    """Profiles' ``staged_gguf``: the GGUF selections staged for a commit (offline choice)."""
+
+    def staged(repository: str, commit: str) -> list[tuple[RepositoryFile, ...]]:
+        return [s.files for s in list_staged_selections(root, repository, commit)]
+
+    return staged
 
 
 def forget_resolved_profiles() -> None:

@@ -13,6 +13,7 @@ again, and nobody reads their text.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ __all__ = [
     "hub_request",
     "hub_timeout_seconds",
     "offline_error",
+    "offline_gguf_error",
     "status_error",
     "timeout_error",
     "unavailable_error",
@@ -252,6 +254,33 @@ def offline_error(
         "already staged or a local folder.",
         repository=repository,
         revision=revision,
+        kind="offline",
+        endpoint=endpoint,
+    )
+
+
+def offline_gguf_error(
+    reference: str,
+    repository: str,
+    commit: str,
+    *,
+    quantization: str,
+    staged: Sequence[str],
+    endpoint: str,
+    reason: str,
+) -> OfflineResolutionError:
+    """A GGUF quantization not staged here, while ``reason`` keeps the Hub out of reach."""
+    if staged:
+        others = ", ".join(f"{repository}@{commit}:{name}" for name in staged)
+        have = f"staged here: {', '.join(staged)}; or run a staged one ({others})"
+    else:
+        have = "no quantization of it is staged here"
+    return OfflineResolutionError(
+        f"{reference} needs quantization {quantization} of commit {commit[:12]}, which was "
+        f"never downloaded here, and {reason}: unset HF_HUB_OFFLINE (or reconnect) once "
+        f"to download it ({have}).",
+        repository=repository,
+        revision=commit,
         kind="offline",
         endpoint=endpoint,
     )

@@ -61,7 +61,12 @@ from comfy_llm_profiles._pins import (
 )
 from comfy_llm_profiles._profile import LOCAL_REPOSITORY_OWNER, ModelProfile
 from comfy_llm_profiles._reference import ModelReference, is_commit
-from comfy_llm_profiles._resolve_gguf import GgufFetcher, is_hub_gguf, resolve_hub_gguf
+from comfy_llm_profiles._resolve_gguf import (
+    GgufFetcher,
+    StagedGguf,
+    is_hub_gguf,
+    resolve_hub_gguf,
+)
 from comfy_llm_profiles._settings import ProfileSettings, read_settings
 from comfy_llm_profiles.errors import (
     DownloadTooLargeError,
@@ -106,6 +111,7 @@ def resolve_profile(
     backends: Collection[str] | None = None,
     model_folders: Mapping[str, Sequence[Path]] | None = None,
     fetch_gguf: GgufFetcher | None = None,
+    staged_gguf: StagedGguf | None = None,
 ) -> ResolvedProfile:
     """Parse, inspect (metadata only), decide, pin and record a profile.
 
@@ -126,6 +132,9 @@ def resolve_profile(
         fetch_gguf: Downloads a GGUF repository's chosen files (staging's
             ``stage_snapshot(files=...)``); a GGUF repository (``owner/m-GGUF``,
             ``owner/m:Q8_0``) is decided from their headers (``_resolve_gguf``).
+        staged_gguf: Lists the GGUF selections already staged for a commit
+            (staging's ``list_staged_selections``): offline, or with the Hub
+            unreachable, a staged quantization is chosen from them.
 
     Returns:
         The profile, its manifest path, and whether the manifest was created.
@@ -194,7 +203,9 @@ def resolve_profile(
         )
     elif is_hub_gguf(ref):
         report(f"Inspecting GGUF repository {ref} (metadata, then the chosen files)")
-        profile = resolve_hub_gguf(ref, target, root, settings, fetch=fetch_gguf, backends=usable)
+        profile, offline = resolve_hub_gguf(
+            ref, target, root, settings, fetch=fetch_gguf, backends=usable, staged=staged_gguf
+        )
     else:
         repository = str(ref.repository)
         report(f"Inspecting {ref} (metadata only)")

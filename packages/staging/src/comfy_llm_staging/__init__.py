@@ -28,7 +28,9 @@ from ._lease import break_lease
 from ._marker import (
     LEGACY_MARKER_FILENAME,
     MARKER_FILENAME,
+    StagedSelection,
     find_completed_snapshot,
+    list_staged_selections,
     list_staged_snapshots,
     require_completed_snapshot,
 )
@@ -61,6 +63,8 @@ __all__ = [
     "snapshot_path",
     "find_completed_snapshot",
     "list_staged_snapshots",
+    "list_staged_selections",
+    "StagedSelection",
     "require_completed_snapshot",
     "default_storage_root",
     "ALLOW_PATTERNS",

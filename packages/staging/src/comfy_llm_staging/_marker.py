@@ -38,12 +38,29 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from comfy_llm_profiles import RepositoryFile
+
 from . import _in_place, _layout, _legacy
 from .errors import IncompleteSnapshotError
 
 MARKER_FILENAME = ".comfy_llm_snapshot.json"
 LEGACY_MARKER_FILENAME = ".comfy-modal-llm-complete.json"
 MARKER_SCHEMA = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedSelection:
+    """A completed selection (``stage_snapshot(files=...)``): its folder and verified files.
+
+    Attributes:
+        path: ``<revision>-<digest>`` under the repository's folder.
+        files: Each file as staged: repository path, size and the sha256 it
+            was verified against (profiles' ``RepositoryFile``, as the Hub's
+            model info describes it), sorted by path.
+    """
+
+    path: Path
+    files: tuple[RepositoryFile, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,14 +328,52 @@ def require_completed_snapshot(
     return directory
 
 
+def list_staged_selections(
+    storage_root: Path, repository: str, revision: str
+) -> list[StagedSelection]:
+    """The completed selections of one commit (each a GGUF quantization), by folder name.
+
+    No network: one listing of the repository's folder. A selection counts
+    when its folder is ``<revision>-<digest of its marker's names>`` and the
+    marker is valid (every listed file there with its recorded size) and
+    records each file's sha256, so what an offline resolution rebuilds from
+    it is what was verified when it was staged.
+
+    Raises:
+        InvalidRepositoryError: ``repository`` is not ``owner/name``.
+        InvalidRevisionError: ``revision`` is not a 40-hex commit.
+    """
+    parent = _layout.snapshot_path(storage_root, repository, revision).parent
+    try:
+        children = sorted(parent.iterdir())
+    except OSError:
+        return []
+    found = []
+    for child in children:
+        if child.is_symlink() or not child.name.startswith(f"{revision}-") or "." in child.name:
+            continue
+        marker = read_valid_marker(child, repository, revision)
+        if marker is None or child.name != f"{revision}-{_layout.selection_digest(marker.files)}":
+            continue
+        files = tuple(
+            RepositoryFile(name, record["size"], record.get("sha256"))
+            for name, record in sorted(marker.files.items())
+        )
+        if all(isinstance(f.sha256, str) and len(f.sha256) == 64 for f in files):
+            found.append(StagedSelection(child, files))
+    return found
+
+
 def list_staged_snapshots(storage_root: Path) -> list[tuple[str, str, Path]]:
     """``(repository, revision, folder)`` of every completed snapshot under the storage root.
 
     Canonical and seed-era layouts alike (``llm_models/<folder>/<revision>/``
-    with a valid marker); no network, one listing per repository folder.
+    with a valid marker); no network, one listing per repository folder. Each
+    selection of a commit (``<revision>-<digest>``, one GGUF quantization) is
+    listed on its own.
     """
     models = Path(storage_root) / _layout.MODELS_DIRNAME
-    found: dict[tuple[str, str], Path] = {}
+    found: dict[tuple[str, str, str], Path] = {}
     try:
         parents = sorted(p for p in models.iterdir() if p.is_dir() and not p.is_symlink())
     except OSError:
@@ -333,5 +388,6 @@ def list_staged_snapshots(storage_root: Path) -> list[tuple[str, str, Path]]:
                 continue
             marker = read_valid_marker(child)
             if marker is not None:
-                found.setdefault((marker.repository, marker.revision), child)
-    return [(repo, rev, path) for (repo, rev), path in sorted(found.items())]
+                selection = child.name if child.name != marker.revision else ""
+                found.setdefault((marker.repository, marker.revision, selection), child)
+    return [(repo, rev, path) for (repo, rev, _), path in sorted(found.items())]

@@ -175,14 +175,19 @@ def _print_human(summary: JsonRecord) -> None:
 def _resolve(args: argparse.Namespace, progress: Callable[..., None]) -> Any:
     from comfy_llm_profiles import resolve_profile
 
-    from comfy_llm._pipeline import gguf_fetcher
+    from comfy_llm._pipeline import gguf_fetcher, staged_gguf_lister
     from comfy_llm._storage import storage_root
 
     target = detect_target(args.target)
     root = storage_root(args.storage_root)
     fetch = gguf_fetcher(root, progress)  # a GGUF repository is decided from its files
     resolved = resolve_profile(
-        args.model, target, storage_root=root, progress=progress, fetch_gguf=fetch
+        args.model,
+        target,
+        storage_root=root,
+        progress=progress,
+        fetch_gguf=fetch,
+        staged_gguf=staged_gguf_lister(root),
     )
     return resolved, root
 
