@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from comfy_llm_core import ExecutionTarget, install_command
 from comfy_llm_inputs import ImagePart, PreparedInputs
-from comfy_llm_profiles import LOAD_QUANTIZATIONS, ModelProfile, registry_for, resolve_profile
+from comfy_llm_profiles import ModelProfile, registry_for, resolve_profile
 from comfy_llm_profiles._config_defaults import with_class_defaults
-from comfy_llm_profiles._load_quantization import quantized_weight_bytes
+from comfy_llm_profiles._load_quantization import LOAD_QUANTIZATIONS, quantized_weight_bytes
 from comfy_llm_residency.backend import BatchItem, GenerationSettings
 from comfy_llm_staging import stage_snapshot
 from comfy_llm_testworld import FakeHub

@@ -31,7 +31,6 @@ from comfy_llm_profiles._hub import (
 from comfy_llm_profiles._hub_errors import hub_error, hub_request
 from comfy_llm_profiles._hub_gguf import hub_gguf_quantizations
 from comfy_llm_profiles._inspect import RepositoryFile
-from comfy_llm_profiles._load_quantization import LOAD_QUANTIZATIONS, LoadQuantization
 from comfy_llm_profiles._local import (
     FolderScan,
     content_pin,
@@ -72,8 +71,6 @@ __all__ = [
     "GgufModel",
     "GgufProjector",
     "HubFile",
-    "LOAD_QUANTIZATIONS",
-    "LoadQuantization",
     "LocalFolderError",
     "ModelProfile",
     "OfflineResolutionError",

@@ -38,6 +38,7 @@ from comfy_llm_profiles._identity import (
     estimated_vram_gb,
     identity_of,
 )
+from comfy_llm_profiles._load_quantization import LOAD_QUANTIZATIONS, LoadQuantization
 from comfy_llm_profiles._reference import is_commit, is_content_pin
 from comfy_llm_profiles.errors import ProfileValidationError
 
@@ -243,6 +244,14 @@ class ModelProfile:
     runtime_requirements: tuple[str, ...] = ()
     source: str = "hub"
     local_path: str | None = None
+
+    @property
+    def load_quantization(self) -> LoadQuantization | None:
+        """The quantization the engine applies while loading (``:nf4``), else None.
+
+        Read from the profile, so an engine needs no table of its own.
+        """
+        return LOAD_QUANTIZATIONS.get(self.quantization_method)
 
     @property
     def is_local(self) -> bool:

@@ -36,7 +36,6 @@ from ._generate import eos_ids, run_generate
 from ._messages import encode_prompt
 from ._quantize import (
     batches_like_single_runs,
-    load_quantization,
     quantization_arguments,
     quantization_report,
 )
@@ -134,7 +133,7 @@ class TransformersBackend:
         placement |= quantization_arguments(profile, torch, transformers, plan)
         report("Loading processor")
         processor = load_processor(transformers, profile, path)
-        quantized = load_quantization(profile)
+        quantized = profile.load_quantization
         how = f", {quantized.label}" if quantized is not None else ""
         report(f"Loading model ({plan.device}, {plan.dtype_name}{how})")
         try:

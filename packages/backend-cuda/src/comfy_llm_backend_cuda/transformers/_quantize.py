@@ -18,24 +18,18 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from comfy_llm_profiles import LOAD_QUANTIZATIONS, LoadQuantization, ModelProfile
+from comfy_llm_profiles import ModelProfile
 
 from ..errors import QuantizationNotInstalledError
 from ._engine import DevicePlan
 
 __all__ = [
     "batches_like_single_runs",
-    "load_quantization",
     "quantization_arguments",
     "quantization_report",
 ]
 
 _LAYERS = ("Linear4bit", "Linear8bitLt")
-
-
-def load_quantization(profile: ModelProfile) -> LoadQuantization | None:
-    """The quantization this profile applies at load, None for an unquantized load."""
-    return LOAD_QUANTIZATIONS.get(profile.quantization_method)
 
 
 def batches_like_single_runs(profile: ModelProfile) -> bool:
@@ -48,12 +42,14 @@ def batches_like_single_runs(profile: ModelProfile) -> bool:
     would not equal the single runs. NF4 dequantizes the weights only
     (per-row arithmetic as unquantized).
     """
-    quantization = load_quantization(profile)
+    quantization = profile.load_quantization
     return quantization is None or quantization.bits != 8
 
 
-def _import(profile: ModelProfile, quantization: LoadQuantization) -> None:
+def _import(profile: ModelProfile) -> None:
     """Import what Transformers' bitsandbytes quantizers need (``quantizer_bnb_4bit``'s checks)."""
+    quantization = profile.load_quantization
+    assert quantization is not None
     try:
         import accelerate  # noqa: F401
         import bitsandbytes  # noqa: F401
@@ -75,10 +71,10 @@ def quantization_arguments(
         QuantizationNotInstalledError: bitsandbytes or accelerate is missing
             (names the ``bitsandbytes`` extra).
     """
-    quantization = load_quantization(profile)
+    quantization = profile.load_quantization
     if quantization is None:
         return {}
-    _import(profile, quantization)
+    _import(profile)
     dtype = plan.torch_dtype(torch)
     compute = dtype if dtype != "auto" else torch.float16
     if quantization.bits == 4:
@@ -97,7 +93,7 @@ def quantization_report(profile: ModelProfile, model: Any) -> dict[str, object]:
     bytes as loaded (``get_memory_footprint``).
     """
     report: dict[str, object] = {"quantization_method": profile.quantization_method}
-    quantization = load_quantization(profile)
+    quantization = profile.load_quantization
     if quantization is None or model is None:
         return report
     import bitsandbytes
