@@ -67,6 +67,7 @@ def _vllm_run(path: Path, prompt: str, side: int, max_tokens: int) -> tuple[list
 
     llm = LLM(
         model=str(path),
+        dtype="float32",  # as Transformers runs it: bf16 flips near-tied argmaxes of random weights
         max_model_len=1024,
         max_num_seqs=2,
         enforce_eager=True,

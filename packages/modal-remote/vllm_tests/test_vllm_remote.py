@@ -41,7 +41,7 @@ def _request(**changes: Any) -> Any:
     values: dict[str, Any] = {
         "model": SCRIPTED,
         "prompt": "What is in the picture?",
-        "images": [_image()],
+        "inputs": {"images": [_image()]},
         "settings": GenerationSettings(temperature=0.0, max_new_tokens=16),
         "reserve_gb": 0.0,
     }
