@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from comfy_llm_core import install_command
+from comfy_llm_modal_remote.wire._image import REMOTE_SOURCE_ROOT
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -91,18 +92,22 @@ def test_every_mount_enumerates_and_carries_exactly_the_workspace_sources(
         for path in base.rglob("*"):
             skipped = {"__pycache__", "bench"} & set(path.relative_to(base).parts)
             if path.is_file() and not skipped and path.suffix != ".pyc":  # bench: not in images
-                expected.add(f"/root/{name}/{path.relative_to(base).as_posix()}")
+                expected.add(f"{REMOTE_SOURCE_ROOT}/{name}/{path.relative_to(base).as_posix()}")
     assert set(remotes) == expected
     # The data files the containers read travel with the modules.
-    assert "/root/comfy_llm_profiles/curated_profiles.json" in remotes
-    assert "/root/comfy_llm_modal_remote/image_lock.json" in remotes
-    assert "/root/comfy_llm_backend_cuda/vllm/_backend.py" in remotes
+    assert f"{REMOTE_SOURCE_ROOT}/comfy_llm_profiles/curated_profiles.json" in remotes
+    assert f"{REMOTE_SOURCE_ROOT}/comfy_llm_modal_remote/image_lock.json" in remotes
+    assert f"{REMOTE_SOURCE_ROOT}/comfy_llm_backend_cuda/vllm/_backend.py" in remotes
     for remote in remotes:
         parts = remote.split("/")
         assert not {"tests", "bench", "vllm_tests", "__pycache__"} & set(parts), remote
         assert not any(part.startswith(".") for part in parts), remote
     assert not [
-        r for r in remotes if r.startswith(("/root/comfy_llm/", "/root/comfy_llm_backend_mlx"))
+        r
+        for r in remotes
+        if r.startswith(
+            (f"{REMOTE_SOURCE_ROOT}/comfy_llm/", f"{REMOTE_SOURCE_ROOT}/comfy_llm_backend_mlx")
+        )
     ]
 
 
@@ -126,14 +131,14 @@ def test_ignore_rule_drops_caches_tests_and_dot_folders_modal_calls_it(tmp_path:
         (package / relative).write_text("x")
     entry = _MountDir(
         package,
-        remote_path=PurePosixPath("/root/comfy_llm_probe"),
+        remote_path=PurePosixPath(REMOTE_SOURCE_ROOT, "comfy_llm_probe"),
         ignore=source_ignored,
         recursive=True,
     )
     modal_files = sorted(str(remote) for _, remote in entry.get_files_to_upload())
     assert modal_files == [
-        "/root/comfy_llm_probe/__init__.py",
-        "/root/comfy_llm_probe/data/pinned/a.json",
+        f"{REMOTE_SOURCE_ROOT}/comfy_llm_probe/__init__.py",
+        f"{REMOTE_SOURCE_ROOT}/comfy_llm_probe/data/pinned/a.json",
     ]
     sys.path.insert(0, str(package.parent))
     try:
