@@ -41,10 +41,9 @@ REPO = "gpu-owner/smolvlm-tiny"
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[Any, Path]]]:
     from comfy_llm_core import ExecutionTarget
-    from comfy_llm_profiles import resolve_profile
-    from comfy_llm_staging import stage_snapshot
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
+    from comfy_llm_testworld.staged import staged_profile
 
     root = tmp_path_factory.mktemp("storage")
     with pytest.MonkeyPatch.context() as patch, FakeHub() as hub:
@@ -53,21 +52,13 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple
         hub.add_repo(REPO, build_checkpoint_files("smolvlm"))
         found = {}
         for tag in ("int8", "nf4"):
-            profile = resolve_profile(
+            found[tag] = staged_profile(
                 f"{REPO}:{tag}",
                 ExecutionTarget.LOCAL_CUDA,
                 storage_root=root,
                 endpoint=hub.endpoint,
                 backends=("transformers",),
-            ).profile
-            snapshot = stage_snapshot(
-                profile.repository,
-                profile.revision,
-                storage_root=root,
-                profile_id=profile.profile_id,
-                endpoint=hub.endpoint,
             )
-            found[tag] = (profile, Path(snapshot.path))
         yield found
 
 

@@ -35,31 +35,22 @@ REPO = "gpu-owner/qwen3.5-tiny"
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
     from comfy_llm_core import ExecutionTarget
-    from comfy_llm_profiles import resolve_profile
-    from comfy_llm_staging import stage_snapshot
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
+    from comfy_llm_testworld.staged import staged_profile
 
     root = tmp_path_factory.mktemp("storage")
     with pytest.MonkeyPatch.context() as patch, FakeHub() as hub:
         patch.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
         patch.delenv("HF_TOKEN", raising=False)
         hub.add_repo(REPO, build_checkpoint_files("qwen3_5"))
-        profile = resolve_profile(
+        yield staged_profile(
             REPO,
             ExecutionTarget.LOCAL_CUDA,
             storage_root=root,
             endpoint=hub.endpoint,
             backends=("transformers",),
-        ).profile
-        snapshot = stage_snapshot(
-            profile.repository,
-            profile.revision,
-            storage_root=root,
-            profile_id=profile.profile_id,
-            endpoint=hub.endpoint,
         )
-        yield profile, Path(snapshot.path)
 
 
 def _nvml_used() -> int:

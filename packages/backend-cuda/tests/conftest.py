@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from comfy_llm_core import ExecutionTarget, ProgressEvent
-from comfy_llm_profiles import ModelProfile, resolve_profile
-from comfy_llm_staging import stage_snapshot
+from comfy_llm_profiles import ModelProfile
 from comfy_llm_testworld import FakeHub
+from comfy_llm_testworld.staged import staged_profile
 
 KINDS = {
     "qwen": ("qwen3_5", False, "tiny-owner/qwen3.5-tiny"),
@@ -48,17 +48,11 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stage
                 hub.add_repo(repo, build_checkpoint_files(kind, scripted=scripted))
             result: dict[str, Staged] = {}
             for name, (_, _, repo) in KINDS.items():
-                profile = resolve_profile(
-                    repo, ExecutionTarget.LOCAL_CPU, storage_root=root, endpoint=hub.endpoint
-                ).profile
-                snapshot = stage_snapshot(
-                    profile.repository,
-                    profile.revision,
-                    storage_root=root,
-                    profile_id=profile.profile_id,
-                    endpoint=hub.endpoint,
+                result[name] = Staged(
+                    *staged_profile(
+                        repo, ExecutionTarget.LOCAL_CPU, storage_root=root, endpoint=hub.endpoint
+                    )
                 )
-                result[name] = Staged(profile, Path(snapshot.path))
         assert not hub.internal_errors, hub.internal_errors
         yield result
 

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from comfy_llm_core import ExecutionTarget, install_command
 from comfy_llm_inputs import ImagePart, PreparedInputs
-from comfy_llm_profiles import ModelProfile, registry_for, resolve_profile
+from comfy_llm_profiles import ModelProfile, registry_for
 from comfy_llm_profiles._config_defaults import with_class_defaults
 from comfy_llm_profiles._load_quantization import LOAD_QUANTIZATIONS, quantized_weight_bytes
 from comfy_llm_residency.backend import BatchItem, GenerationSettings
-from comfy_llm_staging import stage_snapshot
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.sinks import RecordingSink
+from comfy_llm_testworld.staged import staged_profile
 from PIL import Image
 
 REPO = "tiny-owner/smolvlm-tiny"
@@ -44,17 +44,9 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple
             hub.add_repo(REPO, build_checkpoint_files("smolvlm"))
             found = {}
             for tag in ("", ":int8", ":nf4"):
-                profile = resolve_profile(
+                found[tag.lstrip(":") or "none"] = staged_profile(
                     REPO + tag, ExecutionTarget.LOCAL_CPU, storage_root=root, endpoint=hub.endpoint
-                ).profile
-                snapshot = stage_snapshot(
-                    profile.repository,
-                    profile.revision,
-                    storage_root=root,
-                    profile_id=profile.profile_id,
-                    endpoint=hub.endpoint,
                 )
-                found[tag.lstrip(":") or "none"] = (profile, Path(snapshot.path))
         assert not hub.internal_errors, hub.internal_errors
         yield found
 

@@ -21,12 +21,11 @@ import pytest
 from comfy_llm_backend_mlx import create_backend
 from comfy_llm_core import ExecutionTarget
 from comfy_llm_inputs import ImagePart, PreparedInputs, TextPart, chat_messages
-from comfy_llm_profiles import resolve_profile
 from comfy_llm_residency.backend import GenerationSettings
-from comfy_llm_staging import stage_snapshot
 from comfy_llm_testworld import FakeHub
 from comfy_llm_testworld.families import build_family_files
 from comfy_llm_testworld.sinks import RecordingSink
+from comfy_llm_testworld.staged import staged_profile
 from PIL import Image
 
 pytestmark = pytest.mark.slow
@@ -49,17 +48,9 @@ def hub() -> Iterator[FakeHub]:
 def _staged(hub: FakeHub, root: Path, kind: str) -> tuple[Any, Path]:
     repository = f"tiny/{kind}"
     hub.add_repo(repository, build_family_files(kind))
-    profile = resolve_profile(
+    return staged_profile(
         repository, ExecutionTarget.LOCAL_APPLE, storage_root=root, endpoint=hub.endpoint
-    ).profile
-    snapshot = stage_snapshot(
-        profile.repository,
-        profile.revision,
-        storage_root=root,
-        profile_id=profile.profile_id,
-        endpoint=hub.endpoint,
     )
-    return profile, Path(snapshot.path)
 
 
 def _mlx_ids(mlx: tuple[Any, Any], prompt: str, image: Image.Image) -> list[int]:
