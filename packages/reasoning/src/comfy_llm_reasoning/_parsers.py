@@ -187,16 +187,11 @@ class Qwen3ReasoningParser(_BaseParser):
         if native_reasoning is not None:
             return self._native(ids, text, native_reasoning, split)
         if split is not None:
-            return ReasoningResult(
-                response=self._decode(split.response_ids).strip(),
-                reasoning=self._decode(split.reasoning_ids).strip(),
-                reasoning_tokens=len(split.reasoning_ids),
-                output_tokens=len(ids),
-                parser=self.name,
-                truncated=split.truncated,
-                response_tokens=len(split.response_ids),
-                marker_tokens=split.marker_tokens,
-                special_tokens=split.special_tokens,
+            return self._from_split(
+                ids,
+                split,
+                response=self._decode(split.response_ids),
+                reasoning=self._decode(split.reasoning_ids),
             )
         text_split = split_text(self._text(ids, text), prompt_opened=prompt_opened_reasoning)
         return self._estimated(
@@ -205,6 +200,22 @@ class Qwen3ReasoningParser(_BaseParser):
             response=text_split.response,
             marker_chars=text_split.marker_chars,
             truncated=text_split.truncated,
+        )
+
+    def _from_split(
+        self, ids: tuple[int, ...], split: IdSplit, *, response: str, reasoning: str
+    ) -> ReasoningResult:
+        """A result whose token counts are exact: the boundary ids were found."""
+        return ReasoningResult(
+            response=response.strip(),
+            reasoning=reasoning.strip(),
+            reasoning_tokens=len(split.reasoning_ids),
+            output_tokens=len(ids),
+            parser=self.name,
+            truncated=split.truncated,
+            response_tokens=len(split.response_ids),
+            marker_tokens=split.marker_tokens,
+            special_tokens=split.special_tokens,
         )
 
     def _native(
@@ -220,17 +231,7 @@ class Qwen3ReasoningParser(_BaseParser):
             response = (
                 self._text(ids, text) if text is not None else self._decode(split.response_ids)
             )
-            return ReasoningResult(
-                response=response.strip(),
-                reasoning=native.strip(),
-                reasoning_tokens=len(split.reasoning_ids),
-                output_tokens=len(ids),
-                parser=self.name,
-                truncated=split.truncated,
-                response_tokens=len(split.response_ids),
-                marker_tokens=split.marker_tokens,
-                special_tokens=split.special_tokens,
-            )
+            return self._from_split(ids, split, response=response, reasoning=native)
         response = "" if text is None else self._text(ids, text)
         return self._estimated(
             ids, reasoning=native, response=response, marker_chars=0, truncated=False
