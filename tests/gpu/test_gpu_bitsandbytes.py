@@ -15,19 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
+from comfy_llm_testworld.cuda import requires_cuda
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not _cuda(), reason="no CUDA device (torch.cuda.is_available() is False)"),
+    requires_cuda,
     pytest.mark.skipif(
         importlib.util.find_spec("bitsandbytes") is None
         or importlib.util.find_spec("accelerate") is None,

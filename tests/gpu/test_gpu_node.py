@@ -14,19 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
+from comfy_llm_testworld.cuda import requires_cuda
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not _cuda(), reason="no CUDA device (torch.cuda.is_available() is False)"),
+    requires_cuda,
 ]
 
 REPO = "gpu-owner/qwen3.5-tiny"
