@@ -14,6 +14,15 @@ stand-in container and carry the folder explicitly (the container sees only
 the image's environment)::
 
     StrictTransport(..., backend_factory=gated_gpu.FACTORY, engine_env=gated_gpu.env(gate))
+
+:data:`HOME_FACTORY` gates each container on its own: the folder is the
+container's ``$HOME/gate`` (its own disk; no variable, so the container's
+environment, and the preloaded zygote it forks from, stay the image's). A
+test finds the held marker there (:func:`held`) and opens it with
+:func:`open_gate`. Its hold says "no token yet" to the sink every step
+(``TokenSink.wait``, as a long prefill does), so a Cancel ends it there:
+the worker holds a cancel during a model load until the next stage's
+first event (``CancelShield``), and the hold is that stage.
 """
 
 from __future__ import annotations
@@ -26,15 +35,19 @@ from typing import Any
 __all__ = [
     "FACTORY",
     "GATE_DIR_ENV",
+    "HOME_FACTORY",
     "HOLD_LIMIT_SECONDS",
     "GatedGPU",
     "env",
     "factory",
+    "factory_in_home",
+    "held",
     "open_gate",
 ]
 
 GATE_DIR_ENV = "COMFY_TESTWORLD_GATE_DIR"
 FACTORY = "comfy_llm_testworld.gated_gpu:factory"
+HOME_FACTORY = "comfy_llm_testworld.gated_gpu:factory_in_home"
 HOLD_LIMIT_SECONDS = 300.0
 
 
@@ -49,28 +62,36 @@ def open_gate(gate: Path) -> None:
     (gate / "open").touch()
 
 
+def held(gate: Path) -> bool:
+    """A request holds at this gate (it reached the GPU step and waits there)."""
+    return any(gate.glob("held-*"))
+
+
 class GatedGPU:
     """The real backend; a request holds unless it is the first or the gate is open."""
 
-    def __init__(self, inner: Any, gate: Path) -> None:
+    def __init__(self, inner: Any, gate: Path, *, report_waiting: bool = False) -> None:
         self._inner = inner
         self._gate = gate
+        self._report_waiting = report_waiting
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def _wait_turn(self) -> None:
+    def _wait_turn(self, sink: Any) -> None:
         try:
             os.close(os.open(self._gate / "first", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             (self._gate / f"held-{os.getpid()}").touch()
             deadline = time.monotonic() + HOLD_LIMIT_SECONDS
             while not (self._gate / "open").exists() and time.monotonic() < deadline:
+                if self._report_waiting:
+                    sink.wait()  # no token yet, as a long prefill says: the host may cancel
                 time.sleep(0.05)
 
     def generate(self, inputs: Any, settings: Any, sink: Any) -> Any:
         """The real answer, after this request's turn."""
-        self._wait_turn()
+        self._wait_turn(sink)
         return self._inner.generate(inputs, settings, sink)
 
     def can_batch(self, items: Any) -> bool:
@@ -79,7 +100,7 @@ class GatedGPU:
 
     def generate_batch(self, items: Any, sink: Any) -> Any:
         """The real answers, after this batch's turn."""
-        self._wait_turn()
+        self._wait_turn(sink)
         return self._inner.generate_batch(items, sink)
 
 
@@ -88,3 +109,12 @@ def factory(profile: Any, path: Path, progress: Any) -> GatedGPU:
     from comfy_llm_backend_cuda import create_backend
 
     return GatedGPU(create_backend(profile, path, progress), Path(os.environ[GATE_DIR_ENV]))
+
+
+def factory_in_home(profile: Any, path: Path, progress: Any) -> GatedGPU:
+    """The worker's backend factory, gated at the container's own ``$HOME/gate``."""
+    from comfy_llm_backend_cuda import create_backend
+
+    gate = Path.home() / "gate"
+    gate.mkdir(parents=True, exist_ok=True)
+    return GatedGPU(create_backend(profile, path, progress), gate, report_waiting=True)
