@@ -8,10 +8,14 @@ worker's factory loads. The first ``generate``/``generate_batch`` on any
 container sharing :data:`GATE_DIR_ENV`'s folder claims it (an exclusive file
 create) and runs; every later one holds, as a busy GPU would, until the file
 ``open`` appears there (or :data:`HOLD_LIMIT_SECONDS` passes, so a test that
-fails never leaves a container holding). The hold sleeps in short steps, so a
-cancel signal lands in it as it would in a real prefill. Load it by name in a
-stand-in container and carry the folder explicitly (the container sees only
-the image's environment)::
+fails never leaves a container holding). The hold sleeps in short steps and
+says "no token yet" to the sink every half second (``TokenSink.wait``, as
+vLLM's backend does in a long prefill), so a cancel lands in it as it would
+in a real prefill: the worker holds a cancel that comes during a model load
+until the next stage's first event (``CancelShield``), and without that
+event a cancelled held request would run on to the gate's time limit. Load
+it by name in a stand-in container and carry the folder explicitly (the
+container sees only the image's environment)::
 
     StrictTransport(..., backend_factory=gated_gpu.FACTORY, engine_env=gated_gpu.env(gate))
 
@@ -19,10 +23,7 @@ the image's environment)::
 container's ``$HOME/gate`` (its own disk; no variable, so the container's
 environment, and the preloaded zygote it forks from, stay the image's). A
 test finds the held marker there (:func:`held`) and opens it with
-:func:`open_gate`. Its hold says "no token yet" to the sink every step
-(``TokenSink.wait``, as a long prefill does), so a Cancel ends it there:
-the worker holds a cancel during a model load until the next stage's
-first event (``CancelShield``), and the hold is that stage.
+:func:`open_gate`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ GATE_DIR_ENV = "COMFY_TESTWORLD_GATE_DIR"
 FACTORY = "comfy_llm_testworld.gated_gpu:factory"
 HOME_FACTORY = "comfy_llm_testworld.gated_gpu:factory_in_home"
 HOLD_LIMIT_SECONDS = 300.0
+_WAIT_EVERY_SECONDS = 0.5
 
 
 def env(gate: Path) -> dict[str, str]:
@@ -70,10 +72,9 @@ def held(gate: Path) -> bool:
 class GatedGPU:
     """The real backend; a request holds unless it is the first or the gate is open."""
 
-    def __init__(self, inner: Any, gate: Path, *, report_waiting: bool = False) -> None:
+    def __init__(self, inner: Any, gate: Path) -> None:
         self._inner = inner
         self._gate = gate
-        self._report_waiting = report_waiting
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -84,9 +85,11 @@ class GatedGPU:
         except FileExistsError:
             (self._gate / f"held-{os.getpid()}").touch()
             deadline = time.monotonic() + HOLD_LIMIT_SECONDS
+            said = 0.0
             while not (self._gate / "open").exists() and time.monotonic() < deadline:
-                if self._report_waiting:
-                    sink.wait()  # no token yet, as a long prefill says: the host may cancel
+                if time.monotonic() - said >= _WAIT_EVERY_SECONDS:
+                    sink.wait()  # "no token yet", as an engine in prefill says: cancel here
+                    said = time.monotonic()
                 time.sleep(0.05)
 
     def generate(self, inputs: Any, settings: Any, sink: Any) -> Any:
@@ -117,4 +120,4 @@ def factory_in_home(profile: Any, path: Path, progress: Any) -> GatedGPU:
 
     gate = Path.home() / "gate"
     gate.mkdir(parents=True, exist_ok=True)
-    return GatedGPU(create_backend(profile, path, progress), gate, report_waiting=True)
+    return GatedGPU(create_backend(profile, path, progress), gate)
