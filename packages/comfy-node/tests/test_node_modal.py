@@ -25,14 +25,13 @@ from .conftest import node_raises
 SCRIPTED = "tiny/smolvlm-scripted"
 
 
-@pytest.fixture
-def standin(tmp_path: Path) -> Iterator[list[StrictTransport]]:
+def _transports(root: Path, **options: Any) -> Iterator[list[StrictTransport]]:
     from comfy_llm_modal_remote import use_transport
 
     made: list[StrictTransport] = []
 
     def factory(name: str, directory: Path) -> StrictTransport:
-        made.append(StrictTransport(name, directory, root=tmp_path / "modal"))
+        made.append(StrictTransport(name, directory, root=root, **options))
         return made[-1]
 
     use_transport(factory)
@@ -40,6 +39,19 @@ def standin(tmp_path: Path) -> Iterator[list[StrictTransport]]:
     use_transport(None)
     for transport in made:
         transport.close()
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Iterator[list[StrictTransport]]:
+    yield from _transports(tmp_path / "modal")
+
+
+@pytest.fixture
+def gated_standin(tmp_path: Path) -> Iterator[list[StrictTransport]]:
+    """Engines gated per container: a container's second request holds until opened."""
+    from comfy_llm_testworld import gated_gpu
+
+    yield from _transports(tmp_path / "modal", backend_factory=gated_gpu.HOME_FACTORY)
 
 
 def _execute(comfyui: Path, **kwargs: Any) -> tuple[str, dict[str, Any], str]:
@@ -99,43 +111,56 @@ def test_run_on_modal_answers_like_the_local_run(
 
 @pytest.mark.slow
 def test_cancel_in_comfyui_cancels_the_remote_call(
-    model_hub: FakeHub, storage: Path, comfyui: Path, standin: list[StrictTransport]
+    model_hub: FakeHub,
+    storage: Path,
+    comfyui: Path,
+    gated_standin: list[StrictTransport],
+    tmp_path: Path,
 ) -> None:
     import threading
     import time
 
     import comfy.model_management as mm
+    from comfy_llm_testworld import gated_gpu
 
     # One model throughout: a warm container asked for a model it has not staged
     # reloads its Volume view, which Modal refuses while a resident model holds
     # files open (the worker retires; test_strict_modal covers that path).
-    other = "tiny/smolvlm"  # random weights: runs to max_new_tokens
+    other = "tiny/smolvlm"
     _execute(comfyui, prompt="warm", model_profile=other, run_on_modal=True, max_new_tokens=2)
-    (transport,) = standin
+    (transport,) = gated_standin
     before = len(transport.calls)
+    # The container's next request holds at its GPU step until the gate opens, so the
+    # generation cannot end before the Cancel arrives, however loaded the machine.
+    homes = tmp_path / "modal" / "containers"
+    pressed = threading.Event()
 
-    def press_cancel_once_the_input_runs() -> None:  # as POST /interrupt does
+    def press_cancel_once_generation_holds() -> None:  # as POST /interrupt does
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             calls = transport.calls[before:]
-            if calls and calls[-1][0] == "generate":
-                calls[-1][2].started.wait(120)  # the container took the input
+            if calls and any(gated_gpu.held(home / "gate") for home in homes.iterdir()):
                 break
             time.sleep(0.01)
         mm.interrupt_current_processing(True)
+        pressed.set()
 
-    presser = threading.Thread(target=press_cancel_once_the_input_runs)
+    presser = threading.Thread(target=press_cancel_once_generation_holds)
     presser.start()
     with pytest.raises(mm.InterruptProcessingException):
         _execute(
             comfyui, prompt="long", model_profile=other, run_on_modal=True, max_new_tokens=4000
         )
     presser.join()
+    assert pressed.is_set()
     kind, _, call = transport.calls[-1]
     call.join()
     assert kind == "generate"
-    assert call.terminated
+    assert call.terminated  # cancelled while it held: it never answered
     # The worker is free: the next request is served warm at once, in the same container.
+    for home in homes.iterdir():
+        if (home / "gate").is_dir():
+            gated_gpu.open_gate(home / "gate")
     _, metadata, _ = _execute(
         comfyui, prompt="again", model_profile=other, run_on_modal=True, max_new_tokens=2
     )

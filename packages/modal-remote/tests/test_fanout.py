@@ -176,8 +176,8 @@ def test_cancel_cancels_every_call_in_flight_and_keeps_what_returned(
     # Only the first chunk runs; the other worker's holds until the gate opens, so it
     # is still in flight when Cancel comes (equal chunks could both finish first).
     # The worker holds a cancel that lands right after its cold load until the
-    # engine's next event (the shield of review finding 6): the gate opens once
-    # Cancel was sent, and the held call then ends with the cancellation.
+    # engine's next event (the shield of review finding 6): the held call's
+    # "no token yet" is that event, and the call ends with the cancellation.
     gate = tmp_path / "gate"
     transport = make_transport(backend_factory=gated_gpu.FACTORY, engine_env=gated_gpu.env(gate))
     images = _images(tmp_path / "data", 12)

@@ -25,10 +25,25 @@ from typing import Any
 
 __all__ = ["ENGINE_PRELOAD", "ForkedProcess", "start_container_process"]
 
-PER_CONTAINER = ("HOME", "COMFY_MODAL_LLM_COMPILE_CACHE_ROOT", "COMFY_MODAL_LLM_CODE_FINGERPRINT")
-"""What may differ between two children of one zygote: each container's own paths, and
-the deployed code's fingerprint (``deploy_elsewhere``). The zygote holds placeholders for
-them and refuses to serve if a preloaded module captured one at import."""
+TESTWORLD_KNOBS = (
+    "COMFY_TESTWORLD_GPU_BATCH_SECONDS",
+    "COMFY_TESTWORLD_GPU_IMAGE_TOKEN_SECONDS",
+    "COMFY_TESTWORLD_GATE_DIR",
+    "COMFY_TESTWORLD_PREFILL_MARKER",
+)
+"""A test's own backend knobs (``engine_env``: timed_gpu's service times, gated_gpu's
+folder, long_prefill's switch), read by the backend factory when a model loads."""
+
+PER_CONTAINER = (
+    "HOME",
+    "COMFY_MODAL_LLM_COMPILE_CACHE_ROOT",
+    "COMFY_MODAL_LLM_CODE_FINGERPRINT",
+    *TESTWORLD_KNOBS,
+)
+"""What may differ between two children of one zygote: each container's own paths, the
+deployed code's fingerprint (``deploy_elsewhere``) and the test's backend knobs. The
+zygote holds placeholders for them and refuses to serve if a preloaded module captured
+one at import; a child missing one has it unset, as a fresh process would."""
 
 ENGINE_PRELOAD = (
     "numpy",
@@ -121,6 +136,8 @@ class _Zygote:
             "HOME": str(self.home),
             "COMFY_MODAL_LLM_COMPILE_CACHE_ROOT": str(self.folder / "compile-cache-placeholder"),
             "COMFY_MODAL_LLM_CODE_FINGERPRINT": "fingerprint-placeholder-" + secrets.token_hex(8),
+            # Not numbers or paths: a module that parsed one at import fails the preload.
+            **{knob: "knob-placeholder-" + secrets.token_hex(8) for knob in TESTWORLD_KNOBS},
         }
         listener, address, authkey = _listen()
         self.process = subprocess.Popen(
