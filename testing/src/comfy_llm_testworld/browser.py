@@ -71,8 +71,17 @@ _NODE_TEXT = """([type, index]) => {
 }"""
 
 
+# The graph emptied and the outputs of earlier runs forgotten (a new node may take
+# an earlier node's id), as on a freshly loaded page.
+_CLEAN = """() => {
+  app.graph.clear();
+  app.nodeOutputs = {};
+  app.canvas.setDirty(true, true);
+}"""
+
+
 _CARD_PICTURE = """(title) => {
-  const label = [...document.querySelectorAll('*')].find(e =>
+  const label = [...document.querySelectorAll('[role=dialog] *')].find(e =>
       e.children.length === 0 && e.textContent.trim() === title);
   for (let box = label; box; box = box.parentElement) {
     const picture = box.querySelector('img');
@@ -125,7 +134,27 @@ class Frontend:
         self.page.wait_for_function(
             "() => window.app && window.app.graph && window.app.canvas", timeout=timeout * 1000
         )
+        return self.version()
+
+    def version(self) -> str:
+        """The frontend's version as the page reports it."""
         return str(self.page.evaluate("() => window.__COMFYUI_FRONTEND_VERSION__ ?? ''"))
+
+    def clean(self, timeout: float = 10.0) -> None:
+        """Leave the page as a fresh load does, for the next test.
+
+        No dialog or search box open (the Escape key, as a user closes them), an
+        empty canvas and no outputs of earlier runs (through ``window.app``).
+        """
+        dialogs = self.page.locator("[role=dialog]:visible")
+        deadline = time.monotonic() + timeout
+        while dialogs.count():
+            if time.monotonic() > deadline:
+                raise TimeoutError("a dialog stayed open after Escape")
+            self.page.keyboard.press("Escape")
+            with suppress(Exception):
+                dialogs.first.wait_for(state="hidden", timeout=1000)
+        self.js(_CLEAN)
 
     def js(self, expression: str, argument: Any = None) -> Any:
         """Evaluate ``expression`` (a JS function) in the page."""
@@ -158,7 +187,9 @@ class Frontend:
         self.page.on("response", seen)
         from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-        category = self.page.get_by_text(module, exact=True).first
+        # (inside the dialog: a workflow tab of an earlier test may carry the same title)
+        dialog = self.page.get_by_role("dialog")
+        category = dialog.get_by_text(module, exact=True).first
         # A first start opens the Templates dialog by itself, at a moment of its own:
         # until the category shows, try the sidebar button (its click fails while
         # the dialog's overlay covers it, which means the dialog is opening anyway).
@@ -173,7 +204,7 @@ class Frontend:
             except PlaywrightTimeoutError:
                 continue
         category.click()
-        card = self.page.get_by_text(title, exact=True).first
+        card = dialog.get_by_text(title, exact=True).first
         card.wait_for()
         shown = False
         deadline = time.monotonic() + 10
