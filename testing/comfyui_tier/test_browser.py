@@ -204,8 +204,7 @@ def test_node_from_search_and_a_tooltip(frontend: Frontend) -> None:
     tooltip = frontend.page.locator(".node-tooltip, [role=tooltip]").filter(has_text="token")
     tooltip.first.wait_for(timeout=10_000)
     assert "token" in tooltip.first.inner_text()
-    frontend.page.mouse.dblclick(*frontend.below_graph())
-    frontend.page.keyboard.type("LLM", delay=40)
+    frontend.search("LLM")
     frontend.page.get_by_text("Multimodal LLM (comfy-llm)").first.wait_for(timeout=10_000)
     frontend.page.keyboard.press("Enter")
     frontend.page.wait_for_function(
@@ -222,8 +221,7 @@ def test_both_nodes_are_extensions_in_one_category_in_the_search_box(frontend: F
     # the search box's "Comfy" / "Extensions" filters read each node's source; a node
     # with an essentials_category counts as Comfy's own (frontend nodeDefStore)
     frontend.open_template(MODULE, IMAGE_TEMPLATE)
-    frontend.page.mouse.dblclick(*frontend.below_graph())
-    frontend.page.keyboard.type("LLM", delay=40)
+    frontend.search("LLM")
     frontend.page.get_by_text("Multimodal LLM (comfy-llm)").first.wait_for(timeout=10_000)
     shown = {"Extensions": OURS, "Comfy": set()}
     for chip, expected in shown.items():

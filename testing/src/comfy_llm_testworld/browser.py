@@ -47,7 +47,9 @@ _BELOW_GRAPH = """() => {
   const bottom = Math.max(...nodes.map(n => n.pos[1] + n.size[1]));
   const point = app.canvas.ds.convertOffsetToCanvas([left + 40, bottom + 60]);
   const box = app.canvas.canvas.getBoundingClientRect();
-  return [box.left + point[0], Math.min(box.top + point[1], box.bottom - 80)];
+  // kept off the page's edges, where the side bar and the tab bar lie over the canvas
+  return [Math.max(box.left + point[0], box.left + 120),
+          Math.min(box.top + point[1], box.bottom - 80)];
 }"""
 
 
@@ -231,6 +233,28 @@ class Frontend:
         """An empty spot of canvas under the graph's nodes."""
         x, y = self.js(_BELOW_GRAPH)
         return float(x), float(y)
+
+    def search(self, query: str, timeout: float = 30.0) -> None:
+        """Double-click empty canvas, as an artist opens the node search box, and type.
+
+        Typed only once the box has the keyboard (its input focused): keys that reach
+        the canvas instead are the frontend's shortcuts. A double-click the canvas
+        missed (the page still settling) is made again.
+        """
+        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+        deadline = time.monotonic() + timeout
+        while True:
+            self.page.mouse.dblclick(*self.below_graph())
+            try:
+                self.page.wait_for_function(
+                    "() => document.activeElement?.tagName === 'INPUT'", timeout=3000
+                )
+                break
+            except PlaywrightTimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+        self.page.keyboard.type(query, delay=40)
 
     def reload(self, timeout: float = 120.0) -> None:
         """Reload the page (as an artist's F5) and wait until the workflow is back."""
