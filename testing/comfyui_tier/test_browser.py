@@ -57,20 +57,54 @@ def browser() -> Iterator[Any]:
         yield launched
 
 
+class _Tab:
+    """The module's one page, kept between tests.
+
+    Loading the app (its scripts, the server's node definitions, settings and
+    templates) was most of each test's time. A test that fails leaves its page
+    behind; the next one gets a fresh load.
+    """
+
+    def __init__(self, browser: Any, server: ComfyUIServer) -> None:
+        self.browser = browser
+        self.server = server
+        self.front: Frontend | None = None
+
+    def ready(self) -> tuple[Frontend, str]:
+        """The page, cleaned after the last test, or a fresh one; the version it runs."""
+        if self.front is not None and not self.front.page.is_closed():
+            self.front.clean()
+        else:
+            page = self.browser.new_page(viewport={"width": 1600, "height": 1000})
+            self.front = Frontend(page, self.server.url)
+            self.front.open()
+        return self.front, self.front.version()
+
+    def drop(self) -> None:
+        if self.front is not None:
+            self.front.page.close()
+            self.front = None
+
+
+@pytest.fixture(scope="module")
+def tab(browser: Any, server: ComfyUIServer) -> Iterator[_Tab]:
+    kept = _Tab(browser, server)
+    yield kept
+    kept.drop()
+
+
 @pytest.fixture
 def frontend(
-    browser: Any, server: ComfyUIServer, request: pytest.FixtureRequest
+    tab: _Tab, server: ComfyUIServer, request: pytest.FixtureRequest
 ) -> Iterator[Frontend]:
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
-    front = Frontend(page, server.url)
-    version = front.open()
+    front, version = tab.ready()
     expected = os.environ.get("COMFY_LLM_FRONTEND") or _pinned_frontend(server.source)
     assert version == expected, f"the page runs frontend {version}, expected {expected}"
     failed = request.session.testsfailed
     yield front
     if request.session.testsfailed > failed:
         front.screenshot(SHOTS / f"{version}-{request.node.name}.png")
-    page.close()
+        tab.drop()  # the next test starts from a fresh load, not from this failure
 
 
 def _image(path: Path) -> Path:
@@ -170,8 +204,7 @@ def test_node_from_search_and_a_tooltip(frontend: Frontend) -> None:
     tooltip = frontend.page.locator(".node-tooltip, [role=tooltip]").filter(has_text="token")
     tooltip.first.wait_for(timeout=10_000)
     assert "token" in tooltip.first.inner_text()
-    frontend.page.mouse.dblclick(*frontend.below_graph())
-    frontend.page.keyboard.type("LLM", delay=40)
+    frontend.search("LLM")
     frontend.page.get_by_text("Multimodal LLM (comfy-llm)").first.wait_for(timeout=10_000)
     frontend.page.keyboard.press("Enter")
     frontend.page.wait_for_function(
@@ -188,8 +221,7 @@ def test_both_nodes_are_extensions_in_one_category_in_the_search_box(frontend: F
     # the search box's "Comfy" / "Extensions" filters read each node's source; a node
     # with an essentials_category counts as Comfy's own (frontend nodeDefStore)
     frontend.open_template(MODULE, IMAGE_TEMPLATE)
-    frontend.page.mouse.dblclick(*frontend.below_graph())
-    frontend.page.keyboard.type("LLM", delay=40)
+    frontend.search("LLM")
     frontend.page.get_by_text("Multimodal LLM (comfy-llm)").first.wait_for(timeout=10_000)
     shown = {"Extensions": OURS, "Comfy": set()}
     for chip, expected in shown.items():

@@ -47,7 +47,9 @@ _BELOW_GRAPH = """() => {
   const bottom = Math.max(...nodes.map(n => n.pos[1] + n.size[1]));
   const point = app.canvas.ds.convertOffsetToCanvas([left + 40, bottom + 60]);
   const box = app.canvas.canvas.getBoundingClientRect();
-  return [box.left + point[0], Math.min(box.top + point[1], box.bottom - 80)];
+  // kept off the page's edges, where the side bar and the tab bar lie over the canvas
+  return [Math.max(box.left + point[0], box.left + 120),
+          Math.min(box.top + point[1], box.bottom - 80)];
 }"""
 
 
@@ -71,8 +73,17 @@ _NODE_TEXT = """([type, index]) => {
 }"""
 
 
+# The graph emptied and the outputs of earlier runs forgotten (a new node may take
+# an earlier node's id), as on a freshly loaded page.
+_CLEAN = """() => {
+  app.graph.clear();
+  app.nodeOutputs = {};
+  app.canvas.setDirty(true, true);
+}"""
+
+
 _CARD_PICTURE = """(title) => {
-  const label = [...document.querySelectorAll('*')].find(e =>
+  const label = [...document.querySelectorAll('[role=dialog] *')].find(e =>
       e.children.length === 0 && e.textContent.trim() === title);
   for (let box = label; box; box = box.parentElement) {
     const picture = box.querySelector('img');
@@ -125,7 +136,27 @@ class Frontend:
         self.page.wait_for_function(
             "() => window.app && window.app.graph && window.app.canvas", timeout=timeout * 1000
         )
+        return self.version()
+
+    def version(self) -> str:
+        """The frontend's version as the page reports it."""
         return str(self.page.evaluate("() => window.__COMFYUI_FRONTEND_VERSION__ ?? ''"))
+
+    def clean(self, timeout: float = 10.0) -> None:
+        """Leave the page as a fresh load does, for the next test.
+
+        No dialog or search box open (the Escape key, as a user closes them), an
+        empty canvas and no outputs of earlier runs (through ``window.app``).
+        """
+        dialogs = self.page.locator("[role=dialog]:visible")
+        deadline = time.monotonic() + timeout
+        while dialogs.count():
+            if time.monotonic() > deadline:
+                raise TimeoutError("a dialog stayed open after Escape")
+            self.page.keyboard.press("Escape")
+            with suppress(Exception):
+                dialogs.first.wait_for(state="hidden", timeout=1000)
+        self.js(_CLEAN)
 
     def js(self, expression: str, argument: Any = None) -> Any:
         """Evaluate ``expression`` (a JS function) in the page."""
@@ -158,7 +189,9 @@ class Frontend:
         self.page.on("response", seen)
         from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-        category = self.page.get_by_text(module, exact=True).first
+        # (inside the dialog: a workflow tab of an earlier test may carry the same title)
+        dialog = self.page.get_by_role("dialog")
+        category = dialog.get_by_text(module, exact=True).first
         # A first start opens the Templates dialog by itself, at a moment of its own:
         # until the category shows, try the sidebar button (its click fails while
         # the dialog's overlay covers it, which means the dialog is opening anyway).
@@ -173,7 +206,7 @@ class Frontend:
             except PlaywrightTimeoutError:
                 continue
         category.click()
-        card = self.page.get_by_text(title, exact=True).first
+        card = dialog.get_by_text(title, exact=True).first
         card.wait_for()
         shown = False
         deadline = time.monotonic() + 10
@@ -200,6 +233,28 @@ class Frontend:
         """An empty spot of canvas under the graph's nodes."""
         x, y = self.js(_BELOW_GRAPH)
         return float(x), float(y)
+
+    def search(self, query: str, timeout: float = 30.0) -> None:
+        """Double-click empty canvas, as an artist opens the node search box, and type.
+
+        Typed only once the box has the keyboard (its input focused): keys that reach
+        the canvas instead are the frontend's shortcuts. A double-click the canvas
+        missed (the page still settling) is made again.
+        """
+        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+        deadline = time.monotonic() + timeout
+        while True:
+            self.page.mouse.dblclick(*self.below_graph())
+            try:
+                self.page.wait_for_function(
+                    "() => document.activeElement?.tagName === 'INPUT'", timeout=3000
+                )
+                break
+            except PlaywrightTimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+        self.page.keyboard.type(query, delay=40)
 
     def reload(self, timeout: float = 120.0) -> None:
         """Reload the page (as an artist's F5) and wait until the workflow is back."""
