@@ -57,8 +57,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
 # mmproj pair in the stand-in's models/LLM (a local reference, used in place).
 GGUF_FOLDER = "bench-gguf"
 GGUF_REFERENCE = f"models/LLM/{GGUF_FOLDER}/tiny-smolvlm-Q8_0.gguf"
-# ``--gguf wide``: a text-only random GGUF 1024 wide with 8 layers (bench/wide_gguf.py),
-# whose per-token engine time (about 20 ms on one core) is a real model's, not a toy's.
+# ``--gguf wide``: a random GGUF pair 1024 wide with 8 layers (bench/wide_gguf.py), whose
+# per-token engine time (about 20 ms on one core) is a real model's, not a toy's.
 WIDE_FOLDER = "bench-gguf-wide"
 
 
@@ -133,8 +133,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--gguf",
         choices=("tiny", "wide"),
         default="tiny",
-        help="llama.cpp's model: the test world's tiny SmolVLM pair (with the image), or a "
-        "wider random text-only GGUF (no image; per-token time of a real model)",
+        help="llama.cpp's model: the test world's tiny SmolVLM pair, or the same pair with a "
+        "wider random text model (per-token time of a real model)",
     )
     parser.add_argument(
         "--no-reasoning",
@@ -633,8 +633,6 @@ def bench_backend(
 
     # 1. cold load through the node's whole path
     reference = reference_for(name, args.gguf)
-    if name == "llama_cpp" and args.gguf == "wide":
-        image = None  # a text-only model
     cold = run_node(node, hooks, PROMPTS[0], image, args, reference)
     if cold.metadata.get("cache_status") != "cold":
         raise RuntimeError(f"{name}: the first request was not a cold load: {cold.metadata}")

@@ -3,11 +3,12 @@
 The test world's tiny SmolVLM is 64 wide with 2 layers: llama.cpp decodes a
 token of it in tens to hundreds of microseconds, so any per-token work of the
 caller (progress, Cancel check, live text) weighs far more against it than
-against a real 4B-8B GGUF (10-50 ms a token). This writes a text-only llama
-GGUF with the same vocabulary, tokenizer and chat template (llama.cpp reads
-them the same way) but random weights of a chosen width and depth, converted
-by the test world's own converter (``comfy_llm_testworld.gguf_checkpoints``),
-so its files pass the same checks before llama.cpp sees them.
+against a real 4B-8B GGUF (10-50 ms a token). This writes the same pair (a
+llama GGUF with the same vocabulary, tokenizer and chat template, and the same
+tiny vision projector) but with random text weights of a chosen width and
+depth and a projection to that width, converted by the test world's own
+converter (``comfy_llm_testworld.gguf_checkpoints``), so its files pass the
+same checks before llama.cpp sees them.
 
     uv run --frozen python bench/wide_gguf.py /tmp/wide --hidden 1024 --layers 8
 """
@@ -19,16 +20,17 @@ import json
 from pathlib import Path
 
 WIDE_NAME = "bench-wide-Q8_0.gguf"
+WIDE_MMPROJ_NAME = "mmproj-bench-wide-F32.gguf"
 
 
 def write_wide_gguf(
     dest: Path, *, hidden: int = 1024, layers: int = 8, head_dim: int = 64, seed: int = 0
 ) -> Path:
-    """Write ``dest/bench-wide-Q8_0.gguf`` (Q8_0 text weights) and return its path."""
+    """Write ``dest/bench-wide-Q8_0.gguf`` (Q8_0 text weights) and its projector."""
     import numpy as np
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
-    from comfy_llm_testworld.gguf_checkpoints import _text_gguf
-    from safetensors.numpy import save
+    from comfy_llm_testworld.gguf_checkpoints import _mmproj_gguf, _text_gguf
+    from safetensors.numpy import load, save
 
     files = dict(build_checkpoint_files("smolvlm"))
     config = json.loads(files["config.json"])
@@ -53,6 +55,13 @@ def write_wide_gguf(
         )
 
     tensors = {
+        name: value
+        for name, value in load(files["model.safetensors"]).items()
+        if "vision_model" in name
+    }
+    connector = "model.connector.modality_projection.proj.weight"
+    tensors[connector] = weight(hidden, load(files["model.safetensors"])[connector].shape[1])
+    tensors |= {
         "lm_head.weight": weight(vocab, hidden),
         "model.text_model.embed_tokens.weight": weight(vocab, hidden),
         "model.text_model.norm.weight": np.ones(hidden, np.float32),
@@ -75,6 +84,7 @@ def write_wide_gguf(
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / WIDE_NAME
     _text_gguf(files, "Q8_0", path, None)
+    _mmproj_gguf(files, dest / WIDE_MMPROJ_NAME)
     return path
 
 
