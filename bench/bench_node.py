@@ -57,11 +57,20 @@ BACKENDS: dict[str, tuple[str, str]] = {
 # mmproj pair in the stand-in's models/LLM (a local reference, used in place).
 GGUF_FOLDER = "bench-gguf"
 GGUF_REFERENCE = f"models/LLM/{GGUF_FOLDER}/tiny-smolvlm-Q8_0.gguf"
+# ``--gguf wide``: a random GGUF pair 1024 wide with 8 layers (bench/wide_gguf.py), whose
+# per-token engine time (about 20 ms on one core) is a real model's, not a toy's.
+WIDE_FOLDER = "bench-gguf-wide"
 
 
-def reference_for(name: str) -> str:
+def reference_for(name: str, gguf: str = "tiny") -> str:
     """What the node is given for ``name``: the Hub repository, or the GGUF file on disk."""
-    return GGUF_REFERENCE if name == "llama_cpp" else REPOSITORY
+    if name != "llama_cpp":
+        return REPOSITORY
+    if gguf == "wide":
+        from wide_gguf import WIDE_NAME
+
+        return f"models/LLM/{WIDE_FOLDER}/{WIDE_NAME}"
+    return GGUF_REFERENCE
 
 
 # A random model may stop early on its end token; the first candidate whose
@@ -119,6 +128,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=("cpu", "cuda"),
         default="cpu",
         help="Transformers' device: cpu (target local_cpu) or cuda (target local_cuda)",
+    )
+    parser.add_argument(
+        "--gguf",
+        choices=("tiny", "wide"),
+        default="tiny",
+        help="llama.cpp's model: the test world's tiny SmolVLM pair, or the same pair with a "
+        "wider random text model (per-token time of a real model)",
     )
     parser.add_argument(
         "--no-reasoning",
@@ -189,6 +205,34 @@ def _machine() -> dict[str, Any]:
 # instrumentation of the node path
 # ---------------------------------------------------------------------------
 @dataclasses.dataclass
+class CpuStamps:
+    """This thread's CPU time at the first and the last token (``time.thread_time``).
+
+    llama.cpp decodes on the calling thread at one thread (the backend's
+    default on this 2-core box), so the CPU seconds between the first and the
+    last token are the decode's own plus the caller's per-token work, and do
+    not grow when other processes take the cores (wall time does).
+    """
+
+    first: float | None = None
+    last: float | None = None
+    tokens: int = 0
+
+    def record(self) -> None:
+        now = time.thread_time()
+        if self.first is None:
+            self.first = now
+        self.last = now
+        self.tokens += 1
+
+    @property
+    def us_per_token(self) -> float | None:
+        if self.first is None or self.last is None or self.tokens < 2:
+            return None
+        return 1e6 * (self.last - self.first) / (self.tokens - 1)
+
+
+@dataclasses.dataclass
 class RequestRecord:
     """What the hooks saw during one node request (times relative to its start)."""
 
@@ -200,6 +244,7 @@ class RequestRecord:
     relay_seconds: float = 0.0
     glue_progress_seconds: float = 0.0
     glue_token_seconds: float = 0.0
+    cpu: CpuStamps = dataclasses.field(default_factory=CpuStamps)
 
 
 class NodeHooks:
@@ -259,11 +304,15 @@ class NodeHooks:
 
         def on_token(glue: Any, token_id: int, text: str) -> None:
             began = clock()
-            hooks.record.tokens += 1  # once per token, step-wise engines included
+            record = hooks.record
+            record.cpu.record()
+            record.tokens += 1  # once per token, step-wise engines included
+            # GENERATE events come at most 20 a second: the last token is seen here
+            record.last_token_at = began - record.started
             try:
                 original_on_token(glue, token_id, text)
             finally:
-                hooks.record.glue_token_seconds += clock() - began
+                record.glue_token_seconds += clock() - began
 
         def relay(self_: Any, token_id: int, text: str) -> None:
             began = clock()
@@ -397,6 +446,7 @@ class RawRun:
     finish_reason: str
     gc: GcDelta
     callback_seconds: float | None = None
+    cpu_us_per_token: float | None = None
 
 
 def run_node(
@@ -450,12 +500,14 @@ class TimingSink:
         from comfy_llm_residency import DecodeTiming
 
         self.timing = DecodeTiming(time.monotonic())
+        self.cpu = CpuStamps()
 
     def prompt_opened(self, opened: bool) -> None:
         del opened
 
     def token(self, token_id: int, text: str) -> None:
         self.timing.record(time.monotonic(), 1)
+        self.cpu.record()
 
     def step(self, token_ids: Any, text: str) -> None:
         self.timing.record(time.monotonic(), len(token_ids))
@@ -478,6 +530,7 @@ def run_raw(backend: Any, prepared: Any, settings: Any, sink: Any = None) -> Raw
         time_to_first_token_seconds=sink.timing.time_to_first_token_seconds,
         finish_reason=result.finish_reason,
         gc=GcDelta.since(gc_before),
+        cpu_us_per_token=sink.cpu.us_per_token if hasattr(sink, "cpu") else None,
     )
 
 
@@ -504,7 +557,45 @@ def run_raw_with_node_callbacks(
     relay.start()
     run = run_raw(backend, prepared, settings, sink=relay)
     run.callback_seconds = record.relay_seconds
+    run.cpu_us_per_token = record.cpu.us_per_token
     return run
+
+
+def run_library(backend: Any, prompt: str, max_tokens: int) -> RawRun:
+    """llama-cpp-python's own loop (``Llama.generate``, greedy) on the backend's loaded model.
+
+    The library's per-token cost without this project: its sampler and
+    ``eval`` per token, the same weights and context, a text-only prompt (the
+    decode rate after the first token does not depend on it), ``max_tokens``
+    tokens whatever they are.
+    """
+    import llama_cpp
+    from comfy_llm_residency import DecodeTiming
+
+    llama = backend._loaded.llama  # the bench's look inside: the same Llama object
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llama.ctx), True)
+    llama.reset()
+    tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+    gc_before = GC.reading()
+    timing = DecodeTiming(time.monotonic())
+    started = time.perf_counter()
+    count = 0
+    cpu = CpuStamps()
+    for _token in llama.generate(tokens, temp=0.0, reset=True):
+        count += 1
+        timing.record(time.monotonic(), 1)
+        cpu.record()
+        if count >= max_tokens:
+            break
+    return RawRun(
+        wall_seconds=time.perf_counter() - started,
+        tokens=count,
+        tokens_per_second=timing.tokens_per_second,
+        time_to_first_token_seconds=timing.time_to_first_token_seconds,
+        finish_reason="length",
+        gc=GcDelta.since(gc_before),
+        cpu_us_per_token=cpu.us_per_token,
+    )
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -541,7 +632,7 @@ def bench_backend(
     print(f"[{name}] cold request through the node (target {target}) ...", flush=True)
 
     # 1. cold load through the node's whole path
-    reference = reference_for(name)
+    reference = reference_for(name, args.gguf)
     cold = run_node(node, hooks, PROMPTS[0], image, args, reference)
     if cold.metadata.get("cache_status") != "cold":
         raise RuntimeError(f"{name}: the first request was not a cold load: {cold.metadata}")
@@ -607,6 +698,8 @@ def bench_backend(
         ("raw", lambda: run_raw(backend, prepared, settings)),
         ("raw_cb", lambda: run_raw_with_node_callbacks(backend, prepared, settings, hooks)),
     ]
+    if name == "llama_cpp":  # the library's own loop, interleaved with the others
+        variants.append(("library", lambda: run_library(backend, prompt, args.tokens)))
     runs: dict[str, list[Any]] = {key: [] for key, _ in variants}
     for _key, call in variants:
         call()
@@ -630,6 +723,7 @@ def bench_backend(
         runs["node"],
         runs["raw"],
         runs["raw_cb"],
+        runs.get("library", []),
     )
 
 
@@ -644,6 +738,7 @@ def summarize(
     nodes: list[NodeRun],
     raws: list[RawRun],
     raw_cbs: list[RawRun],
+    libraries: list[RawRun],
 ) -> dict[str, Any]:
     warm_status = sorted({run.metadata.get("cache_status") for run in nodes})
     node_tokens = sorted({run.tokens for run in nodes})
@@ -671,6 +766,12 @@ def summarize(
         ]
     )
     gen_seconds = _median([run.metadata.get("generation_seconds") for run in nodes])
+    cpu_per_token: dict[str, list[float | None]] = {
+        "node": [run.record.cpu.us_per_token for run in nodes],
+        "raw": [run.cpu_us_per_token for run in raws],
+        "raw_cb": [run.cpu_us_per_token for run in raw_cbs],
+        "library": [run.cpu_us_per_token for run in libraries],
+    }
 
     stage_names = list(dict.fromkeys(stage for run in nodes for stage in run.stages))
     warm_stages = {
@@ -735,6 +836,40 @@ def summarize(
                 None
                 if node_decode is None or raw_decode is None
                 else node_decode >= 0.95 * raw_decode
+            ),
+            "library_decode_tokens_per_second": _round(
+                _median([r.tokens_per_second for r in libraries]), 2
+            ),
+            "decode_ratio_node_over_library": _ratio(
+                node_decode, _median([r.tokens_per_second for r in libraries])
+            ),
+            "decode_ratio_raw_over_library": _ratio(
+                raw_decode, _median([r.tokens_per_second for r in libraries])
+            ),
+            "library_decode_tokens_per_second_runs": [
+                _round(r.tokens_per_second, 2) for r in libraries
+            ],
+            "decode_cpu_us_per_token_median": {
+                key: _round(_median(values), 2) for key, values in cpu_per_token.items()
+            },
+            "decode_cpu_ratio_raw_over_node": _ratio(
+                _median(cpu_per_token["raw"]), _median(cpu_per_token["node"])
+            ),
+            "decode_cpu_ratio_paired_median": _round(
+                _median(
+                    [
+                        r.cpu_us_per_token / n.record.cpu.us_per_token
+                        for n, r in zip(nodes, raws, strict=True)
+                        if r.cpu_us_per_token and n.record.cpu.us_per_token
+                    ]
+                )
+            ),
+            "decode_cpu_us_per_token_runs": {
+                key: [_round(v, 1) for v in values] for key, values in cpu_per_token.items()
+            },
+            "per_token_overhead_us_of_medians": _round(
+                None if not node_decode or not raw_decode else 1e6 / node_decode - 1e6 / raw_decode,
+                2,
             ),
             "node_wall_seconds_median": _round(node_wall),
             "raw_wall_seconds_median": _round(raw_wall),
@@ -845,7 +980,8 @@ def print_summary(report: dict[str, Any]) -> None:
         print(f"  cold stages (ms): {cold_split}")
         print(
             f"  decode ratio node/raw: medians {_fmt(warm['decode_ratio_node_over_raw'], '.3f')},"
-            f" paired per round {_fmt(warm['decode_ratio_paired_median'], '.3f')};"
+            f" paired per round {_fmt(warm['decode_ratio_paired_median'], '.3f')}"
+            f" ({_fmt(warm['per_token_overhead_us_of_medians'])} us a token);"
             f" wall median node {warm['node_wall_seconds_median']:.4f} s,"
             f" raw {warm['raw_wall_seconds_median']:.4f} s"
         )
@@ -864,6 +1000,21 @@ def print_summary(report: dict[str, Any]) -> None:
             f" gc ms/run median {warm['gc_ms_per_run_median']},"
             f" full collections {warm['gc_full_collections_total']}"
         )
+        cpu = warm["decode_cpu_us_per_token_median"]
+        print(
+            f"  decode CPU per token (us, this thread, median): node {_fmt(cpu['node'])},"
+            f" raw {_fmt(cpu['raw'])}, raw+callbacks {_fmt(cpu['raw_cb'])},"
+            f" library {_fmt(cpu['library'])}; raw/node"
+            f" {_fmt(warm['decode_cpu_ratio_raw_over_node'], '.3f')}"
+            f" (paired {_fmt(warm['decode_cpu_ratio_paired_median'], '.3f')})"
+        )
+        if warm["library_decode_tokens_per_second"] is not None:
+            print(
+                f"  llama-cpp-python's own loop (Llama.generate): "
+                f"{_fmt(warm['library_decode_tokens_per_second'])} tok/s; node/library "
+                f"{_fmt(warm['decode_ratio_node_over_library'], '.3f')}, raw/library "
+                f"{_fmt(warm['decode_ratio_raw_over_library'], '.3f')}"
+            )
         print(
             f"  ttft (s, median): node {_fmt(warm['node_ttft_seconds_median'], '.4f')}"
             f" raw {_fmt(warm['raw_ttft_seconds_median'], '.4f')}"
@@ -888,7 +1039,12 @@ def main(argv: list[str] | None = None) -> int:
             from comfy_llm_testworld.gguf_checkpoints import write_gguf_pair
 
             models_llm = Path(os.environ["COMFYUI_STANDIN_BASE"]) / "models" / "LLM"
-            write_gguf_pair(models_llm / GGUF_FOLDER, quantization="Q8_0")
+            if args.gguf == "wide":
+                from wide_gguf import write_wide_gguf
+
+                write_wide_gguf(models_llm / WIDE_FOLDER)
+            else:
+                write_gguf_pair(models_llm / GGUF_FOLDER, quantization="Q8_0")
         if args.torch_threads > 0:
             import torch
 
@@ -904,6 +1060,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(files['model.safetensors'])} bytes of safetensors)",
             "image_shape": list(image.shape),
             "runs": args.runs,
+            "llama_cpp_gguf": args.gguf,
             "tokens_requested": args.tokens,
             "enable_reasoning": not args.no_reasoning,
             "temperature": 0.0,

@@ -263,10 +263,13 @@ def test_the_live_label_follows_the_parse_the_outputs_get(
 
     from comfy_llm._comfyui import _run
     from comfy_llm._comfyui._glue import ComfyGlue
+    from comfy_llm_residency import _generation
     from server import PromptServer
 
-    # every live text is sent (no 0.25 s spacing), so each token's label is seen
+    # every live text is sent (no 0.25 s spacing, and a GENERATE event for every token,
+    # not at most 20 a second), so each token's label is seen
     monkeypatch.setattr(_run, "ComfyGlue", functools.partial(ComfyGlue, text_interval=0))
+    monkeypatch.setattr(_generation, "STEP_EVENT_SECONDS", 0.0)
     PromptServer.instance.progress_texts.clear()
     response, metadata, reasoning = _execute(
         _node(comfyui), prompt="Hi", model_profile=model, max_new_tokens=budget, seed=0

@@ -24,6 +24,7 @@ from comfy_llm_profiles import ModelProfile
 from comfy_llm_profiles._profile import ProfileLimits
 from comfy_llm_reasoning import TokenVocabulary
 from comfy_llm_residency import MemorySnapshot, ResidentModelManager, reset_managers
+from comfy_llm_residency._generation import STEP_EVENT_SECONDS
 from comfy_llm_residency.backend import BackendResult, BackendTimings, GenerationSettings
 from comfy_llm_staging import MARKER_FILENAME
 from PIL import Image
@@ -225,6 +226,7 @@ class FakeBackend:
             ids.append(token_id)
             if world.token_delay:
                 time.sleep(world.token_delay)
+            world.clock.now += world.token_seconds  # time passes; not a sleep
             sink.token(token_id, _decode(ids))
         world.intervals.append((entered, time.monotonic()))
         finish = "length" if len(world.script) > settings.max_new_tokens else "stop"
@@ -266,6 +268,9 @@ class World:
         self.backends: list[FakeBackend] = []
         self.script: tuple[int, ...] = SCRIPTED
         self.token_delay = 0.0
+        # fake-clock time per token: by default a model slow enough (10 tokens/s) for a
+        # GENERATE event per token (the relay sends at most one per STEP_EVENT_SECONDS)
+        self.token_seconds = 2 * STEP_EVENT_SECONDS
         self.generate_error: BaseException | None = None
         self.unload_error: BaseException | None = None
         self.load_error: BaseException | None = None

@@ -44,6 +44,44 @@ def test_a_drain_is_one_event_at_most_twenty_per_second(world, fake, monkeypatch
     assert len(seen) == 30  # the caller's callback still sees every token
 
 
+def test_a_fast_token_wise_engine_sends_at_most_twenty_events_a_second(world, fake):
+    world.token_seconds = 0.02  # 50 tokens/s, one token per sink.token call
+    seen: list[int] = []
+
+    def on_token(token_id, text):
+        seen.append(token_id)
+        if len(seen) == 5:
+            raise Cancelled  # the caller's callback runs per token: Cancel between tokens
+
+    manager = world.manager()
+    profile = fake.make_profile()
+    with pytest.raises(Cancelled):
+        manager.run(
+            profile,
+            world.snapshot(profile),
+            fake.make_inputs(),
+            SETTINGS,
+            progress=world.record,
+            on_token=on_token,
+        )
+    # tokens at 20, 40, 60, 80, 100 ms: the first token's event, then the one 60 ms later
+    assert [e.value for e in _generate_events(world)] == [1.0, 4.0]
+    assert seen == list(fake.SCRIPTED[:5])  # every token, and none after the Cancel
+
+
+def test_a_fast_engines_decode_rate_counts_every_token(world, fake):
+    world.token_seconds = 0.02
+    manager = world.manager()
+    profile = fake.make_profile()
+    result = manager.run(
+        profile, world.snapshot(profile), fake.make_inputs(), SETTINGS, progress=world.record
+    )
+    metadata = result.metadata.to_dict()
+    assert metadata["output_tokens"] == len(fake.SCRIPTED)
+    assert metadata["tokens_per_second"] == pytest.approx(50.0)  # 5 tokens after the first
+    assert len(_generate_events(world)) < len(fake.SCRIPTED)
+
+
 def test_waiting_for_the_first_token_lets_the_host_cancel(world, fake, monkeypatch):
     polls: list[int] = []
 

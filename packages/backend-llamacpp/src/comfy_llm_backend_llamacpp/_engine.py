@@ -115,8 +115,10 @@ class LoadedLlama:
     llg_tokenizer: Any = None
 
 
-def _piece(vocab: Any, token: int, *, special: bool) -> bytes:
-    buffer = ctypes.create_string_buffer(_PIECE_BYTES)
+def _piece(vocab: Any, token: int, *, special: bool, buffer: Any = None) -> bytes:
+    """A token's bytes; ``buffer`` (``_PIECE_BYTES`` long) is reused across a decode loop."""
+    if buffer is None:
+        buffer = ctypes.create_string_buffer(_PIECE_BYTES)
     size = llama_cpp.llama_token_to_piece(vocab, token, buffer, _PIECE_BYTES, 0, special)
     if size < 0:  # the piece is longer than the buffer: size is minus its length
         buffer = ctypes.create_string_buffer(-size)
@@ -348,9 +350,10 @@ def generate(
     limit = min(settings.max_new_tokens, loaded.n_ctx - prompt_positions)
     constraint = _constraint(loaded, settings.schema, gate_id)
     chain = _sampler(settings)
-    llama, eog = loaded.llama, frozenset(loaded.eog_ids)
+    llama, vocab, eog = loaded.llama, loaded.vocab, frozenset(loaded.eog_ids)
     ids: list[int] = []
     text, utf8 = "", codecs.getincrementaldecoder("utf-8")(errors="replace")
+    buffer = ctypes.create_string_buffer(_PIECE_BYTES)
     finish = "length"
     try:
         while len(ids) < limit:
@@ -360,7 +363,7 @@ def generate(
             ids.append(token)
             stop = token in eog
             final = stop or len(ids) >= limit
-            text += utf8.decode(_piece(loaded.vocab, token, special=False), final=final)
+            text += utf8.decode(_piece(vocab, token, special=False, buffer=buffer), final=final)
             sink.token(token, text)
             if stop:
                 finish = "stop"
@@ -371,7 +374,7 @@ def generate(
         llama_cpp.llama_sampler_free(chain)
     return BackendResult(
         token_ids=tuple(ids),
-        text=decode(loaded, ids),
+        text=text,  # the incremental decode of every id, final on the last: decode(ids)
         native_reasoning=None,
         timings=BackendTimings(
             generation_seconds=time.perf_counter() - started, prompt_tokens=prompt_positions

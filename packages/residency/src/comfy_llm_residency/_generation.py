@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .backend import Backend, BackendResult, GenerationSettings
 
 
-#: Shortest time between two GENERATE events of a step-wise backend (at most 20 per second).
+#: Shortest time between two GENERATE events with tokens (at most 20 per second).
 STEP_EVENT_SECONDS: Final = 0.05
 
 
@@ -103,7 +103,7 @@ class TokenRelay:
         count: Tokens seen so far, every generation of the request together
             (a schema retry generates again).
         timing: The current generation's token times.
-        last_event_at: When the last step-wise GENERATE event went out.
+        last_event_at: When the last GENERATE event with a token went out.
         opened: The backend's :meth:`prompt_opened` report, or None.
     """
 
@@ -137,7 +137,17 @@ class TokenRelay:
         self.opened = bool(opened)
 
     def token(self, token_id: int, text: str) -> None:
-        """Record one token, report progress, then call the caller's callback.
+        """Record one token, report progress when due, then call the caller's callback.
+
+        The GENERATE event follows :meth:`step`'s rule: the first token's at
+        once, then at most one per :data:`STEP_EVENT_SECONDS`. A token-wise
+        engine on a small model makes thousands of tokens a second, and an
+        event per token (a dataclass, the host's bar and live-text logic) cost
+        about as much as the engine's own step; every consumer shows or ships
+        at most a few a second anyway (ComfyUI's bar 10, the node's live text
+        4, the Modal wire coalesces). The caller's callback still runs once
+        per token, so Cancel (the node's interrupt check) lands between any
+        two tokens.
 
         Args:
             token_id: The token just generated.
@@ -146,7 +156,10 @@ class TokenRelay:
         now = self.clock()
         self.count += 1
         self.timing.record(now, 1)
-        self.progress(self._event(now, token_id, text))
+        last = self.last_event_at
+        if last is None or now - last >= STEP_EVENT_SECONDS:
+            self.last_event_at = now
+            self.progress(self._event(now, token_id, text))
         if self.on_token is not None:
             self.on_token(token_id, text)
 
