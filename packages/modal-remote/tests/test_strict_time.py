@@ -10,7 +10,6 @@ cites the modal 1.6.4 client in ``comfy_llm_testworld._modal_host`` /
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -100,25 +99,18 @@ def test_a_preempted_request_runs_again_and_the_user_is_told_why(
     )
     preempted: list[Any] = []
 
-    def preempt_in_prefill() -> None:
-        # A watcher of its own, not a progress callback: the engine sends no
-        # event while it holds in prefill, so a callback may first run after
-        # the hold, and a SIGINT then lands once the body has answered.
-        def generating() -> Any:
-            return next((c for k, _, c in transport.calls if k == "generate" and c.container), None)
+    def progress(event: ProgressEvent) -> None:
+        for kind, info, call in transport.calls:
+            if kind == "generate" and call.started.is_set() and not preempted:
+                _wait_for(lambda c=call: c.container is not None)
+                home = Path(call.container.volume_view).parent
+                _wait_for(lambda h=home: (h / "in-prefill").exists())
+                preempted.append(transport.preempt(info["affinity_key"]))
 
-        _wait_for(lambda: generating() is not None, timeout=180)
-        call = generating()
-        home = Path(call.container.volume_view).parent
-        _wait_for((home / "in-prefill").exists, timeout=180)
-        info = next(i for k, i, c in transport.calls if c is call)
-        preempted.append(transport.preempt(info["affinity_key"]))
-
-    watcher = threading.Thread(target=preempt_in_prefill, daemon=True)
-    watcher.start()
     events: list[ProgressEvent] = []
-    result = Dispatcher(transport).run(_run(SCRIPTED), progress=events.append)
-    watcher.join(1)
+    result = Dispatcher(transport).run(
+        _run(SCRIPTED), progress=lambda e: (events.append(e), progress(e))
+    )
     assert result.response.endswith("answer")
     generate = next(call for kind, _, call in transport.calls if kind == "generate")
     assert generate.attempts == 2 and preempted[0].process.wait(30) is not None

@@ -371,6 +371,11 @@ def _set_clock(offset: float) -> None:
 def main(address: str) -> None:
     """Connect to the test process and serve until told to stop (or retired)."""
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # between inputs a cancel finds nothing
+    # A preemption's SIGINT raises KeyboardInterrupt in the body (modal/exception.py:
+    # 300-305), as in any fresh interpreter. This process inherits the test run's
+    # disposition: a run started in the background by a shell without job control
+    # (`.ci/run &`, nohup) ignores SIGINT, and Python then keeps it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     authkey = bytes.fromhex(os.environ.pop("STANDIN_AUTHKEY"))
     link = _Link(Client(address, family="AF_UNIX", authkey=authkey))
     spec = link.recv()
