@@ -10,7 +10,7 @@ depth and a projection to that width, converted by the test world's own
 converter (``comfy_llm_testworld.gguf_checkpoints``), so its files pass the
 same checks before llama.cpp sees them.
 
-    uv run --frozen python bench/wide_gguf.py /tmp/wide --hidden 1024 --layers 8
+    uv run --frozen python bench/wide_gguf.py bench/results/wide --hidden 1024 --layers 8
 """
 
 from __future__ import annotations
