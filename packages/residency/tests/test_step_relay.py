@@ -18,6 +18,19 @@ def _generate_events(world):
     return [e for e in world.events if e.stage is ProgressStage.GENERATE]
 
 
+def _run(world, fake, **callbacks):
+    """One request through a fresh manager, its progress recorded by the world."""
+    profile = fake.make_profile()
+    return world.manager().run(
+        profile,
+        world.snapshot(profile),
+        fake.make_inputs(),
+        SETTINGS,
+        progress=world.record,
+        **callbacks,
+    )
+
+
 def test_a_drain_is_one_event_at_most_twenty_per_second(world, fake, monkeypatch):
     def generate(self, inputs, settings, sink):
         for _ in range(10):  # ten drains of three tokens, 20 ms apart
@@ -28,16 +41,7 @@ def test_a_drain_is_one_event_at_most_twenty_per_second(world, fake, monkeypatch
     original = fake.FakeBackend.generate
     monkeypatch.setattr(fake.FakeBackend, "generate", generate)
     seen: list[int] = []
-    manager = world.manager()
-    profile = fake.make_profile()
-    manager.run(
-        profile,
-        world.snapshot(profile),
-        fake.make_inputs(),
-        SETTINGS,
-        progress=world.record,
-        on_token=lambda token_id, text: seen.append(token_id),
-    )
+    _run(world, fake, on_token=lambda token_id, text: seen.append(token_id))
     events = _generate_events(world)
     # 200 ms of drains: the first token's event, then none closer than 50 ms to the last
     assert [e.value for e in events] == [3.0, 12.0, 21.0, 30.0]
@@ -53,17 +57,8 @@ def test_a_fast_token_wise_engine_sends_at_most_twenty_events_a_second(world, fa
         if len(seen) == 5:
             raise Cancelled  # the caller's callback runs per token: Cancel between tokens
 
-    manager = world.manager()
-    profile = fake.make_profile()
     with pytest.raises(Cancelled):
-        manager.run(
-            profile,
-            world.snapshot(profile),
-            fake.make_inputs(),
-            SETTINGS,
-            progress=world.record,
-            on_token=on_token,
-        )
+        _run(world, fake, on_token=on_token)
     # tokens at 20, 40, 60, 80, 100 ms: the first token's event, then the one 60 ms later
     assert [e.value for e in _generate_events(world)] == [1.0, 4.0]
     assert seen == list(fake.SCRIPTED[:5])  # every token, and none after the Cancel
@@ -71,11 +66,7 @@ def test_a_fast_token_wise_engine_sends_at_most_twenty_events_a_second(world, fa
 
 def test_a_fast_engines_decode_rate_counts_every_token(world, fake):
     world.token_seconds = 0.02
-    manager = world.manager()
-    profile = fake.make_profile()
-    result = manager.run(
-        profile, world.snapshot(profile), fake.make_inputs(), SETTINGS, progress=world.record
-    )
+    result = _run(world, fake)
     metadata = result.metadata.to_dict()
     assert metadata["output_tokens"] == len(fake.SCRIPTED)
     assert metadata["tokens_per_second"] == pytest.approx(50.0)  # 5 tokens after the first
@@ -143,21 +134,13 @@ def test_the_backends_report_of_an_opened_think_block_rides_every_generate_event
 
     original = fake.FakeBackend.generate
     monkeypatch.setattr(fake.FakeBackend, "generate", generate)
-    manager = world.manager()
-    profile = fake.make_profile()
-    manager.run(
-        profile, world.snapshot(profile), fake.make_inputs(), SETTINGS, progress=world.record
-    )
+    _run(world, fake)
     tokens = [e for e in _generate_events(world) if e.text is not None]
     assert tokens and all(e.prompt_opened_reasoning is opened for e in tokens)
 
 
 def test_without_a_report_generate_events_say_unknown(world, fake):
-    manager = world.manager()
-    profile = fake.make_profile()
-    manager.run(
-        profile, world.snapshot(profile), fake.make_inputs(), SETTINGS, progress=world.record
-    )
+    _run(world, fake)
     tokens = [e for e in _generate_events(world) if e.text is not None]
     assert tokens and all(e.prompt_opened_reasoning is None for e in tokens)
 
