@@ -16,18 +16,19 @@ install path is proven on any machine:
    (vllm/v1/worker/utils.py 716-772: free at the child's start >= ceil(total
    x utilization)) against what a child spawned through the backend's
    ``engine_process_scope`` reads.
-2. ``kernels``: bf16 GEMM ceilings at decode shapes (batch 32/128 x 2048 x
+2. ``transformers_real_size`` (``scripts/gpu_check_real.py``): a
+   random-weight Qwen3.5-2B of real shape built on the GPU, taken as a local
+   model folder through the manager: estimate vs NVML vs allocator peak,
+   captions/s at batch 8/32 on 512² and 1024² images at 64 tokens, eviction,
+   two-way memory with a tenant process.
+3. ``kernels``: bf16 GEMM ceilings at decode shapes (batch 32/128 x 2048 x
    6144) and SDPA over one image's vision tokens (256/576/1024 tokens, 16
    heads of 64): the measured ceilings the throughput estimate needs.
-3. ``cpu_preprocessing``: Transformers' Qwen2-VL fast image processor per
+4. ``cpu_preprocessing``: Transformers' Qwen2-VL fast image processor per
    image at 512², 1024², 2048² on 1 thread and on all, and PIL decode of a
    1024² JPEG and PNG (vLLM runs this on one thread, renderers/base.py:148).
-4. ``smoke``: the ``gpu``-marked tests (tests/gpu) and bench/bench_node.py
+5. ``smoke``: the ``gpu``-marked tests (tests/gpu) and bench/bench_node.py
    on CUDA.
-
-Not built yet (said in the JSON's ``not_built``): the Transformers path at
-real 2B size on random weights (estimate vs NVML vs allocator peak, captions/s
-at batch 8/32, two-way memory with a tenant).
 """
 
 from __future__ import annotations
@@ -43,10 +44,6 @@ from pathlib import Path
 from typing import Any
 
 _GIB = 1024**3
-NOT_BUILT = [
-    "transformers_real_size: random-weight Qwen3.5-2B through the manager (estimate vs NVML "
-    "vs allocator peak, captions/s at batch 8/32, eviction, two-way memory with a tenant)",
-]
 
 
 def _cuda() -> bool:
@@ -204,6 +201,16 @@ def start_check() -> dict[str, Any]:
     return result
 
 
+def real_size(work: Path) -> dict[str, Any]:
+    """Stage 2: the Transformers path at real size (``scripts/gpu_check_real.py``)."""
+    if not _cuda():
+        return {"status": "skipped", "why": "no CUDA device"}
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_check_real import transformers_real_size
+
+    return transformers_real_size(work / "real_size")
+
+
 def _time(call: Callable[[], Any], repeat: int = 10) -> float:
     import torch
 
@@ -218,7 +225,7 @@ def _time(call: Callable[[], Any], repeat: int = 10) -> float:
 
 
 def kernels() -> dict[str, Any]:
-    """Stage 2: decode GEMM and vision attention ceilings."""
+    """Stage 3: decode GEMM and vision attention ceilings."""
     if not _cuda():
         return {"status": "skipped", "why": "no CUDA device"}
     import torch
@@ -241,7 +248,7 @@ def kernels() -> dict[str, Any]:
 
 
 def cpu_preprocessing() -> dict[str, Any]:
-    """Stage 3: the CPU side vLLM runs on one thread (image processor, decode)."""
+    """Stage 4: the CPU side vLLM runs on one thread (image processor, decode)."""
     import io
 
     import numpy as np
@@ -276,7 +283,7 @@ def cpu_preprocessing() -> dict[str, Any]:
 
 
 def smoke(work: Path) -> dict[str, Any]:
-    """Stage 4: tests/gpu and bench_node.py on CUDA."""
+    """Stage 5: tests/gpu and bench_node.py on CUDA."""
     result: dict[str, Any] = {}
     xml = work / "gpu_tests.xml"
     done = subprocess.run(
@@ -305,10 +312,11 @@ def main() -> int:
     """Run every stage; write ``argv[1]`` after each (``argv[2]``: scratch folder)."""
     out, work = Path(sys.argv[1]), Path(sys.argv[2])
     started = time.perf_counter()
-    report: dict[str, Any] = {"cuda": _cuda(), "stages": {}, "not_built": NOT_BUILT}
+    report: dict[str, Any] = {"cuda": _cuda(), "stages": {}}
     stages: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("facts", facts),
         ("start_check", start_check),
+        ("transformers_real_size", lambda: real_size(work)),
         ("kernels", kernels),
         ("cpu_preprocessing", cpu_preprocessing),
         ("smoke", lambda: smoke(work)),
