@@ -164,4 +164,14 @@ def test_the_kv_budget_holds_max_num_seqs_captions_beside_one_full_context_reque
     assert captions == options["max_num_seqs"], (cache.block_size, cache.mamba_cache_mode)
     # what the CUDA engine runs with: fp32 state, no align mode (prefix caching off)
     assert (cache.mamba_ssm_cache_dtype, cache.mamba_cache_mode) == ("float32", "none")
-    print(f"{size}: block {cache.block_size}, {captions} captions beside a {context}-token request")
+    # the same budget with chat's 1 MP processor cap (1,024 image tokens): what it holds then
+    allocator = _kv_manager(vllm_config, _cuda_specs(vllm_config), options["memory_kv_bytes"])
+    assert _fits(allocator, "chat", context - 1, 1)
+    at_1mp = 0
+    while _fits(allocator, f"1mp-{at_1mp}", 1024 + CAPTION_TEXT, CAPTION_OUTPUT):
+        at_1mp += 1
+    assert 0 < at_1mp <= captions
+    print(
+        f"{size}: block {cache.block_size}, KV {options['memory_kv_bytes'] / GIB:.2f} GiB: "
+        f"{captions} captions at {pixels} px, {at_1mp} at 1 MP, beside a {context}-token request"
+    )
