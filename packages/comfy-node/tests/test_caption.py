@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,58 @@ def test_greedy_captions_take_the_engines_batch_where_it_has_one(
     assert metadata["engine_batch_size"] == 3
     assert [r["batch_size"] for r in metadata["per_image"]] == [3, 3, 3]
     assert metadata["last_request"]["batched"] is True
+
+
+@pytest.mark.parametrize("target", ["local_cpu"], indirect=True)
+def test_the_next_chunk_is_prepared_while_the_engine_runs_the_current_one(
+    target: str,
+    model_hub: FakeHub,
+    storage: Path,
+    comfyui: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine never waits on the CPU's decoding between chunks (vLLM review r2, F5).
+
+    Each engine call holds until the next chunk's inputs are ready: fed
+    serially, that chunk would be prepared only after the call returned, and
+    the hold would run out.
+    """
+    import comfy_llm._caption as caption
+    from comfy_llm_residency import ResidentModelManager
+
+    prepared: dict[int, threading.Event] = {}
+    threads: dict[int, str] = {}
+    overlapped: list[bool] = []
+    original_prepare, original_run = caption._prepare, ResidentModelManager.run_batch
+
+    def prepare(job: Any, items: Any, chunk: Any, **kwargs: Any) -> Any:
+        ready = original_prepare(job, items, chunk, **kwargs)
+        threads[chunk[0]] = threading.current_thread().name
+        prepared.setdefault(chunk[0], threading.Event()).set()
+        return ready
+
+    def run_batch(self: Any, profile: Any, path: Any, items: Any, **kwargs: Any) -> Any:
+        first = len(overlapped) * 2  # chunks of 2: this call's images start here
+        if first + 2 < 6:
+            following = prepared.setdefault(first + 2, threading.Event())
+            overlapped.append(following.wait(timeout=20))
+        return original_run(self, profile, path, items, **kwargs)
+
+    monkeypatch.setattr(caption, "_prepare", prepare)
+    monkeypatch.setattr(ResidentModelManager, "run_batch", run_batch)
+    images = np.random.default_rng(5).random((6, 24, 32, 3), dtype=np.float32)
+    captions, metadata = _caption(
+        model_profile="tiny/qwen35",
+        prompt="Caption it.",
+        images=images,
+        batch_size=2,
+        temperature=0.0,
+        max_new_tokens=4,
+    )
+    assert overlapped == [True, True]  # chunks 2 and 3 were ready before the engine's turn
+    assert threads[0] == threading.current_thread().name  # the first, with its progress
+    assert threads[2].startswith("caption-feed") and threads[4].startswith("caption-feed")
+    assert metadata["captioned"] == 6 and all(captions)
 
 
 @pytest.mark.parametrize("target", ["local_cpu"], indirect=True)
