@@ -167,3 +167,46 @@ def test_without_bitsandbytes_the_error_names_the_extra(
     assert isinstance(error, ImportError) and error.name == "bitsandbytes"
     assert error.extra == "bitsandbytes" and install_command("bitsandbytes") in str(error)
     assert "bnb_nf4" in str(error) and ":nf4" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("width", "rows", "packable"),
+    [(4304, 64, False), (32, 64, False), (2048, 100, False), (2048, 64, True)],
+)
+def test_nf4_layers_of_any_shape_run_on_a_cpu_with_avx512_bf16(
+    width: int, rows: int, packable: bool
+) -> None:
+    """SigLIP's 4304-wide MLP and the tiny checkpoints' 32-wide layers run; aligned ones
+    keep bitsandbytes' packed AVX512-BF16 kernel. On a CPU without AVX512-BF16 every
+    layer takes the plain kernel and this checks only that nothing is broken there."""
+    import bitsandbytes
+    import torch
+    from bitsandbytes.functional import has_avx512bf16
+    from comfy_llm_backend_cuda.transformers._quantize import (
+        keep_unaligned_nf4_off_the_packed_cpu_path,
+    )
+
+    dense = torch.nn.Linear(width, rows, bias=False)
+    layer = bitsandbytes.nn.Linear4bit(
+        width, rows, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4"
+    )
+    layer.weight = bitsandbytes.nn.Params4bit(
+        dense.weight.data, requires_grad=False, quant_type="nf4"
+    )
+    model = torch.nn.Sequential(layer.to("cpu")).eval()
+    sent = keep_unaligned_nf4_off_the_packed_cpu_path(model)
+    fast = bool(has_avx512bf16())
+    assert sent == (0 if packable or not fast else 1)
+    assert layer.support_avx512bf16_for_cpu == (fast and packable)
+    inputs = torch.randn(3, width, dtype=torch.bfloat16)
+    # before the forward: the packed kernel repacks the weight in place at its first call
+    reference = (
+        inputs.float()
+        @ bitsandbytes.functional.dequantize_4bit(layer.weight.data, layer.weight.quant_state)
+        .float()
+        .T
+    )
+    with torch.no_grad():
+        answer = model(inputs)
+    assert answer.shape == (3, rows)
+    assert torch.allclose(answer.float(), reference, atol=0.5, rtol=0.1)

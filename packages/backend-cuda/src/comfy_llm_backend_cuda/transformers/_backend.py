@@ -36,6 +36,7 @@ from ._generate import eos_ids, run_generate
 from ._messages import encode_prompt
 from ._quantize import (
     batches_like_single_runs,
+    keep_unaligned_nf4_off_the_packed_cpu_path,
     quantization_arguments,
     quantization_report,
 )
@@ -149,6 +150,8 @@ class TransformersBackend:
             where = (ENGINE_NAME, profile.profile_id, str(path))
             raise ModelLoadError(*where, "model", str(error)) from error
         model.eval()
+        if quantized is not None and plan.device == "cpu":
+            keep_unaligned_nf4_off_the_packed_cpu_path(model)
         seconds = time.perf_counter() - started
         report("Model loaded")
         return cls(

@@ -25,11 +25,14 @@ from ._engine import DevicePlan
 
 __all__ = [
     "batches_like_single_runs",
+    "keep_unaligned_nf4_off_the_packed_cpu_path",
     "quantization_arguments",
     "quantization_report",
 ]
 
 _LAYERS = ("Linear4bit", "Linear8bitLt")
+#: Rows of one block of bitsandbytes' packed CPU NF4 weight (``block_n``).
+_PACK_ROWS = 32
 
 
 def batches_like_single_runs(profile: ModelProfile) -> bool:
@@ -84,6 +87,36 @@ def quantization_arguments(
     else:
         config = transformers.BitsAndBytesConfig(load_in_8bit=True)
     return {"quantization_config": config, "device_map": {"": plan.device}}
+
+
+def keep_unaligned_nf4_off_the_packed_cpu_path(model: Any) -> int:
+    """Send NF4 layers the packed CPU kernel cannot take to the plain CPU kernel.
+
+    On a CPU with AVX512-BF16, bitsandbytes 0.50.2 repacks an NF4 weight at its
+    first CPU forward (``nn/modules.py`` 613-620, ``Linear4bit.forward``;
+    ``functional.py`` 1676-1727, ``_convert_weight_packed_for_cpu``), which
+    asserts ``out_features`` a multiple of its 32-row block and reshapes the
+    block scales to ``(out, in // blocksize)``: an ``in_features`` that is not
+    a multiple of the 64-wide block leaves more scales than that shape holds,
+    and the forward raises. SigLIP's 4304-wide MLP (Gemma 3, Qwen3.5-27B's
+    vision tower) is such a layer. The plain CPU path, taken on every CPU
+    without AVX512-BF16, handles any shape; the layers that need it are sent
+    there, the others keep the fast path.
+
+    Returns:
+        How many layers were sent to the plain path.
+    """
+    sent = 0
+    for module in model.modules():
+        if type(module).__name__ != "Linear4bit":
+            continue
+        state = getattr(module.weight, "quant_state", None)
+        blocksize = int(getattr(state, "blocksize", 64) or 64)
+        packable = module.in_features % blocksize == 0 and module.out_features % _PACK_ROWS == 0
+        if not packable and getattr(module, "support_avx512bf16_for_cpu", False):
+            module.support_avx512bf16_for_cpu = False
+            sent += 1
+    return sent
 
 
 def quantization_report(profile: ModelProfile, model: Any) -> dict[str, object]:
