@@ -180,7 +180,10 @@ class _Handler(BaseHTTPRequestHandler):
 
         A client may act on a complete response at once (e.g. a test asserting on
         the log right after a call returns), so the log entry must exist by the
-        time the final byte can be read.
+        time the final byte can be read. An error is logged before its first
+        byte: a client may give up on the status line alone, without reading
+        the body (a 500 made the resolver fall back to the staged choice and
+        return while this thread had not logged it yet).
         """
         body = b"" if self.command == "HEAD" else response.body
         payload = memoryview(body)[: len(body) if cut is None else cut]
@@ -198,7 +201,9 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "backslashreplace")
         hub = self.server.hub
-        logged = False
+        logged = response.status >= 400
+        if logged:
+            hub.record(replace(record, bytes_sent=len(payload)))
         try:
             if payload:
                 self.wfile.write(head)
@@ -208,8 +213,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(head[:-1])
                 last = memoryview(head)[-1:]
             self.wfile.flush()
-            hub.record(replace(record, bytes_sent=len(payload)))
-            logged = True
+            if not logged:
+                hub.record(replace(record, bytes_sent=len(payload)))
+                logged = True
             self.wfile.write(last)
             self.wfile.flush()
         except OSError:  # the client went away; log what it may have seen
