@@ -212,6 +212,33 @@ def test_a_continuous_batching_engine_takes_sub_batches_of_twice_its_width(
     assert len(result.captions) == size + 3 and all(c.error is None for c in result.captions)
 
 
+def test_an_unchosen_chunk_holds_two_of_a_continuous_engines_sub_batches(
+    hf_env: FakeHub, tmp_path: Path
+) -> None:
+    """So the round trip is amortised and the worker's feeder has a sub-batch to prepare."""
+    from comfy_llm_modal_remote.client._fanout_job import (
+        DEFAULT_CHUNK_IMAGES,
+        FanOutJob,
+        chunk_images,
+    )
+
+    hf_env.add_repo(OTHER, build_checkpoint_files("smolvlm"))
+    hf_env.add_repo("tiny/qwen35", build_checkpoint_files("qwen3_5"))
+    vllm = _profile(hf_env, "tiny/qwen35", tmp_path)
+    transformers = _profile(hf_env, OTHER, tmp_path)
+    settings = GenerationSettings(temperature=0.0)
+
+    def job(**changes: Any) -> FanOutJob:
+        return FanOutJob("m", "p", None, settings, "H100", **changes)
+
+    width = dict(vllm.backend_options)["max_num_seqs"]
+    assert chunk_images(job(), vllm) == max(DEFAULT_CHUNK_IMAGES, 4 * width)
+    assert chunk_images(job(batch_size=1000), vllm) == 2000  # two sub-batches of batch_size
+    assert chunk_images(job(batch_size=4096), vllm) == 4096  # the bound stays
+    assert chunk_images(job(), transformers) == DEFAULT_CHUNK_IMAGES
+    assert chunk_images(job(chunk_images=10), vllm) == 10  # a choice is kept
+
+
 @pytest.mark.parametrize("stopped_by", ["cancel", "error"])
 def test_a_chunk_stopped_while_the_feeder_prepares_stops_it_and_leaves_no_thread(
     model_hub: FakeHub,
