@@ -105,3 +105,4 @@ def test_a_model_without_video_refuses_the_clip_alone_on_the_worker(
     assert "'walk.mp4' is a video clip (4 frames) and this model takes no video" in answer.error
     assert "exclude_patterns" in answer.error
     assert report.captioned == 0
+    assert report.chunk_images == 96  # unchosen, Transformers: the default

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from comfy_llm_core import ExecutionTarget, install_command
@@ -90,6 +91,34 @@ def test_the_table_holds_what_used_to_be_literals() -> None:
     assert {n: s.weight_format for n, s in ENGINES.items() if s.weight_format != "safetensors"} == {
         "llama_cpp": "gguf"
     }
+
+
+def test_a_continuous_batching_engine_is_handed_at_least_twice_its_width(
+    make_profile: Any, make_config: Any
+) -> None:
+    from comfy_llm_profiles import decide, engine_batch_size
+
+    transformers = make_profile()
+    assert engine_batch_size(transformers, 8) == 8  # batch_size, whatever it is
+    vllm = make_profile(
+        execution_target=MODAL,
+        backend="vllm",
+        backend_options=(("max_model_len", 8192), ("max_num_seqs", 64)),
+        runtime_requirements=("vllm==0.32.0",),
+    )
+    assert engine_batch_size(vllm, 8) == 128  # 2 x max_num_seqs (vLLM review r2, F5)
+    assert engine_batch_size(vllm, 200) == 200  # a larger batch_size stays
+    unknown = make_profile(
+        execution_target=MODAL,
+        backend="vllm",
+        backend_options=(("max_model_len", 8192),),
+        runtime_requirements=("vllm==0.32.0",),
+    )
+    assert engine_batch_size(unknown, 8) == 8  # no width: batch_size
+    # the option the rule reads is the one a vLLM decision writes
+    decision = decide(MODAL, make_config("qwen3_5"), weight_bytes=10**9, backends=set(ENGINES))
+    assert decision.backend == "vllm"
+    assert isinstance(dict(decision.backend_options)[engine_spec("vllm").width_option], int)
 
 
 def test_an_unknown_engine_is_a_profile_error() -> None:

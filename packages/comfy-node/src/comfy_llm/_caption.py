@@ -5,7 +5,8 @@ The images still to caption go to the resident manager's ``run_batch`` in
 chunks of ``batch_size``: an engine that batches (vLLM; Transformers and
 MLX-VLM for greedy decoding) generates a chunk together, others one image at
 a time. vLLM batches continuously, so its chunks hold at least twice the
-engine's ``max_num_seqs`` whatever ``batch_size`` says, and the engine is fed
+engine's ``max_num_seqs`` whatever ``batch_size`` says (the rule is
+profiles' ``engine_batch_size``, which the Modal worker reads too), and the engine is fed
 continuously: the next chunk's images are decoded and prepared on a worker
 thread while the current chunk runs. Every image gets its own seed, derived
 from the job's seed and the image's name (:func:`comfy_llm_core.item_seed`),
@@ -34,7 +35,7 @@ from comfy_llm_core import (
     render_error,
 )
 from comfy_llm_inputs import InputError
-from comfy_llm_profiles import ModelProfile
+from comfy_llm_profiles import ModelProfile, engine_batch_size
 from comfy_llm_residency import (
     HostListener,
     TokenCallback,
@@ -63,7 +64,7 @@ from comfy_llm._targets import detect_target
 from comfy_llm._versions import loaded_versions, note_engine
 from comfy_llm.errors import CaptionFolderError
 
-__all__ = ["chunk_size", "run_captions"]
+__all__ = ["run_captions"]
 
 _PER_IMAGE_STAGES = frozenset({ProgressStage.GENERATE, ProgressStage.DONE})
 
@@ -74,18 +75,6 @@ class _Chunk:
 
     pending: list[Pending]
     failed: list[tuple[int, str, float]]  # (index, error, seconds)
-
-
-def chunk_size(job: CaptionJob, profile: ModelProfile) -> int:
-    """Images handed to the engine at once: ``batch_size``; vLLM at least 2 x ``max_num_seqs``.
-
-    vLLM schedules continuously: a chunk smaller than its width leaves the
-    engine half empty at every chunk's tail (vLLM review r2, F5).
-    """
-    if profile.backend != "vllm":
-        return job.batch_size
-    width = dict(profile.backend_options).get("max_num_seqs")
-    return max(job.batch_size, 2 * width if isinstance(width, int) and width > 0 else 0)
 
 
 def run_captions(
@@ -151,7 +140,7 @@ def run_captions(
     records: list[JsonRecord] = [{"name": item.name} for item in items]
     last_request: JsonRecord = {}
     todo = [i for i, item in enumerate(items) if not kept_on_disk(job, item)]
-    size = chunk_size(job, profile)
+    size = engine_batch_size(profile, job.batch_size)  # vLLM: at least 2 x max_num_seqs
     chunks = [todo[at : at + size] for at in range(0, len(todo), size)]
     pending_indices = set(todo)
     for index, item in enumerate(items):

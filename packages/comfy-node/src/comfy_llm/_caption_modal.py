@@ -54,7 +54,8 @@ class ModalCaptionOptions:
     Attributes:
         gpu: Modal GPU type.
         workers: GPU containers at once.
-        chunk_images: Images per chunk (None: the fan-out's default).
+        chunk_images: Images per chunk (None: the fan-out's default for the
+            profile's engine; vLLM gets at least two of its sub-batches).
     """
 
     gpu: str
@@ -87,9 +88,10 @@ def run_captions_on_modal(
     refuse_local_folder_on_modal(job.model)
     remote = modal_remote()
     started = time.monotonic()
-    chunk_images = options.chunk_images or remote.DEFAULT_CHUNK_IMAGES
-    if options.chunk_images is None and any(is_video(item.path) for item in items):
-        chunk_images = max(1, chunk_images // defaults.VIDEO_FRAMES)  # a clip is many pictures
+    chunk_images = options.chunk_images  # None: the fan-out sizes it for the profile's engine
+    if chunk_images is None and any(is_video(item.path) for item in items):
+        # a clip is many pictures
+        chunk_images = max(1, remote.DEFAULT_CHUNK_IMAGES // defaults.VIDEO_FRAMES)
     fan_job = remote.FanOutJob(
         model=job.model,
         prompt=job.prompt,

@@ -6,6 +6,7 @@ The first step of every request: turn what the user typed (``owner/model``,
 only, and record it as ``<storage_root>/profiles/<profile_id>.json``.
 """
 
+from comfy_llm_profiles._batching import engine_batch_size
 from comfy_llm_profiles._curated import CuratedEntry, load_curated_registry, parse_reference
 from comfy_llm_profiles._decide import available_backends, decide, estimate_memory_bytes
 from comfy_llm_profiles._decide_gguf import decide_gguf
@@ -85,6 +86,7 @@ __all__ = [
     "content_pin",
     "decide",
     "decide_gguf",
+    "engine_batch_size",
     "engine_spec",
     "estimate_memory_bytes",
     "fetch_model_info",

@@ -114,7 +114,9 @@ class EngineSpec:
             when ``import_name`` is importable (checked without importing it).
         import_name: The engine library's top-level module (for ``optional_on``).
         continuous_batching: It schedules every request it is handed at once, so
-            a caption chunk goes in whole rather than ``batch_size`` at a time.
+            it is handed at least twice its width (``engine_batch_size``).
+        width_option: The backend option holding how many requests it runs at
+            once (vLLM's ``max_num_seqs``); empty where that is not an option.
         weight_format: The weights it loads (one of :data:`WEIGHT_FORMATS`).
         install_note: Said after the install command (platform, alternative).
     """
@@ -133,6 +135,7 @@ class EngineSpec:
     optional_on: frozenset[ExecutionTarget] = frozenset()
     import_name: str = ""
     continuous_batching: bool = False
+    width_option: str = ""
     weight_format: str = "safetensors"
     install_note: str = ""
     load_quantizations: tuple[str, ...] = ()
@@ -261,6 +264,7 @@ ENGINES: Final[dict[str, EngineSpec]] = {
             optional_on=frozenset({ExecutionTarget.LOCAL_CUDA}),
             import_name="vllm",
             continuous_batching=True,
+            width_option="max_num_seqs",  # _vllm_memory.vllm_engine_options sets it
         ),
         EngineSpec(
             name="llama_cpp",

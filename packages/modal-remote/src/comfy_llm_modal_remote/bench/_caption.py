@@ -33,7 +33,7 @@ from comfy_llm_core import ProgressCallback, ignore_progress
 from comfy_llm_residency.backend import GenerationSettings
 
 from ..client._dispatch import Dispatcher
-from ..client._fanout import DEFAULT_CHUNK_IMAGES, FanOutImage, FanOutJob, caption_fan_out
+from ..client._fanout import FanOutImage, FanOutJob, caption_fan_out
 from ..client._transport import Transport
 from ..wire._chunk_wire import ChunkImage, ChunkResult, encode_image_file
 from ..wire._plain import WireDict
@@ -75,7 +75,8 @@ class CaptionWorkload:
         images: Images per pass.
         image_size: Side of each synthetic JPEG.
         max_new_tokens: Tokens per caption.
-        chunk_images: Images per chunk.
+        chunk_images: Images per chunk; None: the fan-out's default for the
+            profile's engine (each pass records the size as ``modal_chunk_images``).
         execution_mode: The vLLM execution mode deployed with the app.
         prompt: The captioning instruction.
     """
@@ -85,7 +86,7 @@ class CaptionWorkload:
     images: int = 512
     image_size: int = 1024
     max_new_tokens: int = 64
-    chunk_images: int = DEFAULT_CHUNK_IMAGES
+    chunk_images: int | None = None
     execution_mode: str = "throughput"
     prompt: str = CAPTION_PROMPT
 

@@ -23,7 +23,6 @@ from typing import Protocol, runtime_checkable
 from comfy_llm_core import ProgressCallback, env_set, ignore_progress
 
 from ..client._dispatch import Dispatcher
-from ..client._fanout import DEFAULT_CHUNK_IMAGES
 from ..client._transport import Transport, check_modal_available
 from ..wire._fingerprint import code_fingerprint
 from ..wire._plain import WireDict, as_items, as_mapping
@@ -202,7 +201,7 @@ def run_from_args(
                     images=args.images,
                     image_size=args.image_size or 1024,
                     max_new_tokens=args.max_new_tokens,
-                    chunk_images=args.chunk_images or DEFAULT_CHUNK_IMAGES,
+                    chunk_images=args.chunk_images,
                     execution_mode=args.execution_mode,
                 ),
                 counts,

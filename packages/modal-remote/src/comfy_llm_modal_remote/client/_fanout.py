@@ -1,7 +1,8 @@
 """Caption a dataset on N Modal GPUs: chunk, send, collect — Modal does the rest.
 
     transport ready, model staged once by the ModelStager   (no GPU yet)
-    images cut into chunks of ``chunk_images``
+    images cut into chunks of ``chunk_images`` (unchosen: the default, for vLLM
+      at least two of the worker's sub-batches, once the profile is known)
     N workers = N affinity keys ``caption-<gpu>-<i>``: each key is its own
       warm container pool of ``RemoteEngine`` (a parametrized Modal class:
       "each unique combination of arguments will behave like an individual
@@ -56,6 +57,7 @@ from comfy_llm_core import (
     ProgressStage,
     ignore_progress,
 )
+from comfy_llm_profiles import ModelProfile
 
 from ..errors import (
     DeploymentMismatchError,
@@ -72,6 +74,7 @@ from ._fanout_job import (
     ChunkTransport,
     FanOutImage,
     FanOutJob,
+    chunk_images,
     gpu_limit,
 )
 from ._fanout_loop import FanOutLoop, RestartJob
@@ -127,10 +130,6 @@ def caption_fan_out(
     transport: ChunkTransport = dispatcher.transport  # type: ignore[assignment]
     started = time.monotonic()
     limit = gpu_limit()
-    tasks = collections.deque(
-        ChunkTask(number, list(images[at : at + job.chunk_images]))
-        for number, at in enumerate(range(0, len(images), job.chunk_images))
-    )
     if job.workers > limit:  # said before anything is deployed or spawned
         progress(
             ProgressEvent(
@@ -142,11 +141,16 @@ def caption_fan_out(
             )
         )
     staged = _staged(dispatcher, job, progress, check_interrupt)
+    size = chunk_images(job, ModelProfile.from_dict(staged.profile))
+    tasks = collections.deque(
+        ChunkTask(number, list(images[at : at + size]))
+        for number, at in enumerate(range(0, len(images), size))
+    )
     report = FanOutReport(
         app_name=transport.app_name,
         gpu=job.gpu,
         workers=job.workers,
-        chunk_images=job.chunk_images,
+        chunk_images=size,
         images=len(images),
         stage_seconds=float(staged.seconds),
         profile=dict(staged.profile),

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from comfy_llm_core import InvalidSettingError, ProgressCallback, defaults, env_int
+from comfy_llm_profiles import ModelProfile, engine_batch_size, engine_spec
 from comfy_llm_residency.backend import GenerationSettings
 
 from ..wire._chunk_wire import ChunkImage, ChunkResult
@@ -26,13 +27,16 @@ __all__ = [
     "ChunkTransport",
     "FanOutImage",
     "FanOutJob",
+    "chunk_images",
     "gpu_limit",
 ]
 
 DEFAULT_CHUNK_IMAGES = 96
 """Images per chunk: at 128 output tokens, a 3-8B VLM on one H100 under vLLM
 captions a chunk this size in roughly 10-40 s, so the per-chunk round trip
-(spawn, upload ~20 MB, answer) stays a few percent of the chunk."""
+(spawn, upload ~20 MB, answer) stays a few percent of the chunk. A
+continuous-batching engine gets at least two of its sub-batches (:func:`chunk_images`)."""
+MAX_CHUNK_IMAGES = 4096
 MAX_WORKERS = defaults.MAX_MODAL_WORKERS
 GPU_LIMIT_ENV = "COMFY_MODAL_GPU_LIMIT"
 DEFAULT_GPU_LIMIT = 10
@@ -107,9 +111,10 @@ class FanOutJob:
         settings: Sampling settings (the same seed for every image).
         gpu: Modal GPU type (``H100``, ``L40S``, ...).
         workers: GPU containers to use at once (1 to :data:`MAX_WORKERS`).
-        chunk_images: Images per chunk (one call).
-        batch_size: Images per ``run_batch`` call inside a worker (vLLM takes
-            the whole chunk at once).
+        chunk_images: Images per chunk (one call); None: :func:`chunk_images`
+            decides once the profile is known.
+        batch_size: Images per ``run_batch`` call inside a worker (vLLM at
+            least twice its ``max_num_seqs``: profiles' ``engine_batch_size``).
         reserve_gb: VRAM to keep free on each worker.
     """
 
@@ -119,7 +124,7 @@ class FanOutJob:
     settings: GenerationSettings
     gpu: str
     workers: int = 1
-    chunk_images: int = DEFAULT_CHUNK_IMAGES
+    chunk_images: int | None = None
     batch_size: int = 8
     reserve_gb: float | None = None
 
@@ -134,8 +139,27 @@ class FanOutJob:
         object.__setattr__(self, "gpu", gpu_choices(self.gpu)[0])
         for name, value, limit in (
             ("modal_workers", self.workers, MAX_WORKERS),
-            ("chunk_images", self.chunk_images, 4096),
+            ("chunk_images", self.chunk_images, MAX_CHUNK_IMAGES),
             ("batch_size", self.batch_size, 4096),
         ):
+            if name == "chunk_images" and value is None:
+                continue  # decided once the profile is known
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
                 raise InvalidSettingError(name, value, f"a whole number from 1 to {limit}")
+
+
+def chunk_images(job: FanOutJob, profile: ModelProfile) -> int:
+    """Images per chunk: the job's choice, else :data:`DEFAULT_CHUNK_IMAGES`.
+
+    A continuous-batching engine (vLLM) runs a chunk in sub-batches of twice
+    its ``max_num_seqs`` (``engine_batch_size``); a chunk of one sub-batch
+    would leave the worker's feeder nothing to prepare while the engine runs
+    and pay the round trip (spawn, upload, answer) for half the work, so an
+    unchosen size holds at least two (at most :data:`MAX_CHUNK_IMAGES`).
+    """
+    if job.chunk_images is not None:
+        return job.chunk_images
+    if not engine_spec(profile.backend).continuous_batching:
+        return DEFAULT_CHUNK_IMAGES
+    two = 2 * engine_batch_size(profile, job.batch_size)
+    return min(MAX_CHUNK_IMAGES, max(DEFAULT_CHUNK_IMAGES, two))
