@@ -98,7 +98,8 @@ def call_outcome(
         if _modal_error(error, "FunctionTimeoutError"):
             raise RemoteTimeoutError(
                 f"Modal ended {what} at its {limit_seconds:g} s time limit. Fix: ask for less "
-                "in one call (fewer new tokens, or a smaller modal_chunk_size for captions), "
+                "in one call (fewer new tokens; for captions, fewer images a chunk: "
+                "comfy-llm caption --chunk-images), "
                 "then queue the prompt again; captions already written are kept.",
                 what=what,
                 limit_seconds=limit_seconds,
