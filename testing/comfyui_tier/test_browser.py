@@ -129,7 +129,11 @@ _GRAPH = """([nodes, links]) => {
         }
         return node;
     });
-    for (const [from, slot, to] of links) made[from].connect(slot, made[to], 0);
+    for (const [from, slot, to, input] of links) {
+        const target = input === undefined ? 0 : made[to].findInputSlot(input);
+        if (target < 0) throw new Error(`${made[to].type} has no input ${input}`);
+        made[from].connect(slot, made[to], target);
+    }
     app.canvas.ds.offset = [60, 100];
     app.canvas.ds.scale = 0.7;  // the caption node fits the page whole
     app.canvas.setDirty(true, true);
@@ -137,7 +141,11 @@ _GRAPH = """([nodes, links]) => {
 
 
 def _graph(frontend: Frontend, nodes: list[Any], links: list[Any] = ()) -> None:
-    """Replace the canvas with ``nodes`` ``[type, x, y, {widget: value}]`` and ``links``."""
+    """Replace the canvas with ``nodes`` ``[type, x, y, {widget: value}]`` and ``links``.
+
+    A link is ``[from node, output slot, to node]`` (to its first input) or
+    ``[from node, output slot, to node, input name]``.
+    """
     frontend.js(_GRAPH, [nodes, list(links)])
 
 
@@ -286,6 +294,50 @@ def test_answer_and_folded_reasoning_stay_on_the_node_after_the_run_and_a_reload
         if when == "after the run":
             frontend.reload()
             shown = frontend.wait_node_text("ModalLLM", _FINISHED, timeout=60)
+
+
+_SET = """([index, name, value]) => {
+    app.graph._nodes.filter(n => n.type === 'ModalLLM')[index]
+        .widgets.find(w => w.name === name).value = value;
+}"""
+
+
+def test_a_reload_while_the_prompt_still_runs_shows_this_runs_answer_not_an_older_one(
+    frontend: Frontend,
+) -> None:
+    """The text area is restored from /history, which holds finished prompts only.
+
+    A page reloaded while the prompt's later nodes still run must not show the
+    node's older run as this one's, and shows this run's answer once it is stored.
+    """
+    frontend.open_template(MODULE, IMAGE_TEMPLATE)
+    quick = {"model_profile": "tiny/qwen35-scripted", "max_new_tokens": 16, "temperature": 0.0}
+    later = {"model_profile": "tiny/qwen35", "max_new_tokens": 8, "temperature": 1.0}
+    _graph(
+        frontend,
+        [
+            ["ModalLLM", 60, 40, {**quick, "enable_reasoning": False}],
+            ["ModalLLM", 560, 40, later],
+            ["PreviewAny", 1060, 40, {}],
+        ],
+        [[0, 0, 1, "prompt"], [1, 0, 2]],  # the second answers the first: it runs after it
+    )
+    frontend.run()
+    older = frontend.wait_node_text("ModalLLM", _FINISHED)
+    frontend.wait_node_text("ModalLLM", _FINISHED, index=1)
+    assert (older["text"], older["reasoning"]) == (SCRIPTED_ANSWER, None), older
+    frontend.js(_SET, [0, "enable_reasoning", True])  # this run: the same answer, reasoned
+    frontend.js(_SET, [1, "max_new_tokens", 4000])  # and the prompt runs on after node 0
+    frontend.run()
+    frontend.wait_node_text("ModalLLM", "box => box.dataset.state === 'live'", index=1)
+    frontend.reload()
+    assert frontend.queue()["queue_running"], "the prompt ended before the reload"
+    shown = frontend.node_text("ModalLLM")
+    assert shown is not None and shown["reasoning"] is None, shown
+    assert shown["state"] == "empty", shown  # not the older run's answer as this one's
+    shown = frontend.wait_node_text("ModalLLM", _FINISHED, timeout=180)
+    assert (shown["text"], shown["reasoning"]) == (SCRIPTED_ANSWER, SCRIPTED_REASONING), shown
+    assert not frontend.queue()["queue_running"]
 
 
 def test_live_text_is_readable_on_the_node_while_the_model_streams(frontend: Frontend) -> None:

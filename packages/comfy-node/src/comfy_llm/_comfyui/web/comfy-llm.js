@@ -16,7 +16,8 @@
  * workflow, never sent with a prompt): filled live from `progress_text`, then
  * with the answer of `executed` (`ui.text`, and `ui.reasoning` folded under a
  * <details>), and, when a workflow loads, with the newest run of that same
- * workflow (its graph id) that ran the node, from the server's own /history.
+ * workflow (its graph id) that ran the node, from the server's own /history
+ * (a prompt still queued or running is waited for: it is not there yet).
  * The frontend's strip is hidden on these two nodes only: the text area shows
  * the same text, readable. Nothing here changes a workflow's widgets_values.
  *
@@ -194,21 +195,26 @@ function sameInputs(node, inputs) {
   return compared > 0;
 }
 
-/** The newest run of this node: its output, or why it stopped.
+/** This node's inputs in a queued or stored prompt (`[number, id, prompt, extra, ...]`).
  *
- * A run is this node's when it came from this workflow (the same graph id) or,
- * for a graph whose id did not survive (a cleared graph has the all-zero id and
- * gets a new one when it loads again), when it ran a node of this id and type
- * with the values the node's widgets hold now.
+ * A prompt ran this node when it came from this workflow (the same graph id)
+ * or, for a graph whose id did not survive (a cleared graph has the all-zero id
+ * and gets a new one when it loads again), when it ran a node of this id and
+ * type with the values the node's widgets hold now.
  */
+function specFor(queued, graphId, node) {
+  const [, , prompt, extra] = queued ?? [];
+  const spec = prompt?.[String(node.id)];
+  if (spec?.class_type !== node.type) return null;
+  const sameGraph = !!graphId && extra?.extra_pnginfo?.workflow?.id === graphId;
+  return sameGraph || sameInputs(node, spec.inputs) ? spec : null;
+}
+
+/** The newest stored run of this node: its output, or why it stopped. */
 function lastRun(entries, graphId, node) {
   const nodeId = String(node.id);
   for (const entry of entries) {
-    const [, , prompt, extra] = entry.prompt ?? [];
-    const spec = prompt?.[nodeId];
-    if (spec?.class_type !== node.type) continue;
-    const sameGraph = !!graphId && extra?.extra_pnginfo?.workflow?.id === graphId;
-    if (!sameGraph && !sameInputs(node, spec.inputs)) continue;
+    if (!specFor(entry.prompt, graphId, node)) continue;
     const output = entry.outputs?.[nodeId];
     if (output) return { output };
     const failure = failureOf(entry, nodeId);
@@ -217,18 +223,52 @@ function lastRun(entries, graphId, node) {
   return null;
 }
 
+/** Prompts still running or waiting: their answers are not in /history yet. */
+async function queuedPrompts() {
+  const response = await api.fetchApi("/queue");
+  if (!response.ok) return [];
+  const queue = await response.json();
+  return [...(queue.queue_running ?? []), ...(queue.queue_pending ?? [])];
+}
+
+let afterQueueMoves = false;
+/** Try again once the server says the queue changed (ComfyUI stores a prompt's
+ * history, then sends `status`: execution.py `task_done`, server.py `queue_updated`). */
+function restoreWhenTheQueueMoves() {
+  if (afterQueueMoves) return;
+  afterQueueMoves = true;
+  const again = () => {
+    api.removeEventListener("status", again);
+    afterQueueMoves = false;
+    scheduleRestore();
+  };
+  api.addEventListener("status", again);
+}
+
+/**
+ * Fill each empty text area with its node's newest run. A node that a running
+ * or waiting prompt runs is left empty until that prompt is stored: /history
+ * holds only finished prompts, and an older run's answer would be shown as
+ * this one's (a page reloaded while the prompt's later nodes still ran).
+ */
 async function restoreFromHistory() {
   const graph = rootGraph();
   const waiting = (graph?._nodes ?? graph?.nodes ?? []).filter(
     (node) => NODE_TYPES.has(node.type) && displays.get(node)?.state === "empty"
   );
   if (!waiting.length) return;
+  const queued = await queuedPrompts();
+  const id = graphId(graph);
+  const running = waiting.filter((node) => queued.some((item) => specFor(item, id, node)));
+  if (running.length) restoreWhenTheQueueMoves();
+  const settled = waiting.filter((node) => !running.includes(node));
+  if (!settled.length) return;
   const response = await api.fetchApi(`/history?max_items=${HISTORY_ITEMS}`);
   if (!response.ok) return;
   const entries = Object.values(await response.json()).reverse();
-  for (const node of waiting) {
+  for (const node of settled) {
     const display = displays.get(node);
-    const run = display?.state === "empty" ? lastRun(entries, graphId(graph), node) : null;
+    const run = display?.state === "empty" ? lastRun(entries, id, node) : null;
     if (run?.output) display.final(run.output);
     else if (run?.failure) display.stopped(run.failure);
   }
