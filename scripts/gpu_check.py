@@ -22,8 +22,11 @@ install path is proven on any machine:
    captions/s at batch 8/32 on 512² and 1024² images at 64 tokens, eviction,
    two-way memory with a tenant process.
 3. ``kernels``: bf16 GEMM ceilings at decode shapes (batch 32/128 x 2048 x
-   6144) and SDPA over one image's vision tokens (256/576/1024 tokens, 16
-   heads of 64): the measured ceilings the throughput estimate needs.
+   6144), the real-size vision tower over 1/4/16 images at 512², 768² and
+   1024² (ms an image, TFLOP/s), and SDPA over one image's vision tokens
+   (256/576/1024 tokens, 16 heads of 64): the measured ceilings the
+   throughput estimate needs. The LLM's prefill is measured end to end by
+   stage 2's captions/s, not block by block.
 4. ``cpu_preprocessing``: Transformers' Qwen2-VL fast image processor per
    image at 512², 1024², 2048² on 1 thread and on all, and PIL decode of a
    1024² JPEG and PNG (vLLM runs this on one thread, renderers/base.py:148).
@@ -225,7 +228,7 @@ def _time(call: Callable[[], Any], repeat: int = 10) -> float:
 
 
 def kernels() -> dict[str, Any]:
-    """Stage 3: decode GEMM and vision attention ceilings."""
+    """Stage 3: decode GEMM, vision tower and vision attention ceilings."""
     if not _cuda():
         return {"status": "skipped", "why": "no CUDA device"}
     import torch
@@ -240,6 +243,10 @@ def kernels() -> dict[str, Any]:
             "tflops": round(2 * batch * 2048 * 6144 / seconds / 1e12, 2),
             "weight_gb_per_s": round(2048 * 6144 * 2 / seconds / 1e9, 1),
         }
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_check_real import vision_tower_ceilings
+
+    result["vision_tower"] = vision_tower_ceilings()
     for tokens in (256, 576, 1024):  # 512², 768², 1024² after the 2 x 2 merge: x4 patches
         q = torch.randn(1, 16, tokens * 4, 64, device="cuda", dtype=torch.bfloat16)
         seconds = _time(lambda q=q: torch.nn.functional.scaled_dot_product_attention(q, q, q))

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["transformers_real_size"]
+__all__ = ["transformers_real_size", "vision_tower_ceilings"]
 
 _GIB = 1024**3
 _CAPTION = "Write a one-sentence caption for this image."
@@ -265,4 +265,64 @@ def transformers_real_size(
         result["two_way"] = _two_way(served, default_reserve_gb(target))
     else:
         served.manager.unload_all()
+    return result
+
+
+def vision_tower_ceilings(
+    *,
+    cuda: bool = True,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    sides: Sequence[int] = (512, 768, 1024),
+    counts: Sequence[int] = (1, 4, 16),
+    repeat: int = 5,
+) -> dict[str, Any]:
+    """The vision tower alone at real size: ms an image, and its linear layers' TFLOP/s.
+
+    Qwen3.5-2B's tower (24 blocks, 1024 wide, 16-pixel patches) on random
+    bfloat16 weights, SDPA attention, over ``counts`` images of ``sides``
+    pixels a side (an image is two temporal frames of ``(side / 16)²``
+    patches, merged 2 x 2 into the LLM's tokens): the part of a caption's
+    prefill the throughput estimate prices at 0.7 / 1.9 / 4.1 TFLOP.
+    """
+    import torch
+    from comfy_llm_testworld.real_size import real_size_config
+    from transformers import AutoConfig
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionModel
+
+    config = AutoConfig.for_model(**real_size_config("2b", overrides=overrides))
+    vision = config.vision_config
+    vision._attn_implementation = "sdpa"
+    device = "cuda" if cuda else "cpu"
+    with torch.device(device):
+        tower = Qwen3_5VisionModel(vision).bfloat16().eval()
+    params = sum(p.numel() for p in tower.parameters())
+    patch = int(vision.patch_size)
+    width = int(vision.in_channels) * int(vision.temporal_patch_size) * patch * patch
+    result: dict[str, Any] = {"parameters": params}
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    for side in sides:
+        grid = side // patch
+        for count in counts:
+            patches = count * grid * grid
+            pixels = torch.randn(patches, width, device=device, dtype=torch.bfloat16)
+            thw = torch.tensor([[1, grid, grid]] * count, device=device)
+            with torch.no_grad():
+                tower(pixels, grid_thw=thw)  # warm-up
+                sync()
+                began = time.perf_counter()
+                for _ in range(repeat):
+                    tower(pixels, grid_thw=thw)
+                sync()
+            seconds = (time.perf_counter() - began) / repeat
+            result[f"{side}px_x{count}"] = {
+                "ms_per_image": round(seconds * 1000 / count, 3),
+                "linear_tflops": round(2 * params * patches / seconds / 1e12, 4),
+            }
+    del tower
+    if cuda:
+        torch.cuda.empty_cache()
     return result

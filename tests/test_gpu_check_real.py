@@ -77,3 +77,12 @@ def test_the_real_size_stage_runs_its_path_on_the_cpu(tmp_path: Path) -> None:
     folder = tmp_path / "qwen3.5-2b-random"
     processor = json.loads((folder / "preprocessor_config.json").read_text())
     assert processor["patch_size"] == 16 and processor["size"]["longest_edge"] == 1024 * 1024
+
+
+def test_the_vision_tower_ceiling_runs_on_the_cpu() -> None:
+    result = gpu_check_real.vision_tower_ceilings(
+        cuda=False, overrides=SMALL, sides=(64,), counts=(1, 2), repeat=1
+    )
+    assert result["parameters"] > 0
+    for key in ("64px_x1", "64px_x2"):
+        assert result[key]["ms_per_image"] > 0 and result[key]["linear_tflops"] > 0
