@@ -52,6 +52,21 @@ _BELOW_GRAPH = """() => {
           Math.min(box.top + point[1], box.bottom - 80)];
 }"""
 
+#: Whether a workflow draft the frontend saved holds the nodes (id, type, widget
+#: values) on the canvas now (draft payloads: ``{data: <workflow JSON>, updatedAt}``).
+_DRAFT_HOLDS_THE_CANVAS = """() => {
+  const nodes = (graph) => JSON.stringify(
+      (graph.nodes ?? []).map(n => [n.id, n.type, n.widgets_values ?? null]).sort());
+  const canvas = nodes(app.rootGraph.serialize());
+  for (let i = 0; i < localStorage.length; i++) {
+    const key = localStorage.key(i);
+    if (!key?.startsWith('Comfy.Workflow.Draft.v2:')) continue;
+    try {
+      if (nodes(JSON.parse(JSON.parse(localStorage.getItem(key)).data)) === canvas) return true;
+    } catch (error) {}
+  }
+  return false;
+}"""
 
 _NODE_TEXT = """([type, index]) => {
   const box = [...document.querySelectorAll(`.comfy-llm-output[data-comfy-llm-node="${type}"]`)]
@@ -257,7 +272,23 @@ class Frontend:
         self.page.keyboard.type(query, delay=40)
 
     def reload(self, timeout: float = 120.0) -> None:
-        """Reload the page (as an artist's F5) and wait until the workflow is back."""
+        """Reload the page (as an artist's F5) and wait until the workflow is back.
+
+        The frontend keeps the canvas across a reload as a draft in
+        localStorage, written 512 ms after the last graph change (1.49.6 and
+        1.58.1: ``useWorkflowPersistenceV2``, ``PERSIST_DEBOUNCE_MS``) and not
+        flushed when the page unloads. A reload sooner than that brings back
+        the draft before, which for a graph built on an opened template is the
+        template. So the reload waits until the draft holds the canvas's nodes,
+        as an artist's F5 a moment after a run finds it.
+        """
+        try:
+            self.page.wait_for_function(_DRAFT_HOLDS_THE_CANVAS, timeout=10_000)
+        except Exception as error:
+            raise AssertionError(
+                "the frontend did not save the canvas as its workflow draft within 10 s"
+                " (a reload would bring back an older graph): is Comfy.Workflow.Persist off?"
+            ) from error
         self.page.reload()
         self.page.wait_for_function(
             "() => window.app && app.graph && app.graph._nodes.length > 0", timeout=timeout * 1000
