@@ -35,6 +35,7 @@ __all__ = [
     "CudaDriverTooOldError",
     "EngineDiedError",
     "EngineNotInstalledError",
+    "GenerationOutOfMemoryError",
     "InvalidExecutionStateError",
     "ModelLoadError",
     "PromptTooLongError",
@@ -46,6 +47,8 @@ __all__ = [
 ENGINE_NAME: Final = "transformers"
 VLLM_ENGINE_NAME: Final = "vllm"
 """The engine records (``ModelProfile.backend``) this package serves; its errors name them."""
+
+_GIB: Final = 1024**3
 
 
 class CudaBackendError(ComfyLLMError):
@@ -96,6 +99,54 @@ class EngineDiedError(CudaBackendError, RuntimeError):
             f"The vLLM engine of profile {profile_id} died: {reason}. It was unloaded; run "
             "again to start a fresh engine (if it keeps dying, lower the request's images or "
             "context, or free GPU memory: an out-of-memory kills the engine core)."
+        )
+
+
+class GenerationOutOfMemoryError(CudaBackendError, MemoryError):
+    """CUDA ran out of memory while generating, even for the fewest images at once.
+
+    The model was admitted and loaded; what did not fit is one request's
+    working memory (the vision tower's activations, the prompt's prefill, the
+    cache), because something outside this model took the rest: ComfyUI's own
+    models, another process, or a reserve set too low. A batch is first split
+    until it fits (``transformers._memory_fit``); this is what remains.
+
+    Attributes:
+        profile_id: The profile that was generating.
+        rows: Prompts generated together when memory ran out (1 once split).
+        free_bytes: Device memory free after this process gave back its cache.
+        total_bytes: The device's total memory.
+        model_bytes: Memory this process's tensors held then (the model).
+        after_tokens: Whether tokens had already been streamed (then the request
+            cannot be re-run in smaller pieces without repeating its text).
+    """
+
+    action = ErrorAction.RETRY
+
+    def __init__(
+        self,
+        profile_id: str,
+        rows: int,
+        free_bytes: int,
+        total_bytes: int,
+        model_bytes: int,
+        *,
+        after_tokens: bool,
+    ) -> None:
+        self.profile_id = profile_id
+        self.rows = rows
+        self.free_bytes = free_bytes
+        self.total_bytes = total_bytes
+        self.model_bytes = model_bytes
+        self.after_tokens = after_tokens
+        what = "1 prompt" if rows == 1 else f"{rows} prompts at once"
+        when = "after its first tokens" if after_tokens else "before its first token"
+        super().__init__(
+            f"CUDA ran out of memory generating {what} for profile {profile_id} ({when}): "
+            f"{free_bytes / _GIB:.2f} GiB of {total_bytes / _GIB:.2f} GiB was free, and the "
+            f"model holds {model_bytes / _GIB:.2f} GiB. Something else holds the rest "
+            "(ComfyUI's models, another process). Free it (unload models in ComfyUI, close "
+            "other GPU programs) and run again, or pass smaller or fewer images."
         )
 
 

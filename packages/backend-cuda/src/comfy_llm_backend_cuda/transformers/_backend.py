@@ -33,6 +33,7 @@ from ..errors import (
 from ._batch import batchable, generate_groups
 from ._engine import DevicePlan, import_engine, plan_device
 from ._generate import eos_ids, run_generate
+from ._memory_fit import OutOfMemory, attempt, out_of_memory_error
 from ._messages import encode_prompt
 from ._quantize import (
     batches_like_single_runs,
@@ -219,6 +220,7 @@ class TransformersBackend:
         Raises:
             BackendUnloadedError: :meth:`unload` was called.
             PromptTooLongError: The prompt fills the profile's context.
+            GenerationOutOfMemoryError: CUDA ran out of memory (``_memory_fit``).
             Exception: Whatever ``sink`` raised, unchanged.
         """
         if self._model is None:
@@ -227,18 +229,32 @@ class TransformersBackend:
         encoded, budget = self._encode(inputs, settings)
         sink.prompt_opened(encoded.opened_reasoning)  # the live view's split
         constraint = self._constraint(settings)
-        run = run_generate(
+        streamed = False
+
+        def on_token(token_id: int, text: str) -> None:
+            nonlocal streamed
+            streamed = True
+            sink.token(token_id, text)
+
+        run = attempt(
             self._torch,
-            self._model,
-            encoded.tensors,
-            settings=settings,
-            max_new_tokens=budget,
-            decode=self._decode,
-            on_token=sink.token,
-            started=started,
-            constraint=constraint,
-            tokenizer=self._tokenizer,
+            lambda: run_generate(
+                self._torch,
+                self._model,
+                encoded.tensors,
+                settings=settings,
+                max_new_tokens=budget,
+                decode=self._decode,
+                on_token=on_token,
+                started=started,
+                constraint=constraint,
+                tokenizer=self._tokenizer,
+            ),
         )
+        if isinstance(run, OutOfMemory):
+            raise out_of_memory_error(
+                self._torch, self.profile.profile_id, 1, after_tokens=streamed, failed=run
+            )
         return self._result(run, encoded, constrained=constraint is not None)
 
     def can_batch(self, items: Sequence[BatchItem]) -> bool:
@@ -253,6 +269,7 @@ class TransformersBackend:
         Raises:
             BackendUnloadedError: :meth:`unload` was called.
             PromptTooLongError: A prompt fills the profile's context.
+            GenerationOutOfMemoryError: Even one prompt did not fit (``_memory_fit``).
             Exception: Whatever ``sink`` raised, unchanged.
         """
         if self._model is None:

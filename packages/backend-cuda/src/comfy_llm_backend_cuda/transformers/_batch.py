@@ -9,11 +9,14 @@ decoding (temperature 0), no response schema (its mask follows one row), and
 prompts whose tensors have the same shapes (no padding at all), which an
 IMAGE batch of one size always gives. Items are grouped by shape and budget;
 a group of one takes the single path. Sampled or schema requests are
-declined (:func:`batchable`) and the manager loops them.
+declined (:func:`batchable`) and the manager loops them. A group that runs
+out of CUDA memory before its first token runs again in halves
+(``_memory_fit``); the later groups of the call start at the size that fit.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
@@ -23,9 +26,11 @@ from comfy_llm_residency.backend import BackendResult, BatchItem, BatchTokenSink
 
 from .._stream import IncrementalDecoder
 from ._generate import GenerationRun, build_generation_config, eos_ids
+from ._memory_fit import OutOfMemory, attempt, out_of_memory_error
 
 if TYPE_CHECKING:
     from comfy_llm_inputs import PreparedInputs
+    from comfy_llm_profiles import ModelProfile
 
 __all__ = [
     "GroupedBackend",
@@ -36,10 +41,13 @@ __all__ = [
     "run_generate_rows",
 ]
 
+logger = logging.getLogger(__name__)
+
 
 class GroupedBackend(Protocol):
     """What :func:`generate_groups` uses of the Transformers backend (it imports this module)."""
 
+    profile: ModelProfile
     _torch: Any
     _model: Any
 
@@ -157,31 +165,85 @@ def run_generate_rows(
     return runs
 
 
+def _run_rows(
+    backend: GroupedBackend,
+    rows: Sequence[int],
+    encoded: Sequence[tuple[Any, int]],
+    items: Sequence[BatchItem],
+    *,
+    sink: BatchTokenSink,
+    started: float,
+) -> list[GenerationRun] | None:
+    """One ``generate`` over ``rows``; None when it ran out of memory and halves may fit.
+
+    Raises:
+        GenerationOutOfMemoryError: Out of memory with one row, or after tokens streamed.
+    """
+    streamed = False
+
+    def row_token(row: int, token_id: int, text: str) -> None:
+        nonlocal streamed
+        streamed = True
+        sink.token(rows[row], token_id, text)
+
+    def run() -> list[GenerationRun]:
+        return run_generate_rows(
+            backend._torch,
+            backend._model,
+            [encoded[index][0].tensors for index in rows],
+            settings=items[rows[0]].settings,
+            max_new_tokens=encoded[rows[0]][1],
+            decode=backend._decode,
+            on_token=row_token,
+            started=started,
+        )
+
+    runs = attempt(backend._torch, run)
+    if not isinstance(runs, OutOfMemory):
+        return runs
+    if streamed or len(rows) == 1:
+        raise out_of_memory_error(
+            backend._torch,
+            backend.profile.profile_id,
+            len(rows),
+            after_tokens=streamed,
+            failed=runs,
+        )
+    return None
+
+
 def generate_groups(
     backend: GroupedBackend, items: Sequence[BatchItem], sink: BatchTokenSink
 ) -> list[BackendResult]:
-    """Encode every item, group them (:func:`group_key`), one ``generate`` per group."""
+    """Encode every item, group them (:func:`group_key`), one ``generate`` per group.
+
+    A group that does not fit in memory is generated in halves (module docstring).
+
+    Raises:
+        GenerationOutOfMemoryError: Even one prompt did not fit.
+    """
     started = time.perf_counter()
     encoded = [backend._encode(item.inputs, item.settings) for item in items]
     groups: dict[object, list[int]] = {}
     for index, ((prompt, budget), item) in enumerate(zip(encoded, items, strict=True)):
         groups.setdefault(group_key(prompt.tensors, budget, item.settings), []).append(index)
     results: dict[int, BackendResult] = {}
+    fits = len(items)  # the most rows run at once: halved when memory runs out
     for members in groups.values():
-
-        def row_token(row: int, token_id: int, text: str, members: list[int] = members) -> None:
-            sink.token(members[row], token_id, text)
-
-        runs = run_generate_rows(
-            backend._torch,
-            backend._model,
-            [encoded[index][0].tensors for index in members],
-            settings=items[members[0]].settings,
-            max_new_tokens=encoded[members[0]][1],
-            decode=backend._decode,
-            on_token=row_token,
-            started=started,
-        )
-        for index, run in zip(members, runs, strict=True):
-            results[index] = backend._result(run, encoded[index][0], together=len(members))
+        pending = [members[at : at + fits] for at in range(0, len(members), fits)]
+        while pending:
+            rows = pending.pop(0)
+            runs = _run_rows(backend, rows, encoded, items, sink=sink, started=started)
+            if runs is None:
+                half = (len(rows) + 1) // 2
+                fits = min(fits, half)
+                logger.warning(
+                    "CUDA ran out of memory for %d prompts at once; running %d at a time",
+                    len(rows),
+                    half,
+                )
+                pending[:0] = [rows[:half], rows[half:]]
+                continue
+            for index, run in zip(rows, runs, strict=True):
+                results[index] = backend._result(run, encoded[index][0], together=len(rows))
     return [results[index] for index in range(len(items))]
