@@ -160,7 +160,8 @@ def _prepare_environment(workdir: Path) -> None:
     os.environ["HF_HOME"] = str(workdir / "hf_home")
     os.environ["COMFY_MODAL_LOCAL_LLM_STORAGE_ROOT"] = str(workdir / "storage")
     os.environ["COMFYUI_STANDIN_BASE"] = str(workdir / "ComfyUI")
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+    # the models come from the loopback fake Hub: an offline switch would refuse them
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.pop(name, None)
 
 

@@ -15,7 +15,8 @@
 # stands in. vLLM cannot run there (its 0.32 wheel needs torch 2.13 and is 311 MiB), so
 # no stage asks for it. The stages (scripts/gpu_check.py) each record status, seconds
 # and figures; a failed one never stops the next; without CUDA the GPU stages say
-# "skipped" and why. Exit: 0, 1 when a stage failed, 2 when the install failed.
+# "skipped" and why; $GPU_CHECK_STAGES=a,b runs only those (a rerun). Exit: 0, 1 when a
+# stage failed, 2 when the install failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPORT="${1:-${OUT:+$OUT/gpu-check.json}}"

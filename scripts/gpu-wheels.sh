@@ -3,7 +3,9 @@
 # there): only the third-party packages the workspace imports that its image lacks
 # (its python3 is Python 3.12 with torch, Transformers, NumPy, Pillow, psutil,
 # pytest and nvidia-ml-py; device KINDS.md). Versions are uv.lock's; PyAV is left out
-# (35.8 MiB; gpu-check.sh stubs it: no video is checked). The bitsandbytes extra
+# (35.8 MiB; gpu-check.sh stubs it: no video is checked). num2words (SmolVLM's processor
+# imports it) comes without docopt, which only its command line uses and which PyPI has
+# as an sdist alone. The bitsandbytes extra
 # (bitsandbytes 41 MiB, accelerate) comes along for tests/gpu/test_gpu_bitsandbytes.py:
 # 51 MiB with the tree in December 2026.
 #
@@ -15,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR="${1:-gpu-wheels}"
 mkdir -p "$DIR"
-NEEDED='^(llguidance|jsonschema|jsonschema-specifications|referencing|rpds-py|pypdf|bitsandbytes|accelerate)=='
+NEEDED='^(llguidance|jsonschema|jsonschema-specifications|referencing|rpds-py|pypdf|num2words|bitsandbytes|accelerate)=='
 requirements="$(mktemp)"
 trap 'rm -f "$requirements"' EXIT
 uv export --frozen --no-hashes --no-emit-workspace --no-dev --extra bitsandbytes \

@@ -155,6 +155,7 @@ def _captions(served: _Served, side: int, batch: int, tokens: int) -> dict[str, 
         "captions_per_second": round(batch / seconds, 3),
         "output_tokens": sorted({m["output_tokens"] for m in metadata}),
         "engine_batch_size": max(int(m.get("batch_size") or 1) for m in metadata),
+        "rows_at_once": sorted({int(m.get("batch_size") or 1) for m in metadata}),
     }
     if cuda:
         import torch
@@ -166,6 +167,7 @@ def _captions(served: _Served, side: int, batch: int, tokens: int) -> dict[str, 
 def _two_way(served: _Served, reserve_gb: float) -> dict[str, Any]:
     """A tenant takes all but the reserve; then the model is evicted and it takes more."""
     import torch
+    from comfy_llm_backend_cuda import GenerationOutOfMemoryError
     from comfy_llm_residency import InsufficientMemoryError
 
     result: dict[str, Any] = {"reserve_gb": reserve_gb}
@@ -177,10 +179,11 @@ def _two_way(served: _Served, reserve_gb: float) -> dict[str, Any]:
         result["tenant_took_bytes"] = taken
         result["tenant_got_it"] = tenant.grow(taken)
         try:
-            _captions(served, 1024, 32, 16)
+            row = _captions(served, 1024, 32, 16)
             result["next_batch"] = "served"
-        except InsufficientMemoryError as error:
-            result["next_batch"] = f"InsufficientMemoryError: {error}"[:600]
+            result["next_batch_rows_at_once"] = row["rows_at_once"]
+        except (InsufficientMemoryError, GenerationOutOfMemoryError) as error:
+            result["next_batch"] = f"{type(error).__name__}: {error}"[:600]
         except torch.OutOfMemoryError as error:  # the failure this project exists to avoid
             result["next_batch"] = f"CUDA out of memory: {error}"[:600]
         held = int(torch.cuda.memory_reserved())

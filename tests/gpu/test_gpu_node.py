@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comfy_llm_testworld.cuda import requires_cuda
+from comfy_llm_testworld.cuda import allocator_baseline, cuda_tensors_alive, requires_cuda
 
 pytestmark = [
     pytest.mark.gpu,
@@ -26,6 +26,7 @@ REPO = "gpu-owner/qwen3.5-tiny"
 
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    import huggingface_hub.constants
     from comfy_llm_core import ExecutionTarget
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
@@ -35,6 +36,10 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path
     with pytest.MonkeyPatch.context() as patch, FakeHub() as hub:
         patch.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
         patch.delenv("HF_TOKEN", raising=False)
+        # staged from the loopback fake Hub: huggingface_hub read the offline switch on import
+        patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+        for offline in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            patch.delenv(offline, raising=False)
         hub.add_repo(REPO, build_checkpoint_files("qwen3_5"))
         yield staged_profile(
             REPO,
@@ -79,6 +84,7 @@ def test_node_path_on_cuda_admits_against_mem_get_info_and_eviction_returns_memo
 
     profile, path = staged
     manager = _manager()
+    workspaces = allocator_baseline()  # this process's CUDA context (618 MiB on an H200) too
     before = _nvml_used()
     result = manager.run(
         profile,
@@ -93,9 +99,10 @@ def test_node_path_on_cuda_admits_against_mem_get_info_and_eviction_returns_memo
     assert torch.cuda.memory_allocated() > 0
     loaded = _nvml_used()
     manager.unload_all()
-    assert torch.cuda.memory_allocated() == 0
+    assert cuda_tensors_alive() == []  # no tensor of the model is left
+    assert torch.cuda.memory_allocated() <= workspaces  # the H200: 0.6 MiB below, none above
     assert _nvml_used() < loaded  # the driver sees the memory come back
-    assert _nvml_used() - before < 512 * 1024**2  # all but this process's CUDA context
+    assert _nvml_used() - before < 512 * 1024**2  # all but cuBLAS's workspace and the like
 
 
 def test_batch_identity_on_cuda_within_token_tolerance(staged):
