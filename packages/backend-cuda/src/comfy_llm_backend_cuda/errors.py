@@ -1,7 +1,8 @@
 """Errors raised by the Transformers and vLLM backends.
 
 The backend vocabulary every engine shares (``EngineNotInstalledError``,
-``ModelLoadError``, ``UnsupportedBackendError``, ``BackendUnloadedError``) is
+``ModelLoadError``, ``UnsupportedBackendError``, ``BackendUnloadedError``,
+``DeviceOutOfMemoryError``) is
 defined once in ``comfy_llm_residency.errors`` and re-exported here; the
 errors only these engines raise derive from :class:`CudaBackendError`. Where
 a builtin category fits, an error also derives from it (``ValueError`` for a
@@ -22,6 +23,7 @@ from typing import Any, Final
 from comfy_llm_core import ComfyLLMError, ErrorAction, install_command
 from comfy_llm_residency.errors import (
     BackendUnloadedError,
+    DeviceOutOfMemoryError,
     EngineNotInstalledError,
     ModelLoadError,
     UnsupportedBackendError,
@@ -33,6 +35,7 @@ __all__ = [
     "BackendUnloadedError",
     "CudaBackendError",
     "CudaDriverTooOldError",
+    "DeviceOutOfMemoryError",
     "EngineDiedError",
     "EngineNotInstalledError",
     "GenerationOutOfMemoryError",
@@ -102,7 +105,7 @@ class EngineDiedError(CudaBackendError, RuntimeError):
         )
 
 
-class GenerationOutOfMemoryError(CudaBackendError, MemoryError):
+class GenerationOutOfMemoryError(CudaBackendError, DeviceOutOfMemoryError):
     """CUDA ran out of memory while generating, even for the fewest images at once.
 
     The model was admitted and loaded; what did not fit is one request's
@@ -120,8 +123,6 @@ class GenerationOutOfMemoryError(CudaBackendError, MemoryError):
         after_tokens: Whether tokens had already been streamed (then the request
             cannot be re-run in smaller pieces without repeating its text).
     """
-
-    action = ErrorAction.RETRY
 
     def __init__(
         self,

@@ -47,6 +47,7 @@ from ._state import ManagerState
 from .errors import (
     BackendError,
     BackendUnloadedError,
+    DeviceOutOfMemoryError,
     EngineNotInstalledError,
     GenerationSettingsError,
     InsufficientMemoryError,
@@ -105,6 +106,7 @@ __all__ = [
     "create_backend",
     "BackendError",
     "BackendUnloadedError",
+    "DeviceOutOfMemoryError",
     "EngineNotInstalledError",
     "ModelLoadError",
     "UnsupportedBackendError",

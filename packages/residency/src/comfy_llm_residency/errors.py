@@ -1,8 +1,9 @@
 """Errors raised by the resident model manager, and the backends' shared ones.
 
 Every error a user can cause names the input, the limit and the fix. The
-manager's derive from :class:`ResidencyError`; the four every backend package
-raises (not installed, load failed, wrong profile, used after unload) derive
+manager's derive from :class:`ResidencyError`; the five every backend package
+raises (not installed, load failed, wrong profile, used after unload, out of
+device memory while generating) derive
 from :class:`BackendError` and are defined here once, beside the backend
 contract, so every engine speaks the same words. Each also derives from the
 built-in exception a caller would naturally catch (``ValueError``,
@@ -284,3 +285,16 @@ class BackendUnloadedError(BackendError, RuntimeError):
             f"The backend of profile {profile_id} was unloaded; create a new backend "
             "(the resident model manager loads it again on the next request)."
         )
+
+
+class DeviceOutOfMemoryError(BackendError, MemoryError):
+    """The device ran out of memory while a loaded model generated (not at admission).
+
+    Each engine raises its own subclass, with the facts it has; this base is
+    what a caller catches without knowing the engine. comfy-node hands it to
+    ComfyUI as ComfyUI's own out-of-memory class, so ComfyUI unloads its models
+    as it does for any out-of-memory (execution.py, ``is_oom``).
+    """
+
+    # Memory another program holds may be freed before the next run.
+    action = ErrorAction.RETRY

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
 from comfy_llm_core import ComfyLLMError, ErrorAction, redact, render_error
-from comfy_llm_residency import InferenceResult
+from comfy_llm_residency import DeviceOutOfMemoryError, InferenceResult
 
 from comfy_llm._comfyui._glue import ComfyGlue, executing_prompt_id
 from comfy_llm._comfyui._host_memory import host_bridge
@@ -62,9 +63,11 @@ def for_comfyui(error: Exception) -> Exception:
     comfy-llm error, whose class lives in a ``comfy_llm_*`` module, is re-raised
     as the builtin it derives from (``PromptTooLongError`` is a ``ValueError``;
     none: ``RuntimeError``) with its rendered message, and a note that names
-    its class and action. Its class stays in the server log (the note, and the
-    chained original). Other errors reach ComfyUI unchanged (its OOM handling
-    looks at torch's class; ``InterruptProcessingException`` is its own), unless
+    its class and action; an engine's out-of-memory is raised as ComfyUI's
+    own out-of-memory class instead (:func:`_comfyui_out_of_memory`). Its class
+    stays in the server log (the note, and the chained original). Other errors
+    reach ComfyUI unchanged (its OOM handling looks at torch's class;
+    ``InterruptProcessingException`` is its own), unless
     their text would show a Hub token. Any error whose text, or whose causes'
     text, holds a token is replaced and raised ``from None`` (the caller's
     :func:`comfyui_errors` does that), with the scrubbed traceback logged at
@@ -73,7 +76,9 @@ def for_comfyui(error: Exception) -> Exception:
     token = _shows_token(error)
     if not token and not isinstance(error, ComfyLLMError):
         return error
-    kind = next((base for base in type(error).__mro__ if base in _PLAIN_KINDS), RuntimeError)
+    kind = _comfyui_out_of_memory(error) or next(
+        (base for base in type(error).__mro__ if base in _PLAIN_KINDS), RuntimeError
+    )
     replacement = kind(render_error(error))
     action = ErrorAction(getattr(error, "action", ErrorAction.FATAL))
     name = f"{type(error).__module__}.{type(error).__qualname__}"
@@ -81,6 +86,22 @@ def for_comfyui(error: Exception) -> Exception:
     if token:
         logger.debug("Scrubbed error from the node:\n%s", redact(_format(error)))
     return replacement
+
+
+def _comfyui_out_of_memory(error: Exception) -> type[Exception] | None:
+    """ComfyUI's out-of-memory class for an engine's, when torch is loaded (it is in ComfyUI).
+
+    ComfyUI treats an error as out of memory by its class (0.33 execution.py
+    ``is_oom``: ``isinstance(e, torch.cuda.OutOfMemoryError)``,
+    model_management.py ``OOM_EXCEPTION``), then adds its tip and unloads
+    every model it holds, ours through the host bridge: what lets the next
+    run fit. So a :class:`DeviceOutOfMemoryError` reaches it as that class.
+    """
+    torch = sys.modules.get("torch")
+    if not isinstance(error, DeviceOutOfMemoryError) or torch is None:
+        return None
+    kind = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    return kind if isinstance(kind, type) and issubclass(kind, Exception) else None
 
 
 def _format(error: BaseException) -> str:
