@@ -26,20 +26,16 @@ REPO = "gpu-owner/qwen3.5-tiny"
 
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
-    import huggingface_hub.constants
     from comfy_llm_core import ExecutionTarget
     from comfy_llm_testworld import FakeHub
     from comfy_llm_testworld.checkpoints import build_checkpoint_files
-    from comfy_llm_testworld.staged import staged_profile
+    from comfy_llm_testworld.staged import hub_online, staged_profile
 
     root = tmp_path_factory.mktemp("storage")
     with pytest.MonkeyPatch.context() as patch, FakeHub() as hub:
         patch.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
         patch.delenv("HF_TOKEN", raising=False)
-        # staged from the loopback fake Hub: huggingface_hub read the offline switch on import
-        patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-        for offline in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-            patch.delenv(offline, raising=False)
+        hub_online(patch)  # the GPU check runs with HF_HUB_OFFLINE=1
         hub.add_repo(REPO, build_checkpoint_files("qwen3_5"))
         yield staged_profile(
             REPO,
