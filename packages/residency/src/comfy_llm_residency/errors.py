@@ -1,9 +1,9 @@
 """Errors raised by the resident model manager, and the backends' shared ones.
 
 Every error a user can cause names the input, the limit and the fix. The
-manager's derive from :class:`ResidencyError`; the five every backend package
-raises (not installed, load failed, wrong profile, used after unload, out of
-device memory while generating) derive
+manager's derive from :class:`ResidencyError`; the four every backend package
+raises (not installed, load failed, wrong profile, used after unload), and
+the base of an engine's own out-of-memory while generating, derive
 from :class:`BackendError` and are defined here once, beside the backend
 contract, so every engine speaks the same words. Each also derives from the
 built-in exception a caller would naturally catch (``ValueError``,
